@@ -1,0 +1,5 @@
+import sys
+
+from memworker.cli import main
+
+sys.exit(main())

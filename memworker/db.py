@@ -1,0 +1,95 @@
+"""Connection pools, the per-transaction tenant binding, and psycopg error translation."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
+from uuid import UUID
+
+import psycopg
+import psycopg_pool
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+
+from memworker import errors
+
+APP_ROLE = "memworker_app"
+_OPTIONS = "-c search_path=memworker,public"
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    register_vector(conn)
+
+
+def open_pool(url: str, *, min_size: int = 1, max_size: int = 8, name: str = "memworker") -> psycopg_pool.ConnectionPool:
+    """A pool whose connections know the vector type and use the memworker schema."""
+    pool = psycopg_pool.ConnectionPool(
+        url, min_size=min_size, max_size=max_size, name=name, open=False, timeout=10.0,
+        kwargs={"options": _OPTIONS, "row_factory": dict_row, "connect_timeout": 5},
+        configure=_configure, check=psycopg_pool.ConnectionPool.check_connection,
+    )
+    try:
+        pool.open(wait=True, timeout=30.0)
+    except psycopg_pool.PoolTimeout as exc:
+        pool.close()
+        raise errors.Unavailable(f"cannot connect to Postgres at {redact(url)}") from exc
+    return pool
+
+
+def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection:
+    """One connection outside any pool (CLI, migrations, tests)."""
+    try:
+        conn = psycopg.connect(url, options=_OPTIONS, row_factory=dict_row, autocommit=autocommit,
+                               connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        raise errors.Unavailable(f"cannot connect to Postgres at {redact(url)}: {exc}") from exc
+    register_vector(conn)
+    return conn
+
+
+@contextmanager
+def tenant_tx(pool: psycopg_pool.ConnectionPool, tenant_id: UUID | str) -> Iterator[psycopg.Connection]:
+    """One transaction bound to one tenant: row-level security sees only its rows.
+
+    The setting is transaction-local, so a pooled connection never carries it to the
+    next borrower. Raises Unavailable when Postgres cannot be reached."""
+    with translate():
+        with pool.connection() as conn:
+            with conn.transaction():
+                conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(tenant_id),))
+                yield conn
+
+
+@contextmanager
+def system_tx(pool: psycopg_pool.ConnectionPool) -> Iterator[psycopg.Connection]:
+    """A transaction with no tenant bound: it sees no tenant rows, only SECURITY DEFINER lookups."""
+    with translate():
+        with pool.connection() as conn:
+            with conn.transaction():
+                yield conn
+
+
+@contextmanager
+def translate() -> Iterator[None]:
+    """Map lost connections and pool exhaustion to Unavailable (HTTP 503)."""
+    try:
+        yield
+    except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
+        raise errors.Unavailable(f"database unavailable: {exc}") from exc
+
+
+def app_url(owner_url: str) -> str:
+    """The embedded stack's app-role URL: same server and database, the role that owns nothing."""
+    parts = urlsplit(owner_url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{APP_ROLE}@{host}"))
+
+
+def redact(url: str) -> str:
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "<unparsable url>"
+    if "password" in info:
+        info["password"] = "***"
+    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})

@@ -1,0 +1,201 @@
+"""Episodes in, memories out: accept (API side) and process (worker side).
+
+Exactly once: a worker claims episodes with a compare-and-set that bumps `attempts` (the
+claim token), reflects and embeds outside any transaction, then writes each episode's
+memories and its 'stored' status in one transaction that first re-checks the claim. A
+worker killed mid-way commits nothing; a duplicate delivery finds the claim taken or the
+episode stored; memories carry a unique source key per (episode, item) besides."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg_pool
+from psycopg.types.json import Jsonb
+
+from memworker import db, errors, memories, reflection, store
+from memworker.embeddings import Embedder
+from memworker.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EpisodeIn:
+    content: str
+    messages: list[dict[str, str]] | None = None
+    session_id: str | None = None
+    idempotency_key: str | None = None
+    occurred_at: datetime | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def render(messages: list[dict[str, str]]) -> str:
+    """The text form of a message list, as stored in episodes.content."""
+    return "\n".join(f"{m['role']}: {m['content']}" for m in messages)
+
+
+def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[EpisodeIn]) -> list[tuple[UUID, bool]]:
+    """Insert episodes (creating the agent on first use); returns (id, is_new) per episode.
+
+    A repeated idempotency key returns the first episode's id with is_new False, and the
+    caller enqueues only the new ones."""
+    store.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
+    out: list[tuple[UUID, bool]] = []
+    for ep in episodes:
+        row = store.one(conn, "insert_episode", tenant_id=tenant_id, agent_id=agent_id,
+                        session_id=ep.session_id, idempotency_key=ep.idempotency_key,
+                        content=ep.content, messages=Jsonb(ep.messages) if ep.messages else None,
+                        metadata=Jsonb(ep.metadata), occurred_at=ep.occurred_at)
+        if row is not None:
+            out.append((row["id"], True))
+            continue
+        existing = store.one(conn, "episode_by_key", tenant_id=tenant_id, agent_id=agent_id,
+                             idempotency_key=ep.idempotency_key)
+        assert existing is not None  # the conflict was on this key
+        out.append((existing["id"], False))
+    store.run(conn, "touch_agent", tenant_id=tenant_id, agent_id=agent_id)
+    return out
+
+
+@dataclass
+class Outcome:
+    stored: list[UUID] = field(default_factory=list)
+    failed: list[tuple[UUID, int]] = field(default_factory=list)  # (id, attempts) to retry
+    dead: list[UUID] = field(default_factory=list)
+    skipped: list[UUID] = field(default_factory=list)  # claimed by another worker meanwhile
+    memories_written: int = 0
+    duplicates: int = 0
+    llm_calls: int = 0
+
+
+@dataclass
+class _Claimed:
+    id: UUID
+    agent_id: str
+    session_id: str | None
+    attempts: int
+    metadata: dict[str, Any]
+    episode: reflection.Episode
+    result: reflection.Reflection | None = None
+    error: str | None = None
+
+
+def process(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflector: reflection.Reflector,
+            settings: Settings, *, tenant_id: UUID, episode_ids: list[UUID]) -> Outcome:
+    """Claim, reflect, embed and store a batch of one tenant's episodes."""
+    outcome = Outcome()
+    with db.tenant_tx(pool, tenant_id) as conn:
+        rows = store.all_(conn, "claim_episodes", tenant_id=tenant_id, ids=episode_ids,
+                          lease_s=settings.episode_lease_s, limit=settings.ingest_batch_max,
+                          opportunistic=True)
+    claimed = [_Claimed(r["id"], r["agent_id"], r["session_id"], r["attempts"], r["metadata"],
+                        reflection.Episode(r["content"], r["messages"])) for r in rows]
+    saved = {r["id"]: r["reflection"] for r in rows if r["reflection"]}
+    for c in claimed:
+        if c.id in saved:
+            c.result = reflection.Reflection.from_json(saved[c.id])
+            continue
+        try:
+            c.result = reflector.reflect(c.episode)
+        except Exception as exc:  # a reflector bug must fail this episode, not the batch
+            logger.exception("reflection failed for episode %s", c.id)
+            c.error = f"reflection failed: {type(exc).__name__}: {exc}"
+            continue
+        outcome.llm_calls += c.result.llm_calls
+        if c.result.llm_calls:  # paid for: keep it so a retry after a crash does not pay again
+            r = c.result
+            with db.tenant_tx(pool, tenant_id) as conn:
+                store.run(conn, "save_reflection", tenant_id=tenant_id, episode_id=c.id,
+                          attempts=c.attempts, reflection=Jsonb(r.to_json()), llm_calls=r.llm_calls,
+                          tokens_in=r.tokens_in, tokens_out=r.tokens_out, llm_ms=r.llm_ms)
+            c.result = reflection.Reflection.from_json(r.to_json())  # its cost is now on record
+    texts = [item.text for c in claimed if c.result for item in c.result.items]
+    try:
+        vectors = embedder.embed(texts)
+    except Exception as exc:  # the embedder failing fails the whole batch, recorded per episode
+        for c in claimed:
+            c.error = c.error or f"embedding failed: {type(exc).__name__}: {exc}"
+        vectors = None
+    offset = 0
+    for c in claimed:
+        n = len(c.result.items) if c.result else 0
+        mine = vectors[offset:offset + n] if vectors is not None else None
+        offset += n
+        if c.error is None and mine is not None:
+            try:
+                _store_one(pool, settings, tenant_id, c, mine, outcome)
+                continue
+            except errors.Unavailable:
+                raise  # Postgres is down: let the task retry the whole batch
+            except Exception as exc:
+                logger.exception("storing episode %s failed", c.id)
+                c.error = f"store failed: {type(exc).__name__}: {exc}"
+        _fail(pool, settings, tenant_id, c, outcome)
+    return outcome
+
+
+def _store_one(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID,
+               c: _Claimed, vectors: Any, outcome: Outcome) -> None:
+    assert c.result is not None
+    with db.tenant_tx(pool, tenant_id) as conn:
+        current = store.one(conn, "lock_claimed_episode", tenant_id=tenant_id, episode_id=c.id)
+        if current is None or current["status"] != "processing" or current["attempts"] != c.attempts:
+            outcome.skipped.append(c.id)  # someone else's claim now, or already stored
+            return
+        policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=c.agent_id)
+        expires_at = store.expiry(conn, policy, "L1")
+        memory_ids: list[UUID] = []
+        for i, (item, vec) in enumerate(zip(c.result.items, vectors, strict=True)):
+            source = f"episode:{c.id}" + (f"#m{','.join(map(str, item.messages))}" if item.messages else "")
+            dup = store.find_duplicate(conn, tenant_id=tenant_id, agent_id=c.agent_id, text=item.text,
+                                       embedding=vec, threshold=policy.dedup_similarity)
+            if dup is not None:
+                store.strengthen(conn, tenant_id=tenant_id, agent_id=c.agent_id, memory_id=dup,
+                                 confidence=item.confidence, source=source)
+                outcome.duplicates += 1
+                if dup not in memory_ids:
+                    memory_ids.append(dup)
+                continue
+            draft = memories.Draft(
+                text=item.text, kind=item.kind, confidence=item.confidence, tier="L1",
+                entities=item.entities, topics=item.topics, provenance=(source,),
+                metadata=c.metadata, expires_at=expires_at, flags=memories.flags_for(item.text))
+            mid = store.insert_memory(conn, tenant_id=tenant_id, agent_id=c.agent_id, draft=draft,
+                                      embedding=vec, source_key=f"ep:{c.id}:{i}",
+                                      session_id=c.session_id, reason=f"episode:{c.id}")
+            if mid is None:  # written by an earlier attempt that did commit
+                existing = store.one(conn, "memory_by_source_key", tenant_id=tenant_id,
+                                     source_key=f"ep:{c.id}:{i}")
+                mid = existing["id"] if existing else None
+            if mid is not None:
+                memory_ids.append(mid)
+                outcome.memories_written += 1
+        r = c.result
+        store.run(conn, "finish_episode", tenant_id=tenant_id, episode_id=c.id, memory_ids=memory_ids,
+                  reflector=r.reflector, llm_calls=r.llm_calls, tokens_in=r.tokens_in,
+                  tokens_out=r.tokens_out, llm_ms=r.llm_ms)
+    outcome.stored.append(c.id)
+
+
+def _fail(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID, c: _Claimed,
+          outcome: Outcome) -> None:
+    with db.tenant_tx(pool, tenant_id) as conn:
+        row = store.one(conn, "fail_episode", tenant_id=tenant_id, episode_id=c.id,
+                        attempts=c.attempts, error=(c.error or "unknown")[:2000],
+                        max_attempts=settings.episode_max_attempts)
+    if row is None:
+        outcome.skipped.append(c.id)
+    elif row["status"] == "dead":
+        logger.error("episode %s is dead after %d attempts: %s", c.id, c.attempts, c.error)
+        outcome.dead.append(c.id)
+    else:
+        outcome.failed.append((c.id, c.attempts))
+
+
+def backoff_s(attempts: int) -> float:
+    """Seconds before retry number `attempts`: 2, 4, 8, ... capped at 5 minutes."""
+    return float(min(2 ** attempts, 300))

@@ -1,0 +1,72 @@
+"""API keys: 'mwk_<prefix>_<secret>' with 256 random bits, stored as a sha256 hash only,
+looked up by prefix and compared in constant time."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+from uuid import UUID
+
+from memworker import db, errors, store
+
+SCOPES = ("episodes:write", "memories:read", "memories:write", "admin", "erase")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: one tenant, its scopes, and optionally the agents it may touch."""
+
+    tenant_id: UUID
+    key_id: UUID
+    scopes: frozenset[str]
+    agent_ids: frozenset[str] | None
+
+    def require(self, scope: str, agent_id: str | None = None) -> None:
+        if scope not in self.scopes:
+            raise errors.Forbidden(f"this key lacks the {scope!r} scope")
+        if agent_id is not None and self.agent_ids is not None and agent_id not in self.agent_ids:
+            raise errors.NotFound("agent not found")  # do not confirm it exists
+
+
+def generate() -> tuple[str, str, bytes]:
+    """(full key, prefix, hash). The full key is shown once and never stored."""
+    prefix = secrets.token_hex(6)
+    key = f"mwk_{prefix}_{secrets.token_urlsafe(32)}"
+    return key, prefix, hash_key(key)
+
+
+def hash_key(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+def create(conn: Any, *, tenant_id: UUID, name: str = "", scopes: tuple[str, ...] = SCOPES,
+           agent_ids: list[str] | None = None, expires_at: datetime | None = None) -> tuple[str, dict[str, Any]]:
+    """Create a key for the tenant (the connection must be bound to it); returns (key, row)."""
+    bad = [s for s in scopes if s not in SCOPES]
+    if bad:
+        raise errors.InvalidInput(f"unknown scopes {bad}; choose from {list(SCOPES)}")
+    key, prefix, digest = generate()
+    row = store.one(conn, "insert_api_key", tenant_id=tenant_id, prefix=prefix, key_hash=digest,
+                    name=name, scopes=list(scopes), agent_ids=agent_ids, expires_at=expires_at)
+    assert row is not None
+    return key, row
+
+
+def authenticate(pool: Any, key: str) -> Principal:
+    """Raises Unauthorized for a missing, malformed, unknown, expired or revoked key."""
+    parts = key.split("_")
+    if len(parts) != 3 or parts[0] != "mwk":
+        raise errors.Unauthorized("invalid api key")
+    with db.system_tx(pool) as conn:
+        row = store.one(conn, "authenticate", prefix=parts[1])
+    if row is None or not hmac.compare_digest(bytes(row["key_hash"]), hash_key(key)):
+        raise errors.Unauthorized("invalid api key")
+    if row["revoked_at"] is not None:
+        raise errors.Unauthorized("api key revoked")
+    if row["expires_at"] is not None and row["expires_at"] <= datetime.now(timezone.utc):
+        raise errors.Unauthorized("api key expired")
+    return Principal(row["tenant_id"], row["key_id"], frozenset(row["scopes"]),
+                     frozenset(row["agent_ids"]) if row["agent_ids"] is not None else None)

@@ -1,0 +1,34 @@
+"""Sweeps that keep the system honest: the reconciler's view of stuck episodes."""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from uuid import UUID
+
+import psycopg_pool
+
+from memworker import db, store
+
+
+def stale_episodes(pool: psycopg_pool.ConnectionPool, *, older_than_s: float,
+                   limit: int = 10_000) -> dict[UUID, list[UUID]]:
+    """Episodes whose message may be lost, grouped by tenant: queued or failed and not sent
+    for older_than_s, or processing with an expired lease (a crashed worker's claim)."""
+    with db.system_tx(pool) as conn:
+        rows = store.all_(conn, "stale_episodes", older_than_s=older_than_s, limit=limit)
+    by_tenant: dict[UUID, list[UUID]] = defaultdict(list)
+    for r in rows:
+        by_tenant[r["tenant_id"]].append(r["episode_id"])
+    return dict(by_tenant)
+
+
+def requeue_stale(pool: psycopg_pool.ConnectionPool, publish: Callable[[UUID, list[UUID]], None], *,
+                  older_than_s: float) -> int:
+    """Publish every stale episode again and stamp it as sent; returns how many."""
+    total = 0
+    for tenant_id, ids in stale_episodes(pool, older_than_s=older_than_s).items():
+        publish(tenant_id, ids)
+        with db.tenant_tx(pool, tenant_id) as conn:
+            store.run(conn, "mark_enqueued", tenant_id=tenant_id, ids=ids)
+        total += len(ids)
+    return total

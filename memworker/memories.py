@@ -1,0 +1,118 @@
+"""Pure domain: the Memory value, limits, kinds and tiers, text normalisation. No I/O."""
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+MAX_TEXT_CHARS = 280  # summarize, don't hoard (seed 000): a durable memory is tweet-sized
+KINDS = ("fact", "preference", "decision", "method", "conclusion", "event", "insight", "summary")
+TIERS = ("L0", "L1", "L2", "L3")
+AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+
+
+def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """Text cut to the limit at a word boundary where possible, marked with an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit * 0.6:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
+
+
+def normalise(text: str) -> str:
+    """The form two texts share when they say the same thing (exact dedup)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(re.findall(r"\w+", folded))
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(normalise(text).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A memory before it is stored: what a reflector or a direct write proposes."""
+
+    text: str
+    kind: str = "fact"
+    confidence: float = 0.7
+    salience: float = 0.5
+    tier: str = "L1"
+    entities: tuple[str, ...] = ()
+    topics: tuple[str, ...] = ()
+    provenance: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    expires_at: datetime | None = None
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: str
+    agent_id: str
+    text: str
+    kind: str
+    tier: str
+    salience: float
+    confidence: float
+    access_count: int
+    created_at: datetime
+    metadata: dict[str, Any]
+    provenance: list[str]
+    session_id: str | None = None
+    entities: list[str] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
+    expires_at: datetime | None = None
+    last_access_at: datetime | None = None
+    valid_to: datetime | None = None
+    superseded_by: str | None = None
+    flags: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Memory:
+        return cls(
+            id=str(row["id"]), agent_id=row["agent_id"], text=row["text"], kind=row["kind"],
+            tier=row["tier"], salience=float(row["salience"]), confidence=float(row["confidence"]),
+            access_count=row["access_count"], created_at=row["created_at"],
+            metadata=row["metadata"], provenance=list(row["provenance"]),
+            session_id=row.get("session_id"), entities=list(row.get("entities") or []),
+            topics=list(row.get("topics") or []), expires_at=row.get("expires_at"),
+            last_access_at=row.get("last_access_at"), valid_to=row.get("valid_to"),
+            superseded_by=str(row["superseded_by"]) if row.get("superseded_by") else None,
+            flags=list(row.get("flags") or []),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "agent_id": self.agent_id, "text": self.text, "kind": self.kind,
+            "tier": self.tier, "salience": round(self.salience, 4),
+            "confidence": round(self.confidence, 4), "access_count": self.access_count,
+            "metadata": self.metadata, "created_at": self.created_at.isoformat(),
+            "provenance": self.provenance, "session_id": self.session_id,
+            "entities": self.entities, "topics": self.topics,
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "superseded_by": self.superseded_by, "flags": self.flags,
+        }
+
+
+# Text that reads as instructions to the agent rather than facts about the world
+# (memory poisoning: MINJA, AgentPoison). Flagged on write; recall reports the flag.
+_INSTRUCTION = re.compile(
+    r"ignore (all |any )?(previous|prior|above|earlier) (instructions|prompts?|rules)|"
+    r"disregard (the |all |your )?(previous|prior|system|above)|"
+    r"you are now\b|new instructions?:|system prompt|<\|?(system|im_start|im_end)\|?>|"
+    r"\[/?INST\]|</?tool_call>|\"tool_calls?\"\s*:|\bfunction_call\b|"
+    r"(always|must) (respond|reply|answer|call|execute|run)\b|"
+    r"忽略(之前|以上|先前)的?(指令|指示)", re.IGNORECASE)
+
+
+def flags_for(text: str) -> tuple[str, ...]:
+    """('instruction',) when text tries to steer the agent; () otherwise."""
+    return ("instruction",) if _INSTRUCTION.search(text) else ()

@@ -1,0 +1,74 @@
+"""Hybrid recall: one query embedding (LRU-cached) and one SQL round trip (queries.sql:
+recall) per call. The plan is an exact per-agent scan for both BM25 and cosine, so every
+agent gets its own true top-k and never another agent's rows; see docs/recall.md."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from memworker import errors, store, tokens
+from memworker.embeddings import CachedQueryEmbedder
+from memworker.memories import KINDS, TIERS
+from memworker.policy import Policy
+
+MAX_K = 100
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str
+    k: int = 5
+    tiers: tuple[str, ...] | None = None
+    kinds: tuple[str, ...] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    metadata: dict[str, Any] | None = None
+    explain: bool = False
+
+    def validate(self) -> None:
+        if not self.text.strip():
+            raise errors.InvalidInput("query must not be empty")
+        if not 1 <= self.k <= MAX_K:
+            raise errors.InvalidInput(f"k must be between 1 and {MAX_K}")
+        if self.tiers is not None and any(t not in TIERS for t in self.tiers):
+            raise errors.InvalidInput(f"tiers must be among {list(TIERS)}")
+        if self.kinds is not None and any(k not in KINDS for k in self.kinds):
+            raise errors.InvalidInput(f"kinds must be among {list(KINDS)}")
+
+
+def recall(conn: Any, embedder: CachedQueryEmbedder, *, tenant_id: UUID, agent_id: str, query: Query,
+           policy: Policy, bump: bool = True) -> list[dict[str, Any]]:
+    """The agent's top-k live memories for the query, best first, with their signals."""
+    query.validate()
+    terms = sorted(set(tokens.tokenize(query.text)))
+    qvec = embedder.embed_one(query.text)
+    rows = store.all_(
+        conn, "recall", tenant_id=tenant_id, agent_id=agent_id, terms=terms, qvec=qvec,
+        tiers=list(query.tiers or policy.recall_tiers),
+        kinds=list(query.kinds) if query.kinds else None, since=query.since, until=query.until,
+        metadata=Jsonb(query.metadata) if query.metadata else None,
+        hide_flagged=False, candidates=max(policy.recall_candidates, query.k),
+        vector_floor=policy.recall_vector_floor, w_bm25=policy.recall_bm25_weight,
+        w_vector=policy.recall_vector_weight, w_prior=policy.recall_prior_weight,
+        k=query.k, bump=bump,
+    )
+    hits = []
+    for r in rows:
+        hit: dict[str, Any] = {
+            "id": str(r["id"]), "text": r["text"], "kind": r["kind"], "tier": r["tier"],
+            "score": round(float(r["score"]), 6), "metadata": r["metadata"],
+            "created_at": r["created_at"].isoformat(), "provenance": r["provenance"],
+            "flags": r["flags"],
+        }
+        if query.explain:
+            hit["signals"] = {
+                "bm25": float(r["bm25"]), "vector": float(r["vector"]), "fused": float(r["fused"]),
+                "salience": float(r["salience"]), "access": int(r["access_count"]),
+                "freshness": float(r["freshness"]), "prior": float(r["prior"]),
+            }
+        hits.append(hit)
+    return hits

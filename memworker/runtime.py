@@ -1,0 +1,84 @@
+"""Per-process resources, built once per process (after fork in Celery workers) from
+Settings: the app-role connection pool, the embedder and the reflector. Also where a
+process finds the embedded stack's URLs when MEMWORKER_*_URL are unset."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg_pool
+
+from memworker import db, embeddings, errors, reflection
+from memworker.settings import Settings
+
+STACK_FILE = "stack.json"
+
+
+def stack_file(settings: Settings) -> Path:
+    return settings.data_dir / STACK_FILE
+
+
+def resolve(settings: Settings) -> Settings:
+    """Fill unset URLs from a running `memworker up` on the same data dir.
+
+    Raises ConfigError when neither is available, saying how to fix it."""
+    if settings.database_url and settings.redis_url:
+        return settings
+    path = stack_file(settings)
+    if not path.exists():
+        missing = "MEMWORKER_DATABASE_URL" if not settings.database_url else "MEMWORKER_REDIS_URL"
+        raise errors.ConfigError(
+            f"{missing} is unset and no `memworker up` is running on {settings.data_dir}; "
+            "start one (memworker up) or set the URL"
+        )
+    stack = json.loads(path.read_text())
+    return settings.replace(
+        database_url=settings.database_url or stack["database_url"],
+        admin_database_url=settings.admin_database_url or (None if settings.database_url else stack["admin_database_url"]),
+        redis_url=settings.redis_url or stack["redis_url"],
+    )
+
+
+def admin_url(settings: Settings) -> str:
+    url = settings.admin_database_url or settings.database_url
+    if not url:
+        raise errors.ConfigError("MEMWORKER_DATABASE_URL is unset")
+    return url
+
+
+@dataclass
+class Resources:
+    settings: Settings
+    pool: psycopg_pool.ConnectionPool
+    embedder: embeddings.Embedder
+    query_embedder: embeddings.CachedQueryEmbedder
+    reflector: reflection.Reflector
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+_lock = threading.Lock()
+_by_pid: dict[int, Resources] = {}
+
+
+def build(settings: Settings, *, embedder: embeddings.Embedder | None = None) -> Resources:
+    assert settings.database_url, "resolve() the settings first"
+    pool = db.open_pool(settings.database_url, min_size=settings.db_pool_min,
+                        max_size=settings.db_pool_max)
+    emb = embedder or embeddings.load(settings.embedding_model, settings.embedding_batch_size)
+    return Resources(settings, pool, emb, embeddings.CachedQueryEmbedder(emb),
+                     reflection.build(settings.llm_base_url, settings.llm_model,
+                                      settings.llm_api_key, settings.llm_timeout_s))
+
+
+def for_process(settings: Settings) -> Resources:
+    """This process's resources; a forked child builds its own instead of sharing sockets."""
+    pid = os.getpid()
+    with _lock:
+        if pid not in _by_pid:
+            _by_pid[pid] = build(settings)
+        return _by_pid[pid]

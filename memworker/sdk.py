@@ -1,0 +1,125 @@
+"""Python SDK: memworker.Client over HTTP, and enqueue_in_cluster for agents that sit next
+to Redis and want to skip the HTTP hop."""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import httpx
+
+from memworker import errors
+
+
+class ApiError(errors.MemworkerError):
+    def __init__(self, status: int, body: Any) -> None:
+        self.status = status
+        self.body = body
+        message = body.get("error") if isinstance(body, dict) else str(body)
+        super().__init__(f"HTTP {status}: {message}")
+
+
+class Client:
+    """client = Client("http://127.0.0.1:8420", api_key); client.add_episode("bot", "...")"""
+
+    def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0) -> None:
+        self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout,
+                                  headers={"Authorization": f"Bearer {api_key}"})
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        resp = self._http.request(method, path, **kwargs)
+        if resp.status_code >= 400:
+            try:
+                body = resp.json()
+            except ValueError:
+                body = resp.text
+            raise ApiError(resp.status_code, body)
+        return resp.json() if resp.content else None
+
+    # episodes
+    def add_episode(self, agent_id: str, content: str | None = None, *,
+                    messages: list[dict[str, str]] | None = None, **fields: Any) -> dict[str, Any]:
+        body = {"content": content} if messages is None else {"messages": messages}
+        return self._call("POST", f"/v1/agents/{agent_id}/episodes", json={**body, **fields})  # type: ignore[no-any-return]
+
+    def add_episodes(self, agent_id: str, episodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return self._call("POST", f"/v1/agents/{agent_id}/episodes/batch", json={"episodes": episodes})["episodes"]  # type: ignore[no-any-return]
+
+    def get_episode(self, agent_id: str, episode_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/agents/{agent_id}/episodes/{episode_id}")  # type: ignore[no-any-return]
+
+    def wait_for_episode(self, agent_id: str, episode_id: str, *, timeout: float = 60.0) -> dict[str, Any]:
+        """Poll until the episode is stored or dead; raises TimeoutError."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ep = self.get_episode(agent_id, episode_id)
+            if ep["status"] in ("stored", "dead"):
+                return ep
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"episode {episode_id} still {ep['status']} after {timeout}s")
+            time.sleep(0.1)
+
+    def replay_episode(self, agent_id: str, episode_id: str) -> dict[str, Any]:
+        return self._call("POST", f"/v1/agents/{agent_id}/episodes/{episode_id}/replay")  # type: ignore[no-any-return]
+
+    def list_episodes(self, *, status: str | None = None, agent_id: str | None = None,
+                      limit: int = 100) -> list[dict[str, Any]]:
+        params = {k: v for k, v in {"status": status, "agent_id": agent_id, "limit": limit}.items() if v is not None}
+        return self._call("GET", "/v1/episodes", params=params)["episodes"]  # type: ignore[no-any-return]
+
+    def usage(self, agent_id: str | None = None) -> dict[str, Any]:
+        return self._call("GET", "/v1/usage", params={"agent_id": agent_id} if agent_id else {})  # type: ignore[no-any-return]
+
+    # memories
+    def add_memory(self, agent_id: str, text: str, **fields: Any) -> dict[str, Any]:
+        return self._call("POST", f"/v1/agents/{agent_id}/memories", json={"text": text, **fields})  # type: ignore[no-any-return]
+
+    def add_memories(self, agent_id: str, memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return self._call("POST", f"/v1/agents/{agent_id}/memories/batch", json={"memories": memories})["memories"]  # type: ignore[no-any-return]
+
+    def get_memory(self, agent_id: str, memory_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/agents/{agent_id}/memories/{memory_id}")  # type: ignore[no-any-return]
+
+    def update_memory(self, agent_id: str, memory_id: str, **changes: Any) -> dict[str, Any]:
+        return self._call("PATCH", f"/v1/agents/{agent_id}/memories/{memory_id}", json=changes)  # type: ignore[no-any-return]
+
+    def delete_memory(self, agent_id: str, memory_id: str) -> None:
+        self._call("DELETE", f"/v1/agents/{agent_id}/memories/{memory_id}")
+
+    def list_memories(self, agent_id: str, *, tier: str | None = None, kind: str | None = None,
+                      session: str | None = None, limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
+        params = {k: v for k, v in {"tier": tier, "kind": kind, "session": session, "limit": limit,
+                                    "cursor": cursor}.items() if v is not None}
+        return self._call("GET", f"/v1/agents/{agent_id}/memories", params=params)  # type: ignore[no-any-return]
+
+    def recall(self, agent_id: str, query: str, k: int = 5, **options: Any) -> dict[str, Any]:
+        """{"memories": [...], "took_ms": ...}; options: tiers, kinds, since, until, metadata, explain."""
+        return self._call("POST", f"/v1/agents/{agent_id}/recall", json={"query": query, "k": k, **options})  # type: ignore[no-any-return]
+
+
+def enqueue_in_cluster(redis_url: str, *, tenant_id: str, agent_id: str, content: str | None = None,
+                       messages: list[dict[str, str]] | None = None, idempotency_key: str | None = None,
+                       **fields: Any) -> str:
+    """Send an episode straight to the ingest queue (Celery send_task), skipping HTTP.
+
+    A worker writes the durable episode row first, then processes it. Until then the
+    message lives only in Redis (AOF), so the idempotency key (generated if not given)
+    makes a redelivered message harmless. Returns the idempotency key."""
+    from celery import Celery
+
+    key = idempotency_key or f"cluster:{uuid.uuid4()}"
+    app = Celery("memworker-client", broker=redis_url)
+    app.conf.update(task_serializer="json", accept_content=["json"])
+    episode = {"content": content, "messages": messages, "idempotency_key": key, **fields}
+    app.send_task("memworker.accept_episode", args=[tenant_id, agent_id, episode], queue="ingest")
+    app.close()
+    return key

