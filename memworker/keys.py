@@ -38,6 +38,14 @@ def generate() -> tuple[str, str, bytes]:
     return key, prefix, hash_key(key)
 
 
+def prefix_of(key: str) -> str | None:
+    """The lookup prefix of a well-formed key, else None (the secret may itself hold '_')."""
+    parts = key.split("_", 2)
+    if len(parts) != 3 or parts[0] != "mwk" or not parts[1] or not parts[2]:
+        return None
+    return parts[1]
+
+
 def hash_key(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
@@ -57,11 +65,11 @@ def create(conn: Any, *, tenant_id: UUID, name: str = "", scopes: tuple[str, ...
 
 def authenticate(pool: Any, key: str) -> Principal:
     """Raises Unauthorized for a missing, malformed, unknown, expired or revoked key."""
-    parts = key.split("_")
-    if len(parts) != 3 or parts[0] != "mwk":
+    prefix = prefix_of(key)
+    if prefix is None:
         raise errors.Unauthorized("invalid api key")
     with db.system_tx(pool) as conn:
-        row = store.one(conn, "authenticate", prefix=parts[1])
+        row = store.one(conn, "authenticate", prefix=prefix)
     if row is None or not hmac.compare_digest(bytes(row["key_hash"]), hash_key(key)):
         raise errors.Unauthorized("invalid api key")
     if row["revoked_at"] is not None:

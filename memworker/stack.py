@@ -186,7 +186,8 @@ class Stack:
             assert tenant is not None
             if path.exists():
                 key = path.read_text().strip()
-                row = store.one(conn, "authenticate", prefix=key.split("_")[1]) if key.count("_") == 2 else None
+                prefix = keys.prefix_of(key)
+                row = store.one(conn, "authenticate", prefix=prefix) if prefix else None
                 if row and row["revoked_at"] is None and bytes(row["key_hash"]) == keys.hash_key(key):
                     return key
             conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(tenant["id"]),))

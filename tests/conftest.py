@@ -1,0 +1,202 @@
+"""Session fixtures: the embedded Postgres and Redis start once per test session (or
+MEMWORKER_TEST_DATABASE_URL / MEMWORKER_TEST_REDIS_URL are used instead); the schema is
+migrated once into a template database and copied per test module."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+import redis
+
+from memworker import db, embedded, migrate
+from memworker.settings import Settings
+
+TEMPLATE = "memworker_template"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Owner URL of a Postgres server and a Redis URL, for the whole session."""
+    pg_url = os.environ.get("MEMWORKER_TEST_DATABASE_URL")
+    redis_url = os.environ.get("MEMWORKER_TEST_REDIS_URL")
+    children = []
+    base = Path(tempfile.mkdtemp(prefix="mwtest-"))
+    try:
+        if not pg_url:
+            child, pg_url = embedded.start_postgres(base)
+            children.append(child)
+        if not redis_url:
+            child, redis_url = embedded.start_redis(base)
+            children.append(child)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE}")
+            conn.execute(f"CREATE DATABASE {TEMPLATE}")
+        migrate.migrate(_with_db(pg_url, TEMPLATE))
+        yield {"pg": pg_url, "redis": redis_url, "base": str(base)}
+    finally:
+        for child in reversed(children):
+            child.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _with_db(url: str, dbname: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{dbname}"))
+
+
+_redis_db = iter(range(1, 16))
+
+
+@pytest.fixture(scope="module")
+def stack(services: dict[str, str], request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    """A fresh database (copied from the migrated template) and an empty Redis database
+    for one test module: {'owner_url', 'app_url', 'redis_url', 'settings'}."""
+    name = "t_" + re.sub(r"\W", "_", request.module.__name__.split(".")[-1])[:50]
+    with psycopg.connect(services["pg"], autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    owner_url = _with_db(services["pg"], name)
+    app_url = db.app_url(owner_url)
+    redis_db = next(_redis_db)
+    redis_url = services["redis"].rsplit("/", 1)[0] + f"/{redis_db}"
+    client = redis.Redis.from_url(redis_url)
+    if client.dbsize():
+        client.flushdb()  # our own embedded server, or a database the test owner gave us
+    client.close()
+    data_dir = Path(services["base"]) / name
+    data_dir.mkdir(exist_ok=True)
+    settings = Settings(database_url=app_url, admin_database_url=owner_url, redis_url=redis_url,
+                        data_dir=data_dir, episode_lease_s=5, db_pool_max=8)
+    yield {"owner_url": owner_url, "app_url": app_url, "redis_url": redis_url, "settings": settings}
+    with psycopg.connect(services["pg"], autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Any:
+    """The real all-MiniLM-L6-v2 model, loaded once per session."""
+    from memworker import embeddings
+
+    return embeddings.load(Settings().embedding_model)
+
+
+@pytest.fixture(scope="module")
+def tenants(stack: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Three tenants per module (alice, bob, charlie), each with a full-scope key."""
+    from memworker import keys, store
+
+    out = {}
+    with db.connect(stack["owner_url"]) as conn:
+        for name in ("alice", "bob", "charlie"):
+            t = store.one(conn, "create_tenant", name=name)
+            assert t is not None
+            conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(t["id"]),))
+            key, _ = keys.create(conn, tenant_id=t["id"], name="test")
+            out[name] = {"id": t["id"], "key": key}
+        conn.commit()
+    return out
+
+
+@pytest.fixture(scope="module")
+def api(stack: dict[str, Any], embedder: Any) -> Iterator[str]:
+    """The real API over real HTTP (uvicorn on a loopback port, in a thread); publishes to
+    the module's Redis. Yields the base URL."""
+    import threading
+    import time
+
+    import httpx
+    import uvicorn
+
+    from memworker import api as api_mod
+    from memworker import runtime
+
+    settings = stack["settings"]
+    res = runtime.build(settings, embedder=embedder)
+    app = api_mod.create_app(settings, resources=res)
+    port = embedded.free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "test API did not start"
+        time.sleep(0.1)
+    yield url
+    server.should_exit = True
+    thread.join(10)
+    res.close()
+
+
+def start_worker(settings: Settings, name: str, *, extra_env: dict[str, str] | None = None,
+                 concurrency: int = 1) -> Any:
+    """A real `celery worker` process on the module's Redis and database; returns the Popen
+    once the worker answers a ping."""
+    import subprocess
+    import sys
+    import time
+
+    from celery import Celery
+
+    env = dict(os.environ)
+    env.update(settings.to_env())
+    env.update(extra_env or {})
+    log = open(settings.data_dir / f"{name}.log", "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "tasks.celery_app", "worker", "-n", f"{name}@%h",
+         "-Q", "ingest,consolidate,maintenance", "-c", str(concurrency), "--loglevel", "info"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    app = Celery(broker=settings.redis_url)
+    deadline = time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, f"worker exited; see {settings.data_dir}/{name}.log"
+            replies = app.control.ping(timeout=1.0) or []
+            if any(name in list(r)[0] for r in replies):
+                return proc
+            time.sleep(0.5)
+    finally:
+        app.close()
+    raise AssertionError(f"worker {name} did not answer a ping in 90 s")
+
+
+def stop_worker(proc: Any) -> None:
+    import signal
+    import subprocess
+
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+@pytest.fixture(scope="module")
+def worker(stack: dict[str, Any]) -> Iterator[Any]:
+    proc = start_worker(stack["settings"], "w1")
+    yield proc
+    stop_worker(proc)
