@@ -32,6 +32,16 @@ def normalise(text: str) -> str:
     return " ".join(re.findall(r"\w+", folded))
 
 
+def says_the_same(a: str, b: str, *, min_jaccard: float = 0.5) -> bool:
+    """The lexical half of near-duplicate detection (the other half is cosine): the same
+    numbers, and most words shared. Embeddings alone merge 'ticket 1' with 'ticket 11'."""
+    ta, tb = set(normalise(a).split()), set(normalise(b).split())
+    if {t for t in ta if t.isdigit()} != {t for t in tb if t.isdigit()}:
+        return False
+    union = ta | tb
+    return bool(union) and len(ta & tb) / len(union) >= min_jaccard
+
+
 def content_hash(text: str) -> str:
     return hashlib.sha256(normalise(text).encode()).hexdigest()
 

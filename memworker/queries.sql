@@ -163,12 +163,12 @@ VALUES (%(tenant_id)s, %(agent_id)s, %(memory_id)s, %(event)s, %(reason)s, %(act
 
 -- name: find_duplicate
 -- The closest live memory of the agent: an exact text match, else the nearest vector.
-(SELECT id, 1.0::float8 AS similarity FROM memories
+(SELECT id, text, 1.0::float8 AS similarity FROM memories
  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND content_hash = %(content_hash)s
    AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
  LIMIT 1)
 UNION ALL
-(SELECT id, 1 - (embedding <=> %(embedding)s) AS similarity FROM memories
+(SELECT id, text, 1 - (embedding <=> %(embedding)s) AS similarity FROM memories
  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
    AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
  ORDER BY embedding <=> %(embedding)s LIMIT 1)

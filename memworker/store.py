@@ -116,10 +116,11 @@ def event(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id
 
 def find_duplicate(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, text: str,
                    embedding: np.ndarray, threshold: float) -> UUID | None:
-    """The live memory that says the same thing (same normalised text, or cosine >= threshold)."""
+    """The live memory that says the same thing: the same normalised text, or cosine >=
+    threshold with the same numbers and most words shared."""
     row = one(conn, "find_duplicate", tenant_id=tenant_id, agent_id=agent_id,
               content_hash=memories.content_hash(text), embedding=embedding)
-    if row and row["similarity"] >= threshold:
+    if row and row["similarity"] >= threshold and memories.says_the_same(text, row["text"]):
         return row["id"]  # type: ignore[no-any-return]
     return None
 
