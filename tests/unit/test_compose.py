@@ -52,7 +52,7 @@ def compose() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def svcs(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return compose["services"]  # type: ignore[no-any-return]
 
 
@@ -94,8 +94,8 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 
 # --- docker-compose.yml ----------------------------------------------------------------------
 
-def test_compose_defines_every_service_of_the_system(services: dict[str, Any]) -> None:
-    assert SERVICES <= set(services)
+def test_compose_defines_every_service_of_the_system(svcs: dict[str, Any]) -> None:
+    assert SERVICES <= set(svcs)
 
 
 def test_every_variable_reference_is_well_formed_and_required_ones_are_documented() -> None:
@@ -112,8 +112,8 @@ def test_every_variable_reference_is_well_formed_and_required_ones_are_documente
         interpolate(text, {k: v for k, v in FAKE_ENV.items() if k != "MEMWORKER_APP_PASSWORD"})
 
 
-def test_postgres_runs_pgvector_with_a_volume_and_a_readiness_check(services: dict[str, Any]) -> None:
-    pg = services["postgres"]
+def test_postgres_runs_pgvector_with_a_volume_and_a_readiness_check(svcs: dict[str, Any]) -> None:
+    pg = svcs["postgres"]
     assert pg["image"].startswith("pgvector/pgvector:")
     assert any(str(v).endswith(":/var/lib/postgresql/data") for v in pg["volumes"])
     assert "pg_isready" in healthcheck_text(pg)
@@ -122,8 +122,8 @@ def test_postgres_runs_pgvector_with_a_volume_and_a_readiness_check(services: di
     assert "POSTGRES_PASSWORD" in env and "MEMWORKER_APP_PASSWORD" in env
 
 
-def test_postgres_init_script_creates_the_app_login_role_from_the_env(services: dict[str, Any]) -> None:
-    mounts = [str(v) for v in services["postgres"]["volumes"]]
+def test_postgres_init_script_creates_the_app_login_role_from_the_env(svcs: dict[str, Any]) -> None:
+    mounts = [str(v) for v in svcs["postgres"]["volumes"]]
     init = [m for m in mounts if ":/docker-entrypoint-initdb.d" in m]
     assert len(init) == 1
     assert (ROOT / init[0].split(":", 1)[0]).resolve() == INIT_DIR
@@ -139,8 +139,8 @@ def test_postgres_init_script_creates_the_app_login_role_from_the_env(services: 
             subprocess.run([bash, "-n", str(script)], check=True)
 
 
-def test_redis_appends_to_disk_and_never_evicts_queued_tasks(services: dict[str, Any]) -> None:
-    redis = services["redis"]
+def test_redis_appends_to_disk_and_never_evicts_queued_tasks(svcs: dict[str, Any]) -> None:
+    redis = svcs["redis"]
     cmd = argv(redis)
     assert cmd[cmd.index("--appendonly") + 1] == "yes"
     assert cmd[cmd.index("--maxmemory-policy") + 1] == "noeviction"
@@ -148,26 +148,26 @@ def test_redis_appends_to_disk_and_never_evicts_queued_tasks(services: dict[str,
     assert "redis-cli ping" in healthcheck_text(redis)
 
 
-def test_worker_can_be_scaled_with_compose(services: dict[str, Any]) -> None:
-    worker = services["worker"]
+def test_worker_can_be_scaled_with_compose(svcs: dict[str, Any]) -> None:
+    worker = svcs["worker"]
     assert "container_name" not in worker
     assert "ports" not in worker
     assert "replicas" not in worker.get("deploy", {})  # would fight with --scale
 
 
-def test_worker_consumes_every_queue_the_app_routes_to(services: dict[str, Any]) -> None:
+def test_worker_consumes_every_queue_the_app_routes_to(svcs: dict[str, Any]) -> None:
     from tasks.celery_app import CONSOLIDATE, INGEST, MAINTENANCE
 
-    cmd = argv(services["worker"])
+    cmd = argv(svcs["worker"])
     assert cmd[:4] == ["celery", "-A", "tasks.celery_app", "worker"]
     assert set(cmd[cmd.index("-Q") + 1].split(",")) == {INGEST, CONSOLIDATE, MAINTENANCE}
     assert cmd[cmd.index("-c") + 1] == "2"
 
 
-def test_beat_is_a_single_service_with_its_schedule_on_a_volume(services: dict[str, Any]) -> None:
-    beats = [name for name, svc in services.items() if "beat" in argv(svc)]
+def test_beat_is_a_single_service_with_its_schedule_on_a_volume(svcs: dict[str, Any]) -> None:
+    beats = [name for name, svc in svcs.items() if "beat" in argv(svc)]
     assert beats == ["beat"]
-    beat = services["beat"]
+    beat = svcs["beat"]
     assert int(beat.get("deploy", {}).get("replicas", 1)) <= 1
     cmd = argv(beat)
     assert cmd[:4] == ["celery", "-A", "tasks.celery_app", "beat"]
@@ -175,18 +175,18 @@ def test_beat_is_a_single_service_with_its_schedule_on_a_volume(services: dict[s
     assert any(str(v).split(":")[1] == schedule_dir for v in beat["volumes"])
 
 
-def test_app_services_build_from_ops_dockerfile(services: dict[str, Any]) -> None:
+def test_app_services_build_from_ops_dockerfile(svcs: dict[str, Any]) -> None:
     for name in APP_SERVICES:
-        build = services[name]["build"]
+        build = svcs[name]["build"]
         context = (COMPOSE.parent / build["context"]).resolve()
         assert context == ROOT, name
         assert build["dockerfile"] == "ops/Dockerfile", name
         assert (context / build["dockerfile"]).is_file()
 
 
-def test_app_services_reach_the_postgres_and_redis_services(services: dict[str, Any]) -> None:
+def test_app_services_reach_the_postgres_and_redis_services(svcs: dict[str, Any]) -> None:
     for name in APP_SERVICES:
-        env = {k: interpolate(v, FAKE_ENV) for k, v in env_of(services[name]).items()}
+        env = {k: interpolate(v, FAKE_ENV) for k, v in env_of(svcs[name]).items()}
         db = urlsplit(env["MEMWORKER_DATABASE_URL"])
         assert db.scheme == "postgresql" and db.hostname == "postgres" and db.port == 5432, name
         assert (db.username, db.password, db.path) == ("memworker_app", "apppw", "/memworker"), name
@@ -195,41 +195,41 @@ def test_app_services_reach_the_postgres_and_redis_services(services: dict[str, 
 
 
 def test_app_services_share_one_environment_anchor(compose: dict[str, Any],
-                                                  services: dict[str, Any]) -> None:
+                                                  svcs: dict[str, Any]) -> None:
     shared = {k: str(v) for k, v in compose["x-memworker-env"].items()}
     assert shared["HF_HUB_OFFLINE"] == "1"
     assert shared["PROMETHEUS_MULTIPROC_DIR"]
     for name in APP_SERVICES:
-        env = env_of(services[name])
+        env = env_of(svcs[name])
         assert shared.items() <= env.items(), name
         # the multiprocess metrics directory exists (a tmpfs) in every container
         assert any(str(t).split(":")[0] == shared["PROMETHEUS_MULTIPROC_DIR"]
-                   for t in services[name].get("tmpfs", [])), name
+                   for t in svcs[name].get("tmpfs", [])), name
 
 
-def test_only_migrate_holds_the_owner_role(services: dict[str, Any]) -> None:
-    owner = urlsplit(interpolate(env_of(services["migrate"])["MEMWORKER_ADMIN_DATABASE_URL"], FAKE_ENV))
+def test_only_migrate_holds_the_owner_role(svcs: dict[str, Any]) -> None:
+    owner = urlsplit(interpolate(env_of(svcs["migrate"])["MEMWORKER_ADMIN_DATABASE_URL"], FAKE_ENV))
     assert (owner.username, owner.password, owner.hostname) == ("memworker", "ownerpw", "postgres")
     for name in LONG_RUNNING:
-        assert "MEMWORKER_ADMIN_DATABASE_URL" not in env_of(services[name]), name
+        assert "MEMWORKER_ADMIN_DATABASE_URL" not in env_of(svcs[name]), name
 
 
-def test_migrate_runs_once_after_postgres_is_healthy(services: dict[str, Any]) -> None:
-    migrate = services["migrate"]
+def test_migrate_runs_once_after_postgres_is_healthy(svcs: dict[str, Any]) -> None:
+    migrate = svcs["migrate"]
     assert argv(migrate) == ["memworker", "migrate"]
     assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert str(migrate["restart"]) == "no"  # one-shot: a restart policy would loop it
 
 
-def test_api_and_worker_start_only_after_a_successful_migration(services: dict[str, Any]) -> None:
+def test_api_and_worker_start_only_after_a_successful_migration(svcs: dict[str, Any]) -> None:
     for name in ("api", "worker"):
-        deps = services[name]["depends_on"]
+        deps = svcs[name]["depends_on"]
         assert deps["migrate"]["condition"] == "service_completed_successfully", name
         assert deps["redis"]["condition"] == "service_healthy", name
 
 
-def test_api_serves_the_app_factory_on_8420_and_checks_healthz(services: dict[str, Any]) -> None:
-    api = services["api"]
+def test_api_serves_the_app_factory_on_8420_and_checks_healthz(svcs: dict[str, Any]) -> None:
+    api = svcs["api"]
     cmd = argv(api)
     assert cmd[:3] == ["uvicorn", "memworker.api:create_app", "--factory"]
     assert cmd[cmd.index("--host") + 1] == "0.0.0.0"
@@ -239,8 +239,8 @@ def test_api_serves_the_app_factory_on_8420_and_checks_healthz(services: dict[st
     assert "/healthz" in check and ":8420" in check
 
 
-def test_flower_listens_on_5555_behind_basic_auth(services: dict[str, Any]) -> None:
-    flower = services["flower"]
+def test_flower_listens_on_5555_behind_basic_auth(svcs: dict[str, Any]) -> None:
+    flower = svcs["flower"]
     cmd = argv(flower)
     assert cmd[:4] == ["celery", "-A", "tasks.celery_app", "flower"]
     assert "--port=5555" in cmd
@@ -250,10 +250,10 @@ def test_flower_listens_on_5555_behind_basic_auth(services: dict[str, Any]) -> N
     assert "FLOWER_UNAUTHENTICATED_API" not in env
 
 
-def test_named_volumes_are_declared(compose: dict[str, Any], services: dict[str, Any]) -> None:
+def test_named_volumes_are_declared(compose: dict[str, Any], svcs: dict[str, Any]) -> None:
     declared = set(compose.get("volumes") or {})
     assert {"pgdata", "redis-data"} <= declared
-    for name, svc in services.items():
+    for name, svc in svcs.items():
         for mount in svc.get("volumes", []):
             source = str(mount).split(":", 1)[0]
             if not source.startswith((".", "/", "~")):

@@ -1,0 +1,73 @@
+"""`memworker up` as a user runs it: a subprocess on a fresh data dir."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+from memworker import embedded
+from memworker.sdk import Client
+
+
+def test_up_serves_runs_a_worker_task_and_stops_every_child(tmp_path: Path) -> None:
+    port, flower_port = embedded.free_port(), embedded.free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMWORKER_")}
+    argv = [sys.executable, "-m", "memworker", "--data-dir", str(tmp_path / "data"), "up",
+            "--port", str(port), "--flower-port", str(flower_port)]
+    log = open(tmp_path / "up.log", "w+b")
+    up = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    api = f"http://127.0.0.1:{port}"
+    try:
+        _wait(lambda: b"memworker is up" in (tmp_path / "up.log").read_bytes(), 240, up, tmp_path)
+        banner = (tmp_path / "up.log").read_text()
+        assert api in banner and f"http://127.0.0.1:{flower_port}" in banner
+        key = (tmp_path / "data" / "dev-api-key").read_text().strip()
+        assert key in banner
+        assert httpx.get(f"{api}/healthz").json()["status"] == "ok"
+
+        client = Client(api, key)
+        ep = client.add_episode("up-bot", "The nightly backup runs at 03:00 UTC on the replica.")
+        assert client.wait_for_episode("up-bot", ep["episode_id"], timeout=120)["status"] == "stored"
+
+        _wait(lambda: _flower_workers(flower_port) >= 1, 60, up, tmp_path)
+
+        again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        assert again.returncode == 1 and "already running" in again.stderr
+
+        family = psutil.Process(up.pid).children(recursive=True)
+        assert len(family) >= 6  # postgres, redis, api, worker (+ pool child), beat, flower
+    finally:
+        up.send_signal(signal.SIGTERM)
+        try:
+            up.wait(60)
+        finally:
+            if up.poll() is None:
+                up.kill()
+            log.close()
+    assert up.returncode == 0
+    time.sleep(0.5)
+    survivors = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert survivors == [], [p.cmdline() for p in survivors]
+
+
+def _flower_workers(port: int) -> int:
+    try:
+        return len(httpx.get(f"http://127.0.0.1:{port}/api/workers", params={"refresh": "1"}, timeout=5).json())
+    except (httpx.HTTPError, ValueError):
+        return 0
+
+
+def _wait(ok: object, timeout: float, up: subprocess.Popen[bytes], tmp: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert up.poll() is None, (tmp / "up.log").read_text()
+        if ok():  # type: ignore[operator]
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out; log:\n{(tmp / 'up.log').read_text()}")
