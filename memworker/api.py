@@ -79,11 +79,13 @@ def create_app(settings: Settings | None = None, *, resources: runtime.Resources
         app.add_exception_handler(exc_type, _handler(code))
     app.add_exception_handler(RequestValidationError, _validation_handler)
 
+    key_cache = keys.KeyCache(ttl_s=10.0)
+
     def principal(request: Request) -> keys.Principal:
         header = request.headers.get("authorization", "")
         if not header.lower().startswith("bearer "):
             raise errors.Unauthorized("missing api key")
-        return keys.authenticate(res().pool, header[7:].strip())
+        return key_cache.get(header[7:].strip(), lambda key: keys.authenticate(res().pool, key))
 
     @contextmanager
     def tx(p: keys.Principal) -> Iterator[psycopg.Connection]:
@@ -287,8 +289,7 @@ def create_app(settings: Settings | None = None, *, resources: runtime.Resources
                          body.metadata, body.explain)
         q.validate()
         with tx(p) as conn:
-            store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-            policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+            policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
             hits = recall.recall(conn, res().query_embedder, tenant_id=p.tenant_id, agent_id=agent_id,
                                  query=q, policy=policy)
         took = time.perf_counter() - started

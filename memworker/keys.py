@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -23,6 +26,7 @@ class Principal:
     key_id: UUID
     scopes: frozenset[str]
     agent_ids: frozenset[str] | None
+    expires_at: datetime | None = None
 
     def require(self, scope: str, agent_id: str | None = None) -> None:
         if scope not in self.scopes:
@@ -77,4 +81,30 @@ def authenticate(pool: Any, key: str) -> Principal:
     if row["expires_at"] is not None and row["expires_at"] <= datetime.now(timezone.utc):
         raise errors.Unauthorized("api key expired")
     return Principal(row["tenant_id"], row["key_id"], frozenset(row["scopes"]),
-                     frozenset(row["agent_ids"]) if row["agent_ids"] is not None else None)
+                     frozenset(row["agent_ids"]) if row["agent_ids"] is not None else None,
+                     row["expires_at"])
+
+
+class KeyCache:
+    """Recently verified keys, so a hot caller does not cost a lookup per request. A revoked
+    or expired key stops working within ttl_s; failures are never cached."""
+
+    def __init__(self, ttl_s: float = 10.0, size: int = 10_000) -> None:
+        self.ttl_s = ttl_s
+        self.size = size
+        self._entries: dict[bytes, tuple[float, Principal, datetime | None]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str, verify: Callable[[str], Principal]) -> Principal:
+        digest = hash_key(key)
+        now = time.monotonic()
+        with self._lock:
+            entry = self._entries.get(digest)
+        if entry and entry[0] > now and (entry[2] is None or entry[2] > datetime.now(timezone.utc)):
+            return entry[1]
+        principal = verify(key)
+        with self._lock:
+            if len(self._entries) >= self.size:
+                self._entries.clear()
+            self._entries[digest] = (now + self.ttl_s, principal, principal.expires_at)
+        return principal

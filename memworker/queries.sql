@@ -28,11 +28,12 @@ WHERE tenant_id = %(tenant_id)s AND prefix = %(prefix)s AND revoked_at IS NULL R
 SELECT key_id, tenant_id, key_hash, scopes, agent_ids, expires_at, revoked_at
 FROM authenticate(%(prefix)s);
 
--- name: tenant_policy
-SELECT policy FROM tenants WHERE id = %(tenant_id)s;
-
--- name: agent_policy
-SELECT policy FROM agents WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
+-- name: policies
+-- The tenant's and the agent's policy overrides in one trip; agent_policy is NULL when the
+-- agent does not exist.
+SELECT t.policy AS tenant_policy, a.policy AS agent_policy
+FROM tenants t LEFT JOIN agents a ON a.tenant_id = t.id AND a.id = %(agent_id)s
+WHERE t.id = %(tenant_id)s;
 
 -- name: ensure_agent
 INSERT INTO agents (tenant_id, id) VALUES (%(tenant_id)s, %(agent_id)s)

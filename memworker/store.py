@@ -44,11 +44,17 @@ def all_(conn: psycopg.Connection, query: str, /, **params: Any) -> list[Row]:
 
 # --- tenants, keys, agents, policy -----------------------------------------------------
 
-def policy_for(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str | None) -> Policy:
-    """The agent's effective policy: defaults, tenant overrides, agent overrides."""
-    tenant = one(conn, "tenant_policy", tenant_id=tenant_id)
-    agent = one(conn, "agent_policy", tenant_id=tenant_id, agent_id=agent_id) if agent_id else None
-    return Policy.resolve(tenant["policy"] if tenant else None, agent["policy"] if agent else None)
+def policy_for(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str | None,
+               must_exist: bool = False) -> Policy:
+    """The agent's effective policy: defaults, tenant overrides, agent overrides.
+
+    Raises NotFound when must_exist and the agent is not in this tenant."""
+    row = one(conn, "policies", tenant_id=tenant_id, agent_id=agent_id)
+    if must_exist and (row is None or row["agent_policy"] is None):
+        raise errors.NotFound("agent not found")
+    if row is None:
+        return Policy()
+    return Policy.resolve(row["tenant_policy"], row["agent_policy"])
 
 
 def ensure_agent(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str) -> None:

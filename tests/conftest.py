@@ -78,7 +78,7 @@ def stack(services: dict[str, str], request: pytest.FixtureRequest) -> Iterator[
     data_dir = Path(services["base"]) / name
     data_dir.mkdir(exist_ok=True)
     settings = Settings(database_url=app_url, admin_database_url=owner_url, redis_url=redis_url,
-                        data_dir=data_dir, episode_lease_s=5, db_pool_max=8)
+                        data_dir=data_dir, episode_lease_s=5, episode_max_attempts=3, db_pool_max=8)
     yield {"owner_url": owner_url, "app_url": app_url, "redis_url": redis_url, "settings": settings}
     with psycopg.connect(services["pg"], autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

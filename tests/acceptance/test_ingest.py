@@ -180,3 +180,48 @@ def test_sigkill_mid_batch_leaves_every_episode_stored_once(alice: Client, stack
                                "AND cardinality(memory_ids) = 0")
     assert per_episode == [(0,)]
     assert len(out) == 120
+
+
+def test_a_poison_episode_goes_dead_alone_and_can_be_replayed(alice: Client, worker: Any,
+                                                              stack: dict[str, Any]) -> None:
+    # A real fault in the database: any memory mentioning POISON fails to insert.
+    with psycopg.connect(stack["owner_url"]) as conn:
+        conn.execute("""
+            CREATE FUNCTION memworker.poison() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF NEW.text LIKE '%POISON%' THEN RAISE EXCEPTION 'poison pill'; END IF; RETURN NEW; END $$;
+            CREATE TRIGGER poison BEFORE INSERT ON memworker.memories FOR EACH ROW EXECUTE FUNCTION memworker.poison();
+        """)
+    try:
+        bad = alice.add_episode("poison-bot", "This POISON episode breaks the store every time it runs.")
+        good = [alice.add_episode("poison-bot", f"Healthy episode number {i} mentions the staging cluster.")
+                for i in range(5)]
+        for g in good:
+            assert alice.wait_for_episode("poison-bot", g["episode_id"])["status"] == "stored"
+        dead = alice.wait_for_episode("poison-bot", bad["episode_id"], timeout=90)
+        assert dead["status"] == "dead" and dead["attempts"] == 3 and "poison pill" in dead["last_error"]
+        assert bad["episode_id"] in [e["episode_id"] for e in alice.list_episodes(status="dead")]
+    finally:
+        with psycopg.connect(stack["owner_url"]) as conn:
+            conn.execute("DROP TRIGGER poison ON memworker.memories; DROP FUNCTION memworker.poison()")
+    alice.replay_episode("poison-bot", bad["episode_id"])
+    assert alice.wait_for_episode("poison-bot", bad["episode_id"])["status"] == "stored"
+
+
+def test_the_reconciler_recovers_episodes_lost_with_redis(alice: Client, worker: Any, stack: dict[str, Any]) -> None:
+    import redis
+
+    os.killpg(worker.pid, signal.SIGSTOP)
+    try:
+        ids = [alice.add_episode("lost-bot", f"Runbook step {i}: restart the ingest worker gently.")["episode_id"]
+               for i in range(10)]
+        r = redis.Redis.from_url(stack["redis_url"])
+        r.flushdb()  # Redis restarted with its data lost: every queued message is gone
+        r.close()
+    finally:
+        os.killpg(worker.pid, signal.SIGCONT)
+    time.sleep(stack["settings"].episode_lease_s + 1)
+    app = Celery(broker=stack["redis_url"])
+    app.send_task("memworker.reconcile", queue="maintenance")
+    app.close()
+    for eid in ids:
+        assert alice.wait_for_episode("lost-bot", eid, timeout=60)["status"] == "stored"
