@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
@@ -15,6 +16,10 @@ from typing import Any
 
 from memworker import db, embedded, errors, keys, migrate, runtime, settings as settings_mod, store
 from memworker.settings import Settings
+
+
+# Modules that add subcommands of their own (a `register(subparsers)` function each).
+COMMAND_MODULES: list[str] = []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,6 +112,8 @@ def _parser() -> argparse.ArgumentParser:
     u = sub.add_parser("usage", help="episodes, LLM calls and tokens per agent")
     u.add_argument("--agent")
     u.set_defaults(func=cmd_usage)
+    for module in COMMAND_MODULES:  # each adds its own subcommands: register(sub)
+        importlib.import_module(module).register(sub)
     return p
 
 

@@ -93,3 +93,11 @@ def redact(url: str) -> str:
     if "password" in info:
         info["password"] = "***"
     return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
+
+
+def try_agent_lock(conn: psycopg.Connection, tenant_id: UUID | str, agent_id: str) -> bool:
+    """Take the agent's transaction-scoped advisory lock if free. Consolidation, retention and
+    anything else that rewrites one agent's memories hold it, so they never overlap."""
+    row = conn.execute("SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0)) AS ok",
+                       (f"memworker:agent:{tenant_id}:{agent_id}",)).fetchone()
+    return bool(row and (row["ok"] if isinstance(row, dict) else row[0]))

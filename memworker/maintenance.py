@@ -24,11 +24,12 @@ def stale_episodes(pool: psycopg_pool.ConnectionPool, *, older_than_s: float,
 
 def requeue_stale(pool: psycopg_pool.ConnectionPool, publish: Callable[[UUID, list[UUID]], None], *,
                   older_than_s: float) -> int:
-    """Publish every stale episode again and stamp it as sent; returns how many."""
+    """Stamp every stale episode as sent, then publish it again; returns how many. (Stamping
+    first: an UPDATE after publishing could hold the row while a worker claims it.)"""
     total = 0
     for tenant_id, ids in stale_episodes(pool, older_than_s=older_than_s).items():
-        publish(tenant_id, ids)
         with db.tenant_tx(pool, tenant_id) as conn:
             store.run(conn, "mark_enqueued", tenant_id=tenant_id, ids=ids)
+        publish(tenant_id, ids)
         total += len(ids)
     return total

@@ -13,8 +13,8 @@ from memworker import errors, memories
 class Policy:
     # recall: weights of the min-max-normalised signals, and the bounded priors (seed 000)
     recall_tiers: tuple[str, ...] = ("L0", "L1", "L2", "L3")  # the hot path searched by default
-    recall_bm25_weight: float = 0.4
-    recall_vector_weight: float = 0.6
+    recall_bm25_weight: float = 0.5  # even: see bench/results/locomo_recall.md
+    recall_vector_weight: float = 0.5
     recall_prior_weight: float = 0.03  # priors re-order near-ties; they never overrule relevance
     recall_vector_floor: float = 0.15  # cosine below this with no term match = not relevant
     recall_candidates: int = 60  # per signal, before fusion

@@ -46,10 +46,12 @@ SELECT 1 FROM agents WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
 UPDATE agents SET last_episode_at = now() WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
 
 -- name: insert_episode
+-- enqueued_at is stamped here, not after publishing: a later UPDATE would lock the row just
+-- when a fast worker tries to claim it (SKIP LOCKED) and strand it until the reconciler.
 INSERT INTO episodes (tenant_id, agent_id, session_id, idempotency_key, content, messages,
-                      metadata, occurred_at)
+                      metadata, occurred_at, enqueued_at)
 VALUES (%(tenant_id)s, %(agent_id)s, %(session_id)s, %(idempotency_key)s, %(content)s,
-        %(messages)s, %(metadata)s, coalesce(%(occurred_at)s, now()))
+        %(messages)s, %(metadata)s, coalesce(%(occurred_at)s, now()), now())
 ON CONFLICT (tenant_id, agent_id, idempotency_key) DO NOTHING
 RETURNING id;
 

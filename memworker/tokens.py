@@ -14,12 +14,14 @@ _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)*")
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 
-# Lucene's English stop set plus a few conversational fillers; short on purpose.
+# Lucene's English stop set plus pronouns, auxiliaries, the interrogatives (recall queries
+# are often questions: "when did ...", "how does ..." must not match every memory that says
+# "when" or "how") and a few conversational fillers; short on purpose.
 STOP_WORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then "
     "there these they this to was will with i me my we our you your he him his she her its them "
     "am been being do does did so than too very can just s t don have has had were what which "
-    "who whom would should could oh ok okay yeah hey hi".split()
+    "who whom whose when where why how would should could oh ok okay yeah hey hi".split()
 )
 
 _stemmer = snowballstemmer.stemmer("english")

@@ -1,0 +1,30 @@
+"""Hybrid recall over HTTP."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+
+from memworker import keys, metrics, recall, store
+from memworker.schemas import RecallIn
+from memworker.web import principal, resources, tx
+
+router = APIRouter(tags=["recall"])
+
+
+@router.post("/v1/agents/{agent_id}/recall")
+def post_recall(agent_id: str, body: RecallIn, request: Request,
+                p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+    p.require("memories:read", agent_id)
+    started = time.perf_counter()
+    q = recall.Query(body.query, body.k, tuple(body.tiers) if body.tiers else None,
+                     tuple(body.kinds) if body.kinds else None, body.since, body.until, body.metadata, body.explain)
+    q.validate()
+    with tx(request, p) as conn:
+        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+        hits = recall.recall(conn, resources(request).query_embedder, tenant_id=p.tenant_id,
+                             agent_id=agent_id, query=q, policy=policy)
+    took = time.perf_counter() - started
+    metrics.RECALL_SECONDS.observe(took)
+    return {"memories": hits, "took_ms": round(took * 1000, 3)}

@@ -1,0 +1,68 @@
+"""Request plumbing shared by every router: the caller's principal, a transaction bound to
+its tenant, the process resources, and the JSON helpers."""
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from fastapi import Request
+
+from memworker import db, errors, keys, runtime
+
+Publish = Callable[[UUID, list[UUID]], None]
+
+
+def resources(request: Request) -> runtime.Resources:
+    return request.app.state.resources  # type: ignore[no-any-return]
+
+
+def publish(request: Request) -> Publish:
+    return request.app.state.publish  # type: ignore[no-any-return]
+
+
+def principal(request: Request) -> keys.Principal:
+    """The caller, from its bearer key (FastAPI dependency). Raises Unauthorized."""
+    header = request.headers.get("authorization", "")
+    if not header.lower().startswith("bearer "):
+        raise errors.Unauthorized("missing api key")
+    pool = resources(request).pool
+    cache: keys.KeyCache = request.app.state.key_cache
+    return cache.get(header[7:].strip(), lambda key: keys.authenticate(pool, key))
+
+
+@contextmanager
+def tx(request: Request, p: keys.Principal) -> Iterator[psycopg.Connection]:
+    """One transaction bound to the caller's tenant (row-level security applies)."""
+    with db.tenant_tx(resources(request).pool, p.tenant_id) as conn:
+        yield conn
+
+
+def jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with UUIDs and datetimes as strings."""
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if isinstance(v, UUID):
+            v = str(v)
+        elif isinstance(v, datetime):
+            v = v.isoformat()
+        elif isinstance(v, list) and v and isinstance(v[0], UUID):
+            v = [str(x) for x in v]
+        out[k] = v
+    return out
+
+
+def encode_cursor(created_at: datetime, item_id: str) -> str:
+    return base64.urlsafe_b64encode(f"{created_at.isoformat()}|{item_id}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+    try:
+        created, _, item_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return datetime.fromisoformat(created), UUID(item_id)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.InvalidInput("invalid cursor") from exc
