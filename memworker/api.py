@@ -6,6 +6,7 @@ the CLI share one sync code path."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from typing import Any
@@ -16,13 +17,20 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from memworker import db, errors, keys, metrics, routes_episodes, routes_memories, routes_recall, runtime
+import redis
+
+from memworker import (db, errors, keys, metrics, ratelimit, routes_episodes, routes_memories,
+                       routes_recall, runtime)
+from memworker import routes_consolidation
+from memworker import routes_lifecycle
 from memworker.settings import Settings
 from memworker.web import Publish
 
 logger = logging.getLogger(__name__)
 
 ROUTERS = [routes_episodes.router, routes_memories.router, routes_recall.router]
+ROUTERS.append(routes_consolidation.router)  # sleep (issue 5)
+ROUTERS.append(routes_lifecycle.router)  # lifecycle governance (issue 6)
 _STATUS = {errors.NotFound: 404, errors.InvalidInput: 422, errors.Unauthorized: 401,
            errors.Forbidden: 403, errors.Unavailable: 503, errors.PayloadTooLarge: 413}
 
@@ -46,7 +54,12 @@ def create_app(settings: Settings | None = None, *, resources: runtime.Resources
         app.state.resources = resources or runtime.build(settings)
         app.state.publish = publish or celery_publisher(settings)
         app.state.key_cache = keys.KeyCache(ttl_s=10.0)
+        limiter_redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=1, socket_connect_timeout=1)
+        app.state.limiter = ratelimit.Limiter(
+            limiter_redis, key_rate=settings.rate_key_per_s, key_burst=settings.rate_key_burst,
+            tenant_rate=settings.rate_tenant_per_s, tenant_burst=settings.rate_tenant_burst)
         yield
+        limiter_redis.close()
         if resources is None:
             app.state.resources.close()
 
@@ -57,12 +70,12 @@ def create_app(settings: Settings | None = None, *, resources: runtime.Resources
     for exc_type, code in _STATUS.items():
         app.add_exception_handler(exc_type, _handler(code))
     app.add_exception_handler(RequestValidationError, _validation_handler)
+    app.add_exception_handler(errors.RateLimited, _rate_limited)
+
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
 
     @app.middleware("http")
-    async def limits_and_metrics(request: Request, call_next: Any) -> Response:
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > settings.max_body_bytes:
-            return JSONResponse({"error": f"request body over {settings.max_body_bytes} bytes"}, 413)
+    async def request_metrics(request: Request, call_next: Any) -> Response:
         started = time.perf_counter()
         response: Response = await call_next(request)
         route = request.scope.get("route")
@@ -97,11 +110,60 @@ def create_app(settings: Settings | None = None, *, resources: runtime.Resources
     return app
 
 
+class BodyLimit:
+    """413 for a body over the limit, whether it declares its length or streams in chunks.
+
+    The body is read (up to the limit) before the route runs and then handed on: JSON
+    routes read it whole anyway, and a route must not start work on a body it will refuse."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        too_large = JSONResponse({"error": f"request body over {self.limit} bytes"}, 413)
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await too_large(scope, receive, send)
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                await too_large(scope, receive, send)
+                return
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Any:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 def _handler(code: int) -> Any:
     async def handle(_: Request, exc: Exception) -> JSONResponse:
         headers = {"Retry-After": "5"} if code == 503 else None
         return JSONResponse({"error": str(exc)}, code, headers=headers)
     return handle
+
+
+async def _rate_limited(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, errors.RateLimited)
+    return JSONResponse({"error": str(exc)}, 429, headers={"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))})
 
 
 async def _validation_handler(_: Request, exc: Exception) -> JSONResponse:

@@ -20,6 +20,8 @@ from memworker.settings import Settings
 
 # Modules that add subcommands of their own (a `register(subparsers)` function each).
 COMMAND_MODULES: list[str] = []
+COMMAND_MODULES.append("memworker.cli_consolidation")  # sleep (issue 5)
+COMMAND_MODULES.append("memworker.cli_lifecycle")  # retention and policy (issue 6)
 
 
 def main(argv: list[str] | None = None) -> int:

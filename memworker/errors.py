@@ -30,6 +30,14 @@ class PayloadTooLarge(InvalidInput):
     """A body, content or batch over its limit (HTTP 413)."""
 
 
+class RateLimited(MemworkerError):
+    """Too many requests for this key or tenant (HTTP 429 with Retry-After)."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"rate limit exceeded; retry after {retry_after_s:.2f}s")
+        self.retry_after_s = retry_after_s
+
+
 class StorageError(MemworkerError):
     """Postgres failed in a way the caller cannot fix by changing its input."""
 

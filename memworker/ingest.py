@@ -7,6 +7,7 @@ worker killed mid-way commits nothing; a duplicate delivery finds the claim take
 episode stored; memories carry a unique source key per (episode, item) besides."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,7 +17,7 @@ from uuid import UUID
 import psycopg_pool
 from psycopg.types.json import Jsonb
 
-from memworker import db, errors, memories, reflection, store
+from memworker import db, errors, governance, memories, redact, reflection, store, synthesis
 from memworker.embeddings import Embedder
 from memworker.settings import Settings
 
@@ -44,7 +45,11 @@ def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[EpisodeI
     A repeated idempotency key returns the first episode's id with is_new False, and the
     caller enqueues only the new ones."""
     store.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
+    if store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id).redact_pii:
+        # Before storage, and so before any LLM sees it: the raw episode is kept redacted.
+        episodes = [_redacted(ep) for ep in episodes]
     out: list[tuple[UUID, bool]] = []
+    asks_to_consolidate = False
     for ep in episodes:
         row = store.one(conn, "insert_episode", tenant_id=tenant_id, agent_id=agent_id,
                         session_id=ep.session_id, idempotency_key=ep.idempotency_key,
@@ -52,13 +57,21 @@ def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[EpisodeI
                         metadata=Jsonb(ep.metadata), occurred_at=ep.occurred_at)
         if row is not None:
             out.append((row["id"], True))
+            asks_to_consolidate = asks_to_consolidate or synthesis.asks_to_consolidate(ep.content)
             continue
         existing = store.one(conn, "episode_by_key", tenant_id=tenant_id, agent_id=agent_id,
                              idempotency_key=ep.idempotency_key)
         assert existing is not None  # the conflict was on this key
         out.append((existing["id"], False))
     store.run(conn, "touch_agent", tenant_id=tenant_id, agent_id=agent_id)
+    if asks_to_consolidate:  # seed 001's explicit gate: "consolidate" / "save progress"
+        store.run(conn, "consolidation_request", tenant_id=tenant_id, agent_id=agent_id)
     return out
+
+
+def _redacted(ep: EpisodeIn) -> EpisodeIn:
+    msgs = [{**m, "content": redact.redact(m["content"])} for m in ep.messages] if ep.messages else None
+    return dataclasses.replace(ep, content=render(msgs) if msgs else redact.redact(ep.content), messages=msgs)
 
 
 @dataclass
@@ -153,9 +166,9 @@ def _store_one(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id:
             source = f"episode:{c.id}" + (f"#m{','.join(map(str, item.messages))}" if item.messages else "")
             dup = store.find_duplicate(conn, tenant_id=tenant_id, agent_id=c.agent_id, text=item.text,
                                        embedding=vec, threshold=policy.dedup_similarity)
-            if dup is not None:
-                store.strengthen(conn, tenant_id=tenant_id, agent_id=c.agent_id, memory_id=dup,
-                                 confidence=item.confidence, source=source)
+            if dup is not None:  # confirmed by a later episode (issue 6: confidence, TTL, promotion)
+                governance.confirm(conn, tenant_id=tenant_id, agent_id=c.agent_id, memory_id=dup,
+                                   confidence=item.confidence, source=source, policy=policy)
                 outcome.duplicates += 1
                 if dup not in memory_ids:
                     memory_ids.append(dup)
@@ -171,6 +184,9 @@ def _store_one(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id:
                 existing = store.one(conn, "memory_by_source_key", tenant_id=tenant_id,
                                      source_key=f"ep:{c.id}:{i}")
                 mid = existing["id"] if existing else None
+            else:  # a fact it changes is superseded, or the contradiction queued for review
+                governance.check_new(conn, tenant_id=tenant_id, agent_id=c.agent_id, memory_id=mid,
+                                     draft=draft, embedding=vec, policy=policy, actor="ingest")
             if mid is not None:
                 memory_ids.append(mid)
                 outcome.memories_written += 1

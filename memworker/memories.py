@@ -61,6 +61,7 @@ class Draft:
     metadata: dict[str, Any] = field(default_factory=dict)
     expires_at: datetime | None = None
     flags: tuple[str, ...] = ()
+    trust: str = "episode"  # where it came from: episode, api, consolidation
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class Memory:
     valid_to: datetime | None = None
     superseded_by: str | None = None
     flags: list[str] = field(default_factory=list)
+    trust: str = "episode"
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Memory:
@@ -96,7 +98,7 @@ class Memory:
             topics=list(row.get("topics") or []), expires_at=row.get("expires_at"),
             last_access_at=row.get("last_access_at"), valid_to=row.get("valid_to"),
             superseded_by=str(row["superseded_by"]) if row.get("superseded_by") else None,
-            flags=list(row.get("flags") or []),
+            flags=list(row.get("flags") or []), trust=row.get("trust") or "episode",
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -108,7 +110,7 @@ class Memory:
             "provenance": self.provenance, "session_id": self.session_id,
             "entities": self.entities, "topics": self.topics,
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
-            "superseded_by": self.superseded_by, "flags": self.flags,
+            "superseded_by": self.superseded_by, "flags": self.flags, "trust": self.trust,
         }
 
 

@@ -20,11 +20,46 @@ class Policy:
     recall_candidates: int = 60  # per signal, before fusion
     # ingest
     dedup_similarity: float = 0.95  # cosine at or above this with an existing memory = duplicate
+    # safety: memory poisoning and personal data (issue 8)
+    hold_back_flagged: bool = False  # True: memories that read as instructions never come back
+    redact_pii: bool = False  # True: emails, phones, keys, card numbers masked before the LLM and storage
     # lifecycle: time to live per tier in hours; None = never expires
     ttl_l0_hours: float | None = 6
     ttl_l1_hours: float | None = 7 * 24
     ttl_l2_hours: float | None = 30 * 24
     ttl_l3_hours: float | None = None
+    # lifecycle governance: decay, forgetting, cap, promotion, merge, supersede (issue 6;
+    # seeds 001, 002, 004; docs/lifecycle.md). Any *_days may be null: that rule is off.
+    retention_enabled: bool = True  # False: the sweep leaves this agent's memories alone
+    decay_days: float | None = 30.0  # seed 002: episodic items older than this, never recalled, go
+    unused_days: float | None = 90.0  # seed 001: items not accessed for this long go
+    max_episodic: int = 5000  # live episodic (L0/L1) items per agent; the most recalled, freshest stay
+    salience_decay_after_days: float | None = 7.0  # never-recalled episodic items then lose salience
+    salience_half_life_days: float | None = 30.0
+    confidence_half_life_days: float | None = 180.0  # confidence without new evidence halves this slowly
+    confidence_floor: float = 0.1  # decay never takes confidence below this
+    confidence_growth: float = 0.2  # a confirming episode closes this share of the gap to 1.0
+    promote_min_recalls: int = 3  # L1 -> L2 once recalled this often ...
+    promote_min_confidence: float = 0.8  # ... or confirmed by a later episode and this confident
+    merge_similarity: float = 0.85  # near-duplicates: cosine at or above this ...
+    merge_min_jaccard: float = 0.5  # ... and at least this share of their words in common
+    supersede_min_confidence: float = 0.9  # a contradicting newer memory this sure retires the older
+    superseded_keep_days: float | None = 90.0  # retired versions stay for history this long
+    retention_batch: int = 500  # rows per short transaction in the retention sweep
+    # sleep: per-agent consolidation passes (issue 5, seed 000/001/002; docs/consolidation.md)
+    consolidation_enabled: bool | None = None  # None: on with the offline reflector, off with a paid LLM
+    consolidation_interval_minutes: int = 30  # time gate: minutes since the last pass
+    consolidation_sessions_gate: int = 5  # session gate: sessions ended since the last pass
+    consolidation_quiet_minutes: int = 3  # taken only after this long without an episode
+    consolidation_window_size: int = 20  # at most this many unconsolidated memories per pass
+    consolidation_min_items: int = 3  # fewer waiting: the pass is skipped with a reason
+    consolidation_max_connections: int = 5
+    consolidation_similarity: float = 0.6  # offline connections: cosine at or above this links two memories
+    consolidation_conclusion_min_items: int = 3  # memories sharing a topic before one conclusion is drawn
+    consolidation_rerate: bool = True  # +0.1 per connection, +0.05 if recalled since the last pass
+    consolidation_extract_metadata: bool = True  # entities and topics written back to the window
+    consolidation_profile_min_confidence: float = 0.4  # profile entries below this are pruned
+    consolidation_profile_stale_days: int = 90  # profile entries not confirmed for this long are pruned
 
     @classmethod
     def resolve(cls, *layers: dict[str, Any] | None) -> Policy:
@@ -54,18 +89,37 @@ class Policy:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
 
+_LIFECYCLE_DAYS = frozenset({"decay_days", "unused_days", "salience_decay_after_days",
+                             "salience_half_life_days", "confidence_half_life_days",
+                             "superseded_keep_days"})
+
+
 def _check(name: str, value: Any, default: Any) -> Any:
     if name == "recall_tiers":
         if not isinstance(value, (list, tuple)) or not value or any(t not in memories.TIERS for t in value):
             raise errors.InvalidInput(f"policy: {name} must be a non-empty list of {list(memories.TIERS)}")
         return tuple(value)
+    if name == "consolidation_enabled":
+        if value is not None and not isinstance(value, bool):
+            raise errors.InvalidInput(f"policy: {name} must be true, false or null (the default)")
+        return value
+    if name in _LIFECYCLE_DAYS:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise errors.InvalidInput(f"policy: {name} must be a positive number of days or null (rule off)")
+        return float(value)
     if name.startswith("ttl_"):
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise errors.InvalidInput(f"policy: {name} must be a positive number of hours or null")
         return float(value)
-    if isinstance(default, int) and not isinstance(default, bool):
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise errors.InvalidInput(f"policy: {name} must be true or false")
+        return value
+    if isinstance(default, int):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise errors.InvalidInput(f"policy: {name} must be a positive integer")
         return value

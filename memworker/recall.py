@@ -51,7 +51,7 @@ def recall(conn: Any, embedder: CachedQueryEmbedder, *, tenant_id: UUID, agent_i
         tiers=list(query.tiers or policy.recall_tiers),
         kinds=list(query.kinds) if query.kinds else None, since=query.since, until=query.until,
         metadata=Jsonb(query.metadata) if query.metadata else None,
-        hide_flagged=False, candidates=max(policy.recall_candidates, query.k),
+        hide_flagged=policy.hold_back_flagged, candidates=max(policy.recall_candidates, query.k),
         vector_floor=policy.recall_vector_floor, w_bm25=policy.recall_bm25_weight,
         w_vector=policy.recall_vector_weight, w_prior=policy.recall_prior_weight,
         k=query.k, bump=bump,
@@ -62,7 +62,7 @@ def recall(conn: Any, embedder: CachedQueryEmbedder, *, tenant_id: UUID, agent_i
             "id": str(r["id"]), "text": r["text"], "kind": r["kind"], "tier": r["tier"],
             "score": round(float(r["score"]), 6), "metadata": r["metadata"],
             "created_at": r["created_at"].isoformat(), "provenance": r["provenance"],
-            "flags": r["flags"],
+            "flags": r["flags"], "trust": r["trust"],
         }
         if query.explain:
             hit["signals"] = {

@@ -8,8 +8,8 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Query, Request
 
 from memworker import errors, ingest, keys, metrics, store
-from memworker.schemas import EpisodeBatch, EpisodeIn
-from memworker.web import jsonable, principal, publish, resources, tx
+from memworker.schemas import EpisodeBatch, EpisodeIn, EpisodeStatus
+from memworker.web import AgentId, AgentIdQuery, jsonable, principal, publish, resources, tx
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["episodes"])
@@ -40,21 +40,21 @@ def _accept(request: Request, p: keys.Principal, agent_id: str, bodies: list[Epi
 
 
 @router.post("/v1/agents/{agent_id}/episodes", status_code=202)
-def post_episode(agent_id: str, body: EpisodeIn, request: Request,
+def post_episode(agent_id: AgentId, body: EpisodeIn, request: Request,
                  p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     (eid, is_new), = _accept(request, p, agent_id, [body])
     return {"episode_id": str(eid), "status": "queued", "duplicate": not is_new}
 
 
 @router.post("/v1/agents/{agent_id}/episodes/batch", status_code=202)
-def post_episodes(agent_id: str, body: EpisodeBatch, request: Request,
+def post_episodes(agent_id: AgentId, body: EpisodeBatch, request: Request,
                   p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     result = _accept(request, p, agent_id, body.episodes)
     return {"episodes": [{"episode_id": str(e), "status": "queued", "duplicate": not n} for e, n in result]}
 
 
 @router.get("/v1/agents/{agent_id}/episodes/{episode_id}")
-def get_episode(agent_id: str, episode_id: UUID, request: Request,
+def get_episode(agent_id: AgentId, episode_id: UUID, request: Request,
                 p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
@@ -65,7 +65,7 @@ def get_episode(agent_id: str, episode_id: UUID, request: Request,
 
 
 @router.post("/v1/agents/{agent_id}/episodes/{episode_id}/replay", status_code=202)
-def replay_episode(agent_id: str, episode_id: UUID, request: Request,
+def replay_episode(agent_id: AgentId, episode_id: UUID, request: Request,
                    p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     p.require("episodes:write", agent_id)
     with tx(request, p) as conn:
@@ -76,7 +76,7 @@ def replay_episode(agent_id: str, episode_id: UUID, request: Request,
 
 
 @router.get("/v1/episodes")
-def list_episodes(request: Request, status: str | None = None, agent_id: str | None = None,
+def list_episodes(request: Request, status: EpisodeStatus | None = None, agent_id: AgentIdQuery = None,
                   limit: int = Query(100, ge=1, le=1000), p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
@@ -85,7 +85,7 @@ def list_episodes(request: Request, status: str | None = None, agent_id: str | N
 
 
 @router.get("/v1/usage")
-def usage(request: Request, agent_id: str | None = None, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+def usage(request: Request, agent_id: AgentIdQuery = None, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     """LLM calls, tokens and latency per agent and for the tenant."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:

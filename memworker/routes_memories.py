@@ -8,9 +8,9 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from memworker import errors, keys, memories, store
-from memworker.schemas import MemoryBatch, MemoryIn, MemoryPatch
-from memworker.web import decode_cursor, encode_cursor, principal, resources, tx
+from memworker import errors, governance, keys, memories, store
+from memworker.schemas import Kind, MemoryBatch, MemoryIn, MemoryPatch, Tier
+from memworker.web import AgentId, decode_cursor, encode_cursor, principal, resources, tx
 
 router = APIRouter(tags=["memories"])
 
@@ -41,7 +41,7 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
             key = f"api:{b.idempotency_key}" if b.idempotency_key else f"api:{os.urandom(12).hex()}"
             draft = memories.Draft(
                 text=b.text, kind=b.kind, tier=b.tier, salience=b.salience, confidence=b.confidence,
-                metadata=b.metadata, provenance=("api",), flags=memories.flags_for(b.text),
+                metadata=b.metadata, provenance=("api",), flags=memories.flags_for(b.text), trust="api",
                 expires_at=b.expires_at or store.expiry(conn, policy, b.tier))
             mid = store.insert_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, draft=draft,
                                       embedding=vec, source_key=key, session_id=b.session_id, actor="api")
@@ -49,25 +49,28 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
                 existing = store.one(conn, "memory_by_source_key", tenant_id=p.tenant_id, source_key=key)
                 assert existing is not None
                 mid = existing["id"]
+            else:  # a fact it changes is superseded, or the contradiction queued for review
+                governance.check_new(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=mid,
+                                     draft=draft, embedding=vec, policy=policy, actor="api")
             out.append(store.get_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=mid))
     return out
 
 
 @router.post("/v1/agents/{agent_id}/memories", status_code=201)
-def post_memory(agent_id: str, body: MemoryIn, request: Request,
+def post_memory(agent_id: AgentId, body: MemoryIn, request: Request,
                 p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     return _write(request, p, agent_id, [body])[0].to_json()
 
 
 @router.post("/v1/agents/{agent_id}/memories/batch", status_code=201)
-def post_memories(agent_id: str, body: MemoryBatch, request: Request,
+def post_memories(agent_id: AgentId, body: MemoryBatch, request: Request,
                   p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     return {"memories": [m.to_json() for m in _write(request, p, agent_id, body.memories)]}
 
 
 @router.get("/v1/agents/{agent_id}/memories")
-def list_memories(agent_id: str, request: Request, tier: str | None = None, kind: str | None = None,
-                  session_id: str | None = Query(None, alias="session"), limit: int = Query(50, ge=1, le=500),
+def list_memories(agent_id: AgentId, request: Request, tier: Tier | None = None, kind: Kind | None = None,
+                  session_id: str | None = Query(None, alias="session", max_length=128, pattern=r"^[^\x00]*$"), limit: int = Query(50, ge=1, le=500),
                   cursor: str | None = None, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     after = decode_cursor(cursor) if cursor else None
@@ -80,18 +83,20 @@ def list_memories(agent_id: str, request: Request, tier: str | None = None, kind
 
 
 @router.get("/v1/agents/{agent_id}/memories/{memory_id}")
-def get_memory(agent_id: str, memory_id: UUID, request: Request,
+def get_memory(agent_id: AgentId, memory_id: UUID, request: Request,
                p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     p.require("memories:read", agent_id)
-    with tx(request, p) as conn:
+    with tx(request, p) as conn:  # a merged-away id resolves to its survivor (issue 6)
+        memory_id = governance.resolve(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id)
         return store.get_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id).to_json()
 
 
 @router.patch("/v1/agents/{agent_id}/memories/{memory_id}")
-def patch_memory(agent_id: str, memory_id: UUID, body: MemoryPatch, request: Request,
+def patch_memory(agent_id: AgentId, memory_id: UUID, body: MemoryPatch, request: Request,
                  p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     p.require("memories:write", agent_id)
-    changes = body.model_dump(exclude_unset=True)
+    # null clears expires_at; for every other field it means "no change"
+    changes = {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None or k == "expires_at"}
     if not changes:
         raise errors.InvalidInput("nothing to change")
     vec = None
@@ -105,7 +110,7 @@ def patch_memory(agent_id: str, memory_id: UUID, body: MemoryPatch, request: Req
 
 
 @router.delete("/v1/agents/{agent_id}/memories/{memory_id}", status_code=204)
-def delete_memory(agent_id: str, memory_id: UUID, request: Request,
+def delete_memory(agent_id: AgentId, memory_id: UUID, request: Request,
                   p: keys.Principal = Depends(principal)) -> Response:
     p.require("memories:write", agent_id)
     with tx(request, p) as conn:

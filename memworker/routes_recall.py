@@ -8,13 +8,13 @@ from fastapi import APIRouter, Depends, Request
 
 from memworker import keys, metrics, recall, store
 from memworker.schemas import RecallIn
-from memworker.web import principal, resources, tx
+from memworker.web import AgentId, principal, resources, tx
 
 router = APIRouter(tags=["recall"])
 
 
 @router.post("/v1/agents/{agent_id}/recall")
-def post_recall(agent_id: str, body: RecallIn, request: Request,
+def post_recall(agent_id: AgentId, body: RecallIn, request: Request,
                 p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     started = time.perf_counter()

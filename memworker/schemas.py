@@ -4,16 +4,41 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Kind = Literal["fact", "preference", "decision", "method", "conclusion", "event", "insight", "summary"]
 Tier = Literal["L0", "L1", "L2", "L3"]
 WritableTier = Literal["L0", "L1", "L2"]  # L3 only through the audited promote call
 MetaValue = str | int | float | bool | None
+EpisodeStatus = Literal["queued", "processing", "stored", "failed", "dead"]
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        # Postgres text and jsonb cannot hold U+0000: refuse it here as bad input, not a 500.
+        if _has_nul(value):
+            raise ValueError("text must not contain NUL (\\u0000) characters")
+        return value
+
+    @field_validator("salience", "confidence", mode="after", check_fields=False)
+    @classmethod
+    def _representable(cls, value: float | None) -> float | None:
+        # Stored as 4-byte reals: 1e-320 would underflow in Postgres, so round first.
+        return None if value is None else round(value, 6)
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 class Message(Strict):

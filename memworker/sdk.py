@@ -105,6 +105,69 @@ class Client:
         """{"memories": [...], "took_ms": ...}; options: tiers, kinds, since, until, metadata, explain."""
         return self._call("POST", f"/v1/agents/{agent_id}/recall", json={"query": query, "k": k, **options})  # type: ignore[no-any-return]
 
+    # sleep (consolidation)
+    def consolidate(self, agent_id: str) -> str:
+        """Queue one consolidation pass; returns its run id."""
+        return self._call("POST", f"/v1/agents/{agent_id}/consolidate")["run_id"]  # type: ignore[no-any-return]
+
+    def consolidation_runs(self, agent_id: str, *, limit: int = 20) -> list[dict[str, Any]]:
+        return self._call("GET", f"/v1/agents/{agent_id}/consolidation/runs", params={"limit": limit})["runs"]  # type: ignore[no-any-return]
+
+    def consolidation_status(self, agent_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/agents/{agent_id}/consolidation")  # type: ignore[no-any-return]
+
+    def wait_for_run(self, agent_id: str, run_id: str, *, timeout: float = 60.0) -> dict[str, Any]:
+        """Poll until the run is done, skipped or failed; raises TimeoutError."""
+        deadline = time.monotonic() + timeout
+        while True:
+            run = next((r for r in self.consolidation_runs(agent_id, limit=200) if r["run_id"] == run_id), None)
+            if run and run["status"] in ("done", "skipped", "failed"):
+                return run
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"consolidation run {run_id} still {run and run['status']} after {timeout}s")
+            time.sleep(0.2)
+
+    def profile(self, agent_id: str, version: int | None = None) -> dict[str, Any]:
+        return self._call("GET", f"/v1/agents/{agent_id}/profile",  # type: ignore[no-any-return]
+                          params={"version": version} if version else {})
+
+
+    # lifecycle governance (issue 6)
+    def promote(self, agent_id: str, memory_id: str, tier: str, reason: str) -> dict[str, Any]:
+        return self._call("POST", f"/v1/agents/{agent_id}/memories/{memory_id}/promote",  # type: ignore[no-any-return]
+                          json={"tier": tier, "reason": reason})
+
+    def history(self, agent_id: str, memory_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/agents/{agent_id}/memories/{memory_id}/history")  # type: ignore[no-any-return]
+
+    def reviews(self, agent_id: str, *, status: str = "open", limit: int = 100) -> list[dict[str, Any]]:
+        return self._call("GET", f"/v1/agents/{agent_id}/review",  # type: ignore[no-any-return]
+                          params={"status": status, "limit": limit})["reviews"]
+
+    def resolve_review(self, agent_id: str, review_id: str, keep: str, reason: str = "") -> dict[str, Any]:
+        """keep: 'both', or the id of the memory to keep (the other is superseded by it)."""
+        return self._call("POST", f"/v1/agents/{agent_id}/review/{review_id}/resolve",  # type: ignore[no-any-return]
+                          json={"keep": keep, "reason": reason})
+
+    def forget(self, agent_id: str, **selector: Any) -> dict[str, Any]:
+        """Exactly one of provenance=, memory_ids=, session_id=, before=; returns the receipt."""
+        return self._call("POST", f"/v1/agents/{agent_id}/forget", json=selector)  # type: ignore[no-any-return]
+
+    def policy(self, agent_id: str | None = None) -> dict[str, Any]:
+        """{"overrides", "effective"} of an agent, or of the tenant's defaults."""
+        path = f"/v1/agents/{agent_id}/policy" if agent_id else "/v1/policy"
+        return self._call("GET", path)  # type: ignore[no-any-return]
+
+    def set_policy(self, overrides: dict[str, Any], agent_id: str | None = None) -> dict[str, Any]:
+        """Replace the overrides of an agent, or the tenant's defaults."""
+        path = f"/v1/agents/{agent_id}/policy" if agent_id else "/v1/policy"
+        return self._call("PUT", path, json=overrides)  # type: ignore[no-any-return]
+
+    def run_retention(self, agent_id: str) -> dict[str, Any]:
+        return self._call("POST", f"/v1/agents/{agent_id}/retention/run")  # type: ignore[no-any-return]
+
+    def retention_runs(self, agent_id: str, *, limit: int = 20) -> list[dict[str, Any]]:
+        return self._call("GET", f"/v1/agents/{agent_id}/retention", params={"limit": limit})["runs"]  # type: ignore[no-any-return]
 
 def enqueue_in_cluster(redis_url: str, *, tenant_id: str, agent_id: str, content: str | None = None,
                        messages: list[dict[str, str]] | None = None, idempotency_key: str | None = None,

@@ -48,8 +48,15 @@ class Settings:
     visibility_timeout_s: int = 3_600  # Redis redelivery of unacked tasks (acks_late)
     log_level: str = "INFO"
     api_key: str | None = field(default=None, repr=False)  # for the CLI's client commands
+    rate_key_per_s: float = 50.0  # API requests per second per key (token bucket) ...
+    rate_key_burst: int = 200  # ... and its burst
+    rate_tenant_per_s: float = 200.0  # the same per tenant, over all its keys
+    rate_tenant_burst: int = 800
     workers: int = 1  # worker processes `memworker up` starts
     worker_concurrency: int = 1  # prefork children per worker process
+    consolidation_backlog_max: int = 200  # the sleep sweep defers while the ingest queue is longer
+    consolidation_sweep_limit: int = 1_000  # agents one sweep (one a minute) may claim
+    consolidation_lease_s: int = 900  # a claimed agent is not claimed again for this long
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -68,7 +75,9 @@ class Settings:
     def validate(self) -> None:
         positive = ["embedding_batch_size", "db_pool_max", "max_content_bytes", "max_batch",
                     "max_body_bytes", "ingest_batch_max", "episode_lease_s",
-                    "episode_max_attempts", "visibility_timeout_s", "workers", "worker_concurrency"]
+                    "episode_max_attempts", "visibility_timeout_s", "workers", "worker_concurrency",
+                    "rate_key_per_s", "rate_key_burst", "rate_tenant_per_s", "rate_tenant_burst"]
+        positive += ["consolidation_backlog_max", "consolidation_sweep_limit", "consolidation_lease_s"]
         for name in positive:
             if getattr(self, name) <= 0:
                 raise errors.ConfigError(f"{PREFIX}{name.upper()} must be > 0")

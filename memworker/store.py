@@ -93,7 +93,7 @@ def insert_memory(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, d
         kind=draft.kind, tier=draft.tier, salience=draft.salience, confidence=draft.confidence,
         expires_at=draft.expires_at, session_id=session_id, entities=list(draft.entities),
         topics=list(draft.topics), provenance=list(draft.provenance), metadata=Jsonb(draft.metadata),
-        source_key=source_key, content_hash=memories.content_hash(draft.text), trust="agent",
+        source_key=source_key, content_hash=memories.content_hash(draft.text), trust=draft.trust,
         flags=list(draft.flags), doc_len=doc_len, embedding=embedding,
     )
     if row is None:

@@ -6,15 +6,20 @@ import base64
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
 import psycopg
-from fastapi import Request
+from fastapi import Path, Query, Request
 
-from memworker import db, errors, keys, runtime
+from memworker import db, errors, keys, memories, runtime
 
 Publish = Callable[[UUID, list[UUID]], None]
+
+# Every {agent_id} in a path: checked before any query sees it.
+AgentId = Annotated[str, Path(pattern=memories.AGENT_ID.pattern, max_length=128,
+                              description="letters, digits and . _ : @ -, starting with a letter or digit")]
+AgentIdQuery = Annotated[str | None, Query(pattern=memories.AGENT_ID.pattern, max_length=128)]
 
 
 def resources(request: Request) -> runtime.Resources:
@@ -32,7 +37,9 @@ def principal(request: Request) -> keys.Principal:
         raise errors.Unauthorized("missing api key")
     pool = resources(request).pool
     cache: keys.KeyCache = request.app.state.key_cache
-    return cache.get(header[7:].strip(), lambda key: keys.authenticate(pool, key))
+    p = cache.get(header[7:].strip(), lambda key: keys.authenticate(pool, key))
+    request.app.state.limiter.take(str(p.key_id), str(p.tenant_id))
+    return p
 
 
 @contextmanager

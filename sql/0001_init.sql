@@ -111,7 +111,7 @@ CREATE TABLE memworker.memories (
   metadata         jsonb NOT NULL DEFAULT '{}',
   source_key       text NOT NULL,           -- idempotency: one row per (episode, item) or request
   content_hash     text NOT NULL,           -- sha256 of normalised text, for exact dedup
-  trust            text NOT NULL DEFAULT 'agent',
+  trust            text NOT NULL DEFAULT 'episode', -- source: episode, api, consolidation
   flags            text[] NOT NULL DEFAULT '{}',
   doc_len          integer NOT NULL DEFAULT 0, -- BM25 document length in tokens
   embedding        vector(384) NOT NULL,

@@ -17,11 +17,14 @@ logger = logging.getLogger(__name__)
 
 INGEST, CONSOLIDATE, MAINTENANCE = "ingest", "consolidate", "maintenance"
 RECONCILE_EVERY_S = 30.0
+SLEEP_SWEEP_EVERY_S = 60.0  # the consolidation sweep: cheap, and a no-op for disabled agents
+RETENTION_EVERY_S = 3600.0  # the retention tick: one sweep per agent per hour (issue 6)
 
 
 def make_celery(settings: Settings) -> Celery:
     app = Celery("memworker", broker=settings.redis_url,
-                 include=["tasks.ingest_tasks", "tasks.maintenance_tasks"])
+                 include=["tasks.ingest_tasks", "tasks.maintenance_tasks", "tasks.consolidate_tasks",
+                          "tasks.retention_tasks"])
     app.conf.update(
         task_serializer="json", accept_content=["json"], result_serializer="json",
         task_ignore_result=True,  # Postgres is the record of every attempt, not a result backend
@@ -34,13 +37,21 @@ def make_celery(settings: Settings) -> Celery:
         task_queues=[Queue(INGEST), Queue(CONSOLIDATE), Queue(MAINTENANCE)],
         task_default_queue=INGEST,
         task_routes={"memworker.ingest": {"queue": INGEST},
-                     "memworker.reconcile": {"queue": MAINTENANCE}},
+                     "memworker.reconcile": {"queue": MAINTENANCE},
+                     "memworker.consolidation_sweep": {"queue": MAINTENANCE},
+                     "memworker.consolidate": {"queue": CONSOLIDATE},
+                     "memworker.retention_tick": {"queue": MAINTENANCE},
+                     "memworker.retention_sweep": {"queue": MAINTENANCE}},
         worker_send_task_events=True, task_send_sent_event=True,  # for Flower
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
         beat_schedule={
             "reconcile": {"task": "memworker.reconcile", "schedule": RECONCILE_EVERY_S,
                           "options": {"queue": MAINTENANCE, "expires": RECONCILE_EVERY_S}},
+            "consolidation-sweep": {"task": "memworker.consolidation_sweep", "schedule": SLEEP_SWEEP_EVERY_S,
+                                    "options": {"queue": MAINTENANCE, "expires": SLEEP_SWEEP_EVERY_S}},
+            "retention-tick": {"task": "memworker.retention_tick", "schedule": RETENTION_EVERY_S,
+                               "options": {"queue": MAINTENANCE, "expires": RETENTION_EVERY_S}},
         },
     )
     app.conf.memworker_settings = settings

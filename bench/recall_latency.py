@@ -1,0 +1,378 @@
+"""Recall latency: server-side (took_ms) and client-side p50/p95/p99 and QPS with 1 and 16
+concurrent clients, next to the bare costs measured in the same run.
+
+Run:  python bench/recall_latency.py                               # 200 agents x 1,000 memories
+      python bench/recall_latency.py --agents 20 --memories 500    # quicker
+      python bench/recall_latency.py --api-url URL --data-dir DIR  # against a running stack
+
+Without --api-url it starts `memworker up` on a temporary data dir and free ports and stops
+it at the end. Loading 200,000 memories through the API would mostly measure the embedder,
+so the corpus goes straight into the stack's database as the owner (the URL in
+stack.json), under a fresh tenant made with `memworker tenant create`: agents rows first,
+then memories (deterministic short sentences from a fixed vocabulary, random unit float32
+vectors of 384 dims, created_at spread over 90 days, content_hash and doc_len as
+memworker.store.insert_memory computes them, unique source_key) and their BM25 postings
+(memworker.memory_terms, one row per (memory, term) with tf from
+memworker.tokens.term_frequencies), all with binary COPY; then ANALYZE. memory_events
+rows (the audit trail) are not written: recall never reads them.
+
+Bare costs, measured in this process while the stack is idle:
+  (a) one query embedding: the same model on one short, never-seen query (no cache);
+  (b) one plain SQL vector top-10 for one agent (SELECT id FROM memworker.memories WHERE
+      tenant_id = .. AND agent_id = .. ORDER BY embedding <=> q LIMIT 10) over psycopg on
+      the owner URL with pgvector's register_vector, one connection, one round trip;
+  (c) for reference: the product's whole recall statement (queries.sql: recall, with the
+      access-count bump) as the app role inside a tenant transaction, query vector given.
+
+Then recall (k=10) through the API with queries from the same vocabulary: 1 client and
+16 concurrent clients (threads, each with its own Client), every request a different query
+(the query-embedding LRU cache never hits), and the same with a small set of repeated,
+pre-warmed queries (cached). Target shown: server-side p50 <= 2 x (a + b).
+
+Prints markdown tables and writes bench/results/recall_latency.md."""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (Stack, TextMaker, add_stack_args, command_line, create_tenant, environment_note,  # noqa: E402
+                     fmt, loadavg, md_table, owner_connect, percentile, progress, stack_from_args, summary,
+                     write_report)
+from memworker import Client  # noqa: E402
+
+DIM = 384
+K = 10
+KINDS = ("fact", "fact", "fact", "preference", "decision", "method", "conclusion", "event")
+PLAIN_TOPK = ("SELECT id FROM memworker.memories WHERE tenant_id = %s AND agent_id = %s "
+              "ORDER BY embedding <=> %s LIMIT 10")
+
+
+# --- corpus -----------------------------------------------------------------------------------
+
+def agent_ids(n: int) -> list[str]:
+    return [f"recall-agent-{i:04d}" for i in range(n)]
+
+
+def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.standard_normal((n, DIM), dtype=np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    return v
+
+
+def load_corpus(conn: Any, tenant_id: str, agents: list[str], per_agent: int, seed: int) -> tuple[int, int]:
+    """COPY agents, memories and postings; returns (memories, postings) written."""
+    from memworker.memories import content_hash
+    from memworker.tokens import term_frequencies
+
+    tid = uuid.UUID(tenant_id)
+    maker = TextMaker(seed)
+    rng = np.random.default_rng(seed)
+    id_rng = random.Random(seed)
+    now = datetime.now(timezone.utc)
+    with conn.cursor() as cur, cur.copy("COPY agents (tenant_id, id) FROM STDIN") as copy:
+        for a in agents:
+            copy.write_row((tid, a))
+    n_mem = n_terms = 0
+    for agent in progress(agents, desc="COPY corpus", unit="agent"):
+        vecs = unit_vectors(rng, per_agent)
+        mem_rows, term_rows = [], []
+        for i in range(per_agent):
+            text = maker.sentence()
+            tf, doc_len = term_frequencies(text)
+            mid = uuid.UUID(int=id_rng.getrandbits(128), version=4)
+            created = now - timedelta(seconds=id_rng.uniform(0, 90 * 86400))
+            mem_rows.append((mid, tid, agent, text, id_rng.choice(KINDS), "L1" if i % 10 else "L2",
+                             0.5, 0.7, created, created, [f"bench:{agent}:{i}"], f"bench:{agent}:{i}",
+                             content_hash(text), doc_len, vecs[i]))
+            term_rows += [(tid, agent, term, mid, n) for term, n in tf.items()]
+        with conn.transaction(), conn.cursor() as cur:
+            with cur.copy("COPY memories (id, tenant_id, agent_id, text, kind, tier, salience, confidence, "
+                          "created_at, valid_from, provenance, source_key, content_hash, doc_len, embedding) "
+                          "FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["uuid", "uuid", "text", "text", "text", "text", "float4", "float4",
+                                "timestamptz", "timestamptz", "text[]", "text", "text", "int4", "vector"])
+                for row in mem_rows:
+                    copy.write_row(row)
+            with cur.copy("COPY memory_terms (tenant_id, agent_id, term, memory_id, tf) "
+                          "FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["uuid", "text", "text", "uuid", "int4"])
+                for row in term_rows:
+                    copy.write_row(row)
+        n_mem += len(mem_rows)
+        n_terms += len(term_rows)
+    for table in ("agents", "memories", "memory_terms"):
+        conn.execute(f"ANALYZE memworker.{table}")
+    return n_mem, n_terms
+
+
+# --- queries ------------------------------------------------------------------------------------
+
+class Queries:
+    """Never-repeating recall queries from the corpus vocabulary (thread-safe)."""
+
+    def __init__(self, seed: int) -> None:
+        self.maker = TextMaker(seed)
+        self.seen: set[str] = set()
+        self.lock = threading.Lock()
+
+    def fresh(self) -> str:
+        with self.lock:
+            while True:
+                q = self.maker.query()
+                if q in self.seen:  # vary it until it is new: the cache must never hit
+                    q = f"{q} {self.maker.rng.choice(['today', 'again', 'please', 'now', 'lately'])} " \
+                        f"{self.maker.rng.randint(1, 10**6)}"
+                if q not in self.seen:
+                    self.seen.add(q)
+                    return q
+
+
+# --- bare costs --------------------------------------------------------------------------------
+
+def bare_embedding_ms(queries: Queries, n: int) -> list[float]:
+    from memworker.embeddings import load
+    from memworker.settings import Settings
+
+    embedder = load(Settings().embedding_model)
+    embedder.embed([queries.fresh()])  # warm-up
+    out = []
+    for _ in progress(range(n), desc="(a) query embedding", unit="q"):
+        q = queries.fresh()
+        t = time.perf_counter()
+        embedder.embed([q])
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def bare_topk_ms(stack: Stack, tenant_id: str, agents: list[str], n: int, seed: int) -> list[float]:
+    rng = np.random.default_rng(seed + 1)
+    r = random.Random(seed + 1)
+    tid = uuid.UUID(tenant_id)
+    out = []
+    with owner_connect(stack) as conn:
+        conn.execute(PLAIN_TOPK, (tid, agents[0], unit_vectors(rng, 1)[0])).fetchall()  # warm-up
+        for _ in progress(range(n), desc="(b) plain SQL top-10", unit="q"):
+            vec = unit_vectors(rng, 1)[0]
+            agent = r.choice(agents)
+            t = time.perf_counter()
+            rows = conn.execute(PLAIN_TOPK, (tid, agent, vec)).fetchall()
+            out.append((time.perf_counter() - t) * 1000)
+            assert len(rows) == K
+    return out
+
+
+def recall_statement_ms(stack: Stack, tenant_id: str, agents: list[str], queries: Queries,
+                        n: int, seed: int) -> list[float]:
+    """(c) queries.sql: recall as the app role in a tenant transaction, vector precomputed."""
+    from memworker import db, recall, store, tokens
+    from memworker.policy import Policy
+
+    app_url = stack.info.get("database_url")
+    if not app_url:
+        return []
+    rng = np.random.default_rng(seed + 2)
+    r = random.Random(seed + 2)
+    policy = Policy()
+    out = []
+    with db.connect(app_url) as conn:
+        for i in progress(range(n + 1), desc="(c) recall statement", unit="q"):
+            text = queries.fresh()
+            q = recall.Query(text, K)
+            params = dict(tenant_id=uuid.UUID(tenant_id), agent_id=r.choice(agents),
+                          terms=sorted(set(tokens.tokenize(text))), qvec=unit_vectors(rng, 1)[0],
+                          tiers=list(policy.recall_tiers), kinds=None, since=None, until=None, metadata=None,
+                          hide_flagged=False, candidates=max(policy.recall_candidates, q.k),
+                          vector_floor=policy.recall_vector_floor, w_bm25=policy.recall_bm25_weight,
+                          w_vector=policy.recall_vector_weight, w_prior=policy.recall_prior_weight,
+                          k=q.k, bump=True)
+            t = time.perf_counter()
+            with conn.transaction():
+                conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (tenant_id,))
+                store.all_(conn, "recall", **params)
+            if i:  # the first is a warm-up
+                out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+# --- recall through the API ------------------------------------------------------------------
+
+@dataclass
+class Run:
+    name: str
+    clients: int
+    server_ms: list[float] = field(default_factory=list)
+    client_ms: list[float] = field(default_factory=list)
+    wall_s: float = 0.0
+    errors: int = 0
+
+    @property
+    def qps(self) -> float:
+        return len(self.client_ms) / self.wall_s if self.wall_s else float("nan")
+
+
+def run_recalls(stack: Stack, key: str, agents: list[str], name: str, clients: int, per_client: int,
+                next_query: Callable[[], str], seed: int) -> Run:
+    """`clients` threads, each with its own Client, each sending per_client recalls back to back."""
+    run = Run(name, clients)
+    lock = threading.Lock()
+    bar = progress(total=clients * per_client, desc=name, unit="req")
+    start = threading.Barrier(clients + 1)
+
+    def worker(i: int) -> None:
+        r = random.Random(seed * 1000 + i)
+        with Client(stack.api_url, key, timeout=60) as client:
+            client.recall(agents[0], "warm up the connection", k=K)
+            start.wait()
+            for _ in range(per_client):
+                q = next_query()
+                t = time.perf_counter()
+                try:
+                    resp = client.recall(r.choice(agents), q, k=K)
+                except Exception:  # counted, reported; the run goes on
+                    with lock:
+                        run.errors += 1
+                    continue
+                elapsed = (time.perf_counter() - t) * 1000
+                with lock:
+                    run.client_ms.append(elapsed)
+                    run.server_ms.append(float(resp["took_ms"]))
+                    bar.update(1)
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
+    for t in threads:
+        t.start()
+    start.wait()
+    started = time.perf_counter()
+    for t in threads:
+        t.join()
+    run.wall_s = time.perf_counter() - started
+    bar.close()
+    return run
+
+
+def cached_queries(queries: Queries, n: int) -> Callable[[], str]:
+    pool = [queries.fresh() for _ in range(n)]
+    r = random.Random(len(pool))
+    lock = threading.Lock()
+
+    def pick() -> str:
+        with lock:
+            return r.choice(pool)
+    pick.pool = pool  # type: ignore[attr-defined]
+    return pick
+
+
+# --- report -----------------------------------------------------------------------------------------
+
+def report(args: argparse.Namespace, n_mem: int, n_terms: int, load_s: float, bare: dict[str, list[float]],
+           runs: list[Run], load_before: str) -> str:
+    a, b = percentile(bare["a"], 50), percentile(bare["b"], 50)
+    budget = 2 * (a + b)
+    main = runs[0]
+    p50 = percentile(main.server_ms, 50)
+    bare_rows = [[label, len(v), fmt(percentile(v, 50), 2), fmt(percentile(v, 95), 2), fmt(percentile(v, 99), 2)]
+                 for label, v in (("(a) one query embedding, uncached", bare["a"]),
+                                  ("(b) plain SQL vector top-10, one agent", bare["b"]),
+                                  ("(c) the recall statement alone (app role, RLS, bump)", bare["c"]))]
+    run_rows = []
+    for r in runs:
+        s, c = summary(r.server_ms), summary(r.client_ms)
+        run_rows.append([r.name, r.clients, len(r.client_ms), r.errors, fmt(r.qps), fmt(s["p50"], 2),
+                         fmt(s["p95"], 2), fmt(s["p99"], 2), fmt(c["p50"], 2), fmt(c["p95"], 2), fmt(c["p99"], 2)])
+    verdict = "meets" if p50 <= budget else "misses"
+    return "\n".join([
+        "# Recall latency",
+        "",
+        f"{args.agents} agents x {args.memories} memories = {n_mem:,} memories ({n_terms:,} postings), "
+        f"loaded by COPY in {load_s:.0f}s; recall k={K}, default policy; seed {args.seed}.",
+        "",
+        "## Bare costs (same run, stack idle), ms",
+        "",
+        md_table(["measure", "n", "p50", "p95", "p99"], bare_rows),
+        "",
+        f"Target: server-side p50 (1 client, uncached) <= 2 x (a + b) = 2 x ({a:.2f} + {b:.2f}) = "
+        f"**{budget:.2f} ms**; measured **{p50:.2f} ms**: {verdict} the target.",
+        "",
+        "## Recall through the API, ms",
+        "",
+        md_table(["run", "clients", "requests", "errors", "QPS", "server p50", "server p95", "server p99",
+                  "client p50", "client p95", "client p99"], run_rows),
+        "",
+        "- server = the response's took_ms (after authentication: agent check, policy, query embedding,",
+        "  the recall statement); client = the whole HTTP call from a Python Client (httpx, keep-alive).",
+        "- uncached: every request a query never seen before, so the API embeds it; cached: "
+        f"{args.cached_pool} queries, embedded once before the run, repeated.",
+        "- the corpus vectors are random unit vectors, so the vector side finds nothing above the",
+        "  policy's vector floor; the statement still scans and sorts every live memory of the agent.",
+        "",
+        "## Environment",
+        "",
+        environment_note(load_before, command_line()),
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--agents", type=int, default=200)
+    p.add_argument("--memories", type=int, default=1000, help="memories per agent")
+    p.add_argument("--requests", type=int, default=400, help="recalls of the 1-client runs")
+    p.add_argument("--concurrent-requests", type=int, default=800, help="recalls of the 16-client runs, in all")
+    p.add_argument("--clients", type=int, default=16, help="threads of the concurrent runs")
+    p.add_argument("--bare", type=int, default=200, help="samples of each bare cost")
+    p.add_argument("--cached-pool", type=int, default=20, help="distinct queries of the cached runs")
+    p.add_argument("--seed", type=int, default=11)
+    add_stack_args(p)
+    args = p.parse_args(argv)
+    load_before = loadavg()
+    agents = agent_ids(args.agents)
+    queries = Queries(args.seed)
+
+    with stack_from_args(args) as stack:
+        tenant_id, key = create_tenant(stack, f"bench-recall-{int(time.time())}")
+        started = time.perf_counter()
+        with owner_connect(stack, tenant_id) as conn:
+            n_mem, n_terms = load_corpus(conn, tenant_id, agents, args.memories, args.seed)
+        load_s = time.perf_counter() - started
+        print(f"loaded {n_mem:,} memories and {n_terms:,} postings in {load_s:.0f}s", flush=True)
+
+        bare = {"a": bare_embedding_ms(queries, args.bare),
+                "b": bare_topk_ms(stack, tenant_id, agents, args.bare, args.seed),
+                "c": recall_statement_ms(stack, tenant_id, agents, queries, args.bare, args.seed)}
+        print(f"bare: (a) {percentile(bare['a'], 50):.2f} ms, (b) {percentile(bare['b'], 50):.2f} ms, "
+              f"(c) {percentile(bare['c'], 50):.2f} ms (p50)", flush=True)
+
+        cached = cached_queries(queries, args.cached_pool)
+        with Client(stack.api_url, key, timeout=60) as client:
+            for q in cached.pool:  # type: ignore[attr-defined]
+                client.recall(agents[0], q, k=K)  # into the API's query-embedding cache
+        per_client = max(1, args.concurrent_requests // args.clients)
+        runs = [
+            run_recalls(stack, key, agents, "1 client, uncached", 1, args.requests, queries.fresh, args.seed),
+            run_recalls(stack, key, agents, "1 client, cached", 1, args.requests, cached, args.seed),
+            run_recalls(stack, key, agents, f"{args.clients} clients, uncached", args.clients, per_client,
+                        queries.fresh, args.seed),
+            run_recalls(stack, key, agents, f"{args.clients} clients, cached", args.clients, per_client,
+                        cached, args.seed),
+        ]
+        text = report(args, n_mem, n_terms, load_s, bare, runs, load_before)
+    print()
+    print(text)
+    print(f"\nwritten to {write_report('recall_latency.md', text)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

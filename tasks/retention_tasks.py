@@ -1,0 +1,42 @@
+"""Retention: the hourly tick that fans out one sweep per due agent on the maintenance
+queue (memworker.retention does the work)."""
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import Any
+from uuid import UUID
+
+from memworker import retention, runtime
+from tasks.celery_app import MAINTENANCE, RETENTION_EVERY_S, app, settings_of
+
+logger = logging.getLogger(__name__)
+
+MAX_AGENTS_PER_TICK = 10_000  # the rest are due again at the next tick, least recent first
+
+
+@app.task(name="memworker.retention_tick", queue=MAINTENANCE, acks_late=True)
+def retention_tick(window: str | None = None) -> int:
+    """Enqueue a sweep for every agent not swept in this window. The window defaults to the
+    current hour's start; every sweep of it has the run key 'beat:<window>', so a double
+    fire (or a redelivered tick) sweeps nobody twice. Returns how many were enqueued."""
+    res = runtime.for_process(settings_of(app))
+    when = retention.window(datetime.fromisoformat(window) if window else datetime.now(timezone.utc),
+                            RETENTION_EVERY_S)
+    agents = retention.due(res.pool, before=when, limit=MAX_AGENTS_PER_TICK)
+    for tenant_id, agent_id in agents:
+        app.send_task("memworker.retention_sweep", args=[str(tenant_id), agent_id, when.isoformat()],
+                      queue=MAINTENANCE)
+    if agents:
+        logger.info("retention tick %s: %d agents", when.isoformat(), len(agents))
+    return len(agents)
+
+
+@app.task(name="memworker.retention_sweep", queue=MAINTENANCE, acks_late=True)
+def retention_sweep(tenant_id: str, agent_id: str, window: str) -> dict[str, Any]:
+    """One agent's sweep, judged at the window's clock."""
+    res = runtime.for_process(settings_of(app))
+    when = datetime.fromisoformat(window)
+    report = retention.sweep_agent(res.pool, tenant_id=UUID(tenant_id), agent_id=agent_id, now=when,
+                                   run_key=f"beat:{when.isoformat()}", trigger="beat")
+    return {"status": report.status, "changed": report.changed, "run_id": report.run_id}
