@@ -32,7 +32,8 @@ ROUTERS = [routes_episodes.router, routes_memories.router, routes_recall.router]
 ROUTERS.append(routes_consolidation.router)  # sleep (issue 5)
 ROUTERS.append(routes_lifecycle.router)  # lifecycle governance (issue 6)
 _STATUS = {errors.NotFound: 404, errors.InvalidInput: 422, errors.Unauthorized: 401,
-           errors.Forbidden: 403, errors.Unavailable: 503, errors.PayloadTooLarge: 413}
+           errors.Forbidden: 403, errors.Unavailable: 503, errors.PayloadTooLarge: 413,
+           errors.Conflict: 409}
 
 
 def celery_publisher(settings: Settings) -> Publish:
@@ -41,7 +42,11 @@ def celery_publisher(settings: Settings) -> Publish:
     app = make_celery(settings)
 
     def publish(tenant_id: UUID, episode_ids: list[UUID]) -> None:
-        app.send_task("memworker.ingest", args=[str(tenant_id), [str(e) for e in episode_ids]], queue=INGEST)
+        # One message per worker-sized batch, so a big batch spreads over the workers.
+        size = settings.ingest_batch_max
+        for i in range(0, len(episode_ids), size):
+            app.send_task("memworker.ingest", args=[str(tenant_id), [str(e) for e in episode_ids[i:i + size]]],
+                          queue=INGEST)
     return publish
 
 
@@ -58,6 +63,9 @@ def create_app(settings: Settings | None = None, *, resources: runtime.Resources
         app.state.limiter = ratelimit.Limiter(
             limiter_redis, key_rate=settings.rate_key_per_s, key_burst=settings.rate_key_burst,
             tenant_rate=settings.rate_tenant_per_s, tenant_burst=settings.rate_tenant_burst)
+        app.state.fleet = metrics.FleetCollector(
+            lambda: queue_depths(limiter_redis),
+            lambda: memory_estimates(app.state.resources.pool))
         yield
         limiter_redis.close()
         if resources is None:
@@ -104,10 +112,32 @@ def create_app(settings: Settings | None = None, *, resources: runtime.Resources
         return JSONResponse({"status": "ok" if ok else "unavailable", **checks}, 200 if ok else 503)
 
     @app.get("/metrics", tags=["ops"])
-    def metrics_text() -> Response:
-        return Response(generate_latest(metrics.registry()), media_type=CONTENT_TYPE_LATEST)
+    def metrics_text(request: Request) -> Response:
+        return Response(generate_latest(metrics.registry(request.app.state.fleet)), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+# kombu's Redis transport keeps one list per queue and priority step.
+_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+
+
+def queue_depths(client: redis.Redis) -> dict[str, int]:
+    """Messages waiting in each Celery queue."""
+    pipe = client.pipeline()
+    queues = ("ingest", "consolidate", "maintenance")
+    for q in queues:
+        for suffix in _PRIORITY_SUFFIXES:
+            pipe.llen(q + suffix)
+    counts = pipe.execute()
+    n = len(_PRIORITY_SUFFIXES)
+    return {q: int(sum(counts[i * n:(i + 1) * n])) for i, q in enumerate(queues)}
+
+
+def memory_estimates(pool: Any) -> list[tuple[str, str, float]]:
+    with db.system_tx(pool) as conn:
+        rows = conn.execute("SELECT attribute, value, estimate FROM memory_estimates()").fetchall()
+    return [(r["attribute"], r["value"], float(r["estimate"])) for r in rows]
 
 
 class BodyLimit:

@@ -26,6 +26,11 @@ class InvalidInput(MemworkerError):
     """The request is well-formed JSON but breaks a rule; nothing was written."""
 
 
+class Conflict(MemworkerError):
+    """The object is in a state that forbids the change (an archived session, a stale
+    revision); re-read it and retry (HTTP 409)."""
+
+
 class PayloadTooLarge(InvalidInput):
     """A body, content or batch over its limit (HTTP 413)."""
 

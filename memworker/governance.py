@@ -199,12 +199,7 @@ def merge(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, survivor_
     params = dict(tenant_id=tenant_id, agent_id=agent_id, survivor=survivor_id, other=other_id, now=now)
     if store.one(conn, "lifecycle_merge_into", **params) is None:
         return False
-    store.run(conn, "lifecycle_repoint_from", **params)
-    store.run(conn, "lifecycle_repoint_to", **params)
-    store.run(conn, "lifecycle_repoint_refs", **params)
-    store.one(conn, "lifecycle_delete_memory", tenant_id=tenant_id, agent_id=agent_id, memory_id=other_id)
-    store.event(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=other_id, event="merged",
-                reason=reason, actor=actor, related_ids=[survivor_id])
+    store.one(conn, "lifecycle_merge_finish", **params, reason=reason, actor=actor)
     return True
 
 

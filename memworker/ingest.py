@@ -17,7 +17,7 @@ from uuid import UUID
 import psycopg_pool
 from psycopg.types.json import Jsonb
 
-from memworker import db, errors, governance, memories, redact, reflection, store, synthesis
+from memworker import db, errors, governance, hooks, memories, redact, reflection, store, synthesis
 from memworker.embeddings import Embedder
 from memworker.settings import Settings
 
@@ -83,6 +83,9 @@ class Outcome:
     memories_written: int = 0
     duplicates: int = 0
     llm_calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    deliveries: list[UUID] = field(default_factory=list)  # post_turn webhooks to send (issue 7)
 
 
 @dataclass
@@ -99,8 +102,22 @@ class _Claimed:
 
 def process(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflector: reflection.Reflector,
             settings: Settings, *, tenant_id: UUID, episode_ids: list[UUID]) -> Outcome:
-    """Claim, reflect, embed and store a batch of one tenant's episodes."""
+    """Claim, reflect, embed and store one tenant's episodes, a batch at a time, until every
+    named episode is done or claimed by someone else (a message may name more episodes than
+    one batch holds, and nobody else will come for the rest)."""
     outcome = Outcome()
+    pending = list(episode_ids)
+    while pending:
+        claimed = _process_batch(pool, embedder, reflector, settings, tenant_id, pending, outcome)
+        still = [e for e in pending if e not in claimed]
+        if len(still) == len(pending):
+            break  # the rest are stored, dead, or another worker's claim
+        pending = still
+    return outcome
+
+
+def _process_batch(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflector: reflection.Reflector,
+                   settings: Settings, tenant_id: UUID, episode_ids: list[UUID], outcome: Outcome) -> set[UUID]:
     with db.tenant_tx(pool, tenant_id) as conn:
         rows = store.all_(conn, "claim_episodes", tenant_id=tenant_id, ids=episode_ids,
                           lease_s=settings.episode_lease_s, limit=settings.ingest_batch_max,
@@ -119,6 +136,8 @@ def process(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflector: re
             c.error = f"reflection failed: {type(exc).__name__}: {exc}"
             continue
         outcome.llm_calls += c.result.llm_calls
+        outcome.tokens_in += c.result.tokens_in
+        outcome.tokens_out += c.result.tokens_out
         if c.result.llm_calls:  # paid for: keep it so a retry after a crash does not pay again
             r = c.result
             with db.tenant_tx(pool, tenant_id) as conn:
@@ -148,7 +167,7 @@ def process(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflector: re
                 logger.exception("storing episode %s failed", c.id)
                 c.error = f"store failed: {type(exc).__name__}: {exc}"
         _fail(pool, settings, tenant_id, c, outcome)
-    return outcome
+    return {c.id for c in claimed}
 
 
 def _store_one(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID,
@@ -194,7 +213,12 @@ def _store_one(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id:
         store.run(conn, "finish_episode", tenant_id=tenant_id, episode_id=c.id, memory_ids=memory_ids,
                   reflector=r.reflector, llm_calls=r.llm_calls, tokens_in=r.tokens_in,
                   tokens_out=r.tokens_out, llm_ms=r.llm_ms)
+        # the post-turn hook: session transcript estimate, post_turn webhooks (issue 7)
+        deliveries = hooks.episode_stored(conn, tenant_id=tenant_id, agent_id=c.agent_id, episode_id=c.id,
+                                          session_id=c.session_id, content=c.episode.content,
+                                          memory_ids=memory_ids, settings=settings)
     outcome.stored.append(c.id)
+    outcome.deliveries += deliveries
 
 
 def _fail(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID, c: _Claimed,

@@ -3,14 +3,23 @@ for every child) values are aggregated across processes on scrape."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, multiprocess
+from prometheus_client.core import GaugeMetricFamily
 
 HTTP_SECONDS = Histogram("memworker_http_request_seconds", "API request latency",
                          ["route", "method", "status"])
 RECALL_SECONDS = Histogram("memworker_recall_seconds", "Server-side recall latency",
                            buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2))
-EPISODES = Counter("memworker_episodes_total", "Episodes by outcome", ["outcome"])
+EPISODES = Counter("memworker_episodes_total", "Episodes by outcome (accepted, stored, failed, dead)", ["outcome"])
+RECALL_EMPTY = Counter("memworker_recall_empty_total",
+                       "Recalls that found nothing relevant: a proxy for search misses")
+TASK_SECONDS = Histogram("memworker_task_seconds", "Celery task duration", ["task", "state"],
+                         buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+LLM_CALLS = Counter("memworker_llm_calls_total", "LLM calls by tenant and step", ["tenant", "step"])
+LLM_TOKENS = Counter("memworker_llm_tokens_total", "LLM tokens by tenant and direction", ["tenant", "direction"])
+MEMORIES_WRITTEN = Counter("memworker_memories_written_total", "Memories written by ingest", ["how"])
 # sleep (consolidation): seed 001's metrics: pass latency, what a pass reads and writes (their
 # ratio is the compression), and agents flagged after repeated failures
 CONSOLIDATION_PASSES = Counter("memworker_consolidation_passes_total",
@@ -26,9 +35,42 @@ CONSOLIDATION_FLAGGED_AGENTS = Gauge("memworker_consolidation_flagged_agents",
                                      multiprocess_mode="mostrecent")
 
 
-def registry() -> CollectorRegistry:
+class FleetCollector:
+    """Gauges read at scrape time from the systems of record: queue depth per queue (Redis)
+    and memories per tier and kind (Postgres statistics). A failing source yields nothing."""
+
+    def __init__(self, queue_depths: Callable[[], dict[str, int]],
+                 memory_estimates: Callable[[], list[tuple[str, str, float]]]) -> None:
+        self.queue_depths = queue_depths
+        self.memory_estimates = memory_estimates
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        queues = GaugeMetricFamily("memworker_queue_depth", "Messages waiting per Celery queue", labels=["queue"])
+        try:
+            for name, depth in self.queue_depths().items():
+                queues.add_metric([name], depth)
+        except Exception:  # a scrape must not fail because Redis is down; /healthz says so
+            pass
+        yield queues
+        tiers = GaugeMetricFamily("memworker_memories", "Memories per tier and per kind (planner estimate)",
+                                  labels=["attribute", "value"])
+        try:
+            for attribute, value, estimate in self.memory_estimates():
+                tiers.add_metric([attribute, value], estimate)
+        except Exception:  # likewise for Postgres
+            pass
+        yield tiers
+
+
+def registry(extra: FleetCollector | None = None) -> CollectorRegistry:
+    """What /metrics serves: every process's metrics (multiprocess mode) plus fleet gauges."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         reg = CollectorRegistry()
         multiprocess.MultiProcessCollector(reg)
-        return reg
-    return REGISTRY
+    else:
+        reg = CollectorRegistry()
+        for collector in list(REGISTRY._collector_to_names):  # this process's own metrics
+            reg.register(collector)
+    if extra is not None:
+        reg.register(extra)  # type: ignore[arg-type]
+    return reg

@@ -60,6 +60,15 @@ class Policy:
     consolidation_extract_metadata: bool = True  # entities and topics written back to the window
     consolidation_profile_min_confidence: float = 0.4  # profile entries below this are pruned
     consolidation_profile_stale_days: int = 90  # profile entries not confirmed for this long are pruned
+    # sessions: working memory, runtime context, context flush, rumination (issue 7, seeds 004
+    # and 001; docs/sessions.md)
+    working_max_items: int = 50  # past this many working-memory items ...
+    working_prune_to: int = 30  # ... prune to this many: the most referenced and the most recent
+    context_max_tokens: int = 4000  # default budget of a runtime context (MiniLM WordPiece tokens)
+    context_recall_k: int = 20  # memories recalled for a context before packing to the budget
+    context_flush_at: float = 0.7  # seed 001: context use at or above this distils the session log
+    session_window_tokens: int = 32768  # the client model's window when the session names none
+    rumination_enabled: bool = False  # the daily pass over yesterday's archived sessions
 
     @classmethod
     def resolve(cls, *layers: dict[str, Any] | None) -> Policy:
@@ -78,6 +87,8 @@ class Policy:
                 raise errors.InvalidInput(f"policy: unknown field {name!r}")
             clean[name] = _check(name, value, getattr(cls, name))
         policy = cls(**clean)
+        if policy.working_prune_to >= policy.working_max_items:
+            raise errors.InvalidInput("policy: working_prune_to must be below working_max_items")
         if policy.recall_bm25_weight + policy.recall_vector_weight <= 0:
             raise errors.InvalidInput("policy: recall_bm25_weight + recall_vector_weight must be > 0")
         return policy

@@ -16,6 +16,7 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from memworker import store
+from memworker.reflection import _kind as _kind_of  # the cues the offline reflector types with
 from memworker.synthesis import Item
 
 SECTIONS = ("preferences", "project_state", "lessons", "decisions", "errors")
@@ -49,15 +50,17 @@ def orient(window: list[Item]) -> list[str]:
 
 def section_of(item: Item) -> str | None:
     """The profile section an item belongs to, or None (it stays a plain memory)."""
-    if item.kind in ("insight", "conclusion", "summary") or "instruction" in item.flags:
+    if item.kind in ("insight", "summary") or "instruction" in item.flags:
         return None  # derived, or text that tries to steer the agent: never profile material
-    if item.kind == "preference":
+    # 'fact' is also the default of a direct write: type it by the offline reflector's cues
+    kind = _kind_of(item.text) if item.kind == "fact" else item.kind
+    if kind == "preference":
         return "preferences"
-    if item.kind == "decision":
+    if kind == "decision":
         return "decisions"
     if _ERROR.search(item.text):
         return "errors"
-    if item.kind in ("method", "conclusion"):
+    if kind in ("method", "conclusion"):
         return "lessons"
     if _PROJECT.search(item.text):
         return "project_state"

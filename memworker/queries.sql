@@ -362,14 +362,13 @@ SELECT id AS agent_id, policy, created_at, last_episode_at, last_consolidated_at
 FROM agents WHERE tenant_id = %(tenant_id)s ORDER BY id;
 
 -- name: consolidation_window
--- The pass's window: the agent's oldest live memories not yet consolidated (insights and
--- conclusions are its own products and are born consolidated).
+-- The pass's window: the agent's oldest live memories not yet consolidated (a pass's own
+-- insights and conclusions are born consolidated).
 SELECT id, text, kind, tier, salience, confidence, created_at, access_count, last_access_at,
        entities, topics, flags, embedding
 FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND consolidated_at IS NULL
   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
-  AND kind NOT IN ('insight', 'conclusion')
 ORDER BY created_at, id
 LIMIT %(limit)s;
 
@@ -378,7 +377,6 @@ SELECT count(*) AS n FROM (
   SELECT 1 FROM memories
   WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND consolidated_at IS NULL
     AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
-    AND kind NOT IN ('insight', 'conclusion')
   LIMIT %(limit)s) w;
 
 -- name: consolidation_set_metadata
@@ -625,38 +623,47 @@ WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s AND s.id = %(sur
   AND s.valid_to IS NULL AND o.valid_to IS NULL
 RETURNING s.id;
 
--- name: lifecycle_repoint_from
--- The merged-away memory's links move to the survivor (a link that would duplicate one the
--- survivor has, or link it to itself, goes with the merged-away row instead).
-UPDATE memory_connections c SET from_id = %(survivor)s
-WHERE c.tenant_id = %(tenant_id)s AND c.from_id = %(other)s AND c.to_id <> %(survivor)s
-  AND NOT EXISTS (SELECT 1 FROM memory_connections x WHERE x.from_id = %(survivor)s
-                  AND x.to_id = c.to_id AND x.relationship = c.relationship);
-
--- name: lifecycle_repoint_to
-UPDATE memory_connections c SET to_id = %(survivor)s
-WHERE c.tenant_id = %(tenant_id)s AND c.to_id = %(other)s AND c.from_id <> %(survivor)s
-  AND NOT EXISTS (SELECT 1 FROM memory_connections x WHERE x.to_id = %(survivor)s
-                  AND x.from_id = c.from_id AND x.relationship = c.relationship);
-
--- name: lifecycle_repoint_refs
-WITH insights AS (
+-- name: lifecycle_merge_finish
+-- After lifecycle_merge_into: the merged-away memory's links, the insights and versions that
+-- point at it, and its aliases move to the survivor (a link that would duplicate one the
+-- survivor has, or tie it to itself, goes with the row instead); its id becomes an alias;
+-- the row goes (postings cascade) with a 'merged' event. One statement, one round trip.
+WITH links_from AS (
+  UPDATE memory_connections c SET from_id = %(survivor)s
+  WHERE c.tenant_id = %(tenant_id)s AND c.from_id = %(other)s AND c.to_id <> %(survivor)s
+    AND NOT EXISTS (SELECT 1 FROM memory_connections x WHERE x.from_id = %(survivor)s
+                    AND x.to_id = c.to_id AND x.relationship = c.relationship)
+  RETURNING 1
+), links_to AS (
+  UPDATE memory_connections c SET to_id = %(survivor)s
+  WHERE c.tenant_id = %(tenant_id)s AND c.to_id = %(other)s AND c.from_id <> %(survivor)s
+    AND NOT EXISTS (SELECT 1 FROM memory_connections x WHERE x.to_id = %(survivor)s
+                    AND x.from_id = c.from_id AND x.relationship = c.relationship)
+  RETURNING 1
+), insights AS (
   UPDATE memory_connections SET insight_id = %(survivor)s
-  WHERE tenant_id = %(tenant_id)s AND insight_id = %(other)s RETURNING 1
+  WHERE tenant_id = %(tenant_id)s AND insight_id = %(other)s AND from_id <> %(other)s AND to_id <> %(other)s
+  RETURNING 1
 ), versions AS (
   UPDATE memories SET superseded_by = %(survivor)s
   WHERE tenant_id = %(tenant_id)s AND superseded_by = %(other)s AND id <> %(survivor)s RETURNING 1
 ), aliases AS (
   UPDATE memory_aliases SET memory_id = %(survivor)s
   WHERE tenant_id = %(tenant_id)s AND memory_id = %(other)s RETURNING 1
+), alias AS (
+  INSERT INTO memory_aliases (tenant_id, agent_id, alias_id, memory_id, created_at)
+  VALUES (%(tenant_id)s, %(agent_id)s, %(other)s, %(survivor)s, %(now)s)
+  ON CONFLICT (tenant_id, alias_id) DO UPDATE SET memory_id = EXCLUDED.memory_id
+  RETURNING 1
+), gone AS (
+  DELETE FROM memories WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(other)s
+  RETURNING id
+), logged AS (
+  INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, related_ids, created_at)
+  SELECT %(tenant_id)s, %(agent_id)s, g.id, 'merged', %(reason)s, %(actor)s, ARRAY[%(survivor)s::uuid], %(now)s
+  FROM gone g RETURNING 1
 )
-INSERT INTO memory_aliases (tenant_id, agent_id, alias_id, memory_id, created_at)
-VALUES (%(tenant_id)s, %(agent_id)s, %(other)s, %(survivor)s, %(now)s)
-ON CONFLICT (tenant_id, alias_id) DO UPDATE SET memory_id = EXCLUDED.memory_id;
-
--- name: lifecycle_delete_memory
-DELETE FROM memories WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(memory_id)s
-RETURNING id;
+SELECT count(*) AS n FROM gone;
 
 -- name: lifecycle_set_agent_policy
 UPDATE agents SET policy = %(policy)s WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s
@@ -845,33 +852,38 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id > %(after)s
 ORDER BY id LIMIT %(batch)s;
 
 -- name: retention_pairs
--- Candidate pairs for merge and contradiction checks: each given memory against every live
--- memory of the agent sharing at least a third of its terms (necessary for both rules, and
--- cheap through the BM25 postings), with their cosine.
-WITH live AS (
-  SELECT id FROM memories
-  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
-    AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
-), shared AS (
-  SELECT f.id AS a, t2.memory_id AS b, count(*) AS shared
-  FROM unnest(%(ids)s::uuid[]) AS f(id)
-  JOIN memory_terms t1 ON t1.memory_id = f.id
-  JOIN memory_terms t2 ON t2.tenant_id = %(tenant_id)s AND t2.agent_id = %(agent_id)s
-                      AND t2.term = t1.term AND t2.memory_id <> f.id
-  JOIN live l ON l.id = t2.memory_id
-  GROUP BY f.id, t2.memory_id
-), sizes AS (
-  SELECT t.memory_id, count(*) AS n FROM memory_terms t
-  WHERE t.memory_id IN (SELECT a FROM shared UNION SELECT b FROM shared)
-  GROUP BY t.memory_id
+-- Candidate pairs for the merge and contradiction rules (which then judge each pair in
+-- full). Both rules need two memories to share most of their words, so each given memory is
+-- probed through its few rarest terms, and a pair is a candidate when the other memory has
+-- at least half of them. Probing by rare terms keeps the cost linear in the agent's size: a
+-- common term would pair every memory with every other.
+WITH mine AS (
+  SELECT t.memory_id, t.term FROM memory_terms t
+  WHERE t.memory_id = ANY(%(ids)s::uuid[]) AND t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
+), df AS (
+  SELECT t.term, count(*) AS df FROM memory_terms t
+  WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term IN (SELECT term FROM mine)
+  GROUP BY t.term
+), rare AS (
+  SELECT memory_id, term, least(n, %(probe_terms)s) AS probes FROM (
+    SELECT m.memory_id, m.term,
+           row_number() OVER (PARTITION BY m.memory_id ORDER BY d.df, m.term) AS r,
+           count(*) OVER (PARTITION BY m.memory_id) AS n
+    FROM mine m JOIN df d USING (term)) x
+  WHERE r <= %(probe_terms)s
+), cand AS (
+  SELECT r.memory_id AS a, t.memory_id AS b, count(*) AS hits, max(r.probes) AS probes
+  FROM rare r
+  JOIN memory_terms t ON t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
+                     AND t.term = r.term AND t.memory_id <> r.memory_id
+  GROUP BY r.memory_id, t.memory_id
 )
-SELECT s.a, s.b, 1 - (ma.embedding <=> mb.embedding) AS cosine
-FROM shared s
-JOIN sizes za ON za.memory_id = s.a
-JOIN sizes zb ON zb.memory_id = s.b
-JOIN memories ma ON ma.id = s.a
-JOIN memories mb ON mb.id = s.b
-WHERE s.shared * 3 >= greatest(za.n, zb.n);
+SELECT c.a, c.b, 1 - (ma.embedding <=> mb.embedding) AS cosine
+FROM cand c
+JOIN memories ma ON ma.id = c.a
+JOIN memories mb ON mb.id = c.b
+WHERE c.hits * 2 >= c.probes
+  AND mb.valid_to IS NULL AND (mb.expires_at IS NULL OR mb.expires_at > %(now)s);
 
 -- name: retention_facts
 SELECT id, text, kind, tier, confidence, access_count, created_at FROM memories
@@ -944,3 +956,236 @@ WHERE p.tenant_id = %(tenant_id)s AND p.agent_id = %(agent_id)s
   AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n
               WHERE strpos(lower(p.document::text), lower(n)) > 0)
 RETURNING p.version;
+
+-- ---------------------------------------------------------------------------------------
+-- Sessions: working memory, plans, context calls, archives, webhooks, rumination (issue 7,
+-- memworker/sessions.py, context.py, archive.py, hooks.py, rumination.py;
+-- sql/0004_sessions.sql).
+
+-- name: session_insert
+INSERT INTO sessions (tenant_id, agent_id, id, metadata, working, window_tokens, revision)
+VALUES (%(tenant_id)s, %(agent_id)s, %(session_id)s, %(metadata)s, %(working)s, %(window_tokens)s, %(revision)s)
+ON CONFLICT (tenant_id, agent_id, id) DO NOTHING
+RETURNING *;
+
+-- name: session_get
+SELECT * FROM sessions WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: session_lock
+SELECT * FROM sessions WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s
+FOR UPDATE;
+
+-- name: session_list
+SELECT * FROM sessions
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+ORDER BY updated_at DESC, id LIMIT %(limit)s;
+
+-- name: session_save_working
+UPDATE sessions SET working = %(working)s, revision = %(revision)s, updated_at = now()
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s
+RETURNING *;
+
+-- name: session_set_working
+-- Reference counts only: no new revision (nothing the agent wrote changed).
+UPDATE sessions SET working = %(working)s
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: session_save_plan
+UPDATE sessions SET plan = %(plan)s, revision = %(revision)s, updated_at = now()
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s
+RETURNING *;
+
+-- name: session_record_use
+UPDATE sessions
+SET last_context_tokens = coalesce(%(context_tokens)s, last_context_tokens),
+    reported_used = coalesce(%(reported)s, reported_used),
+    window_tokens = coalesce(%(window_tokens)s, window_tokens),
+    flush_armed = %(armed)s
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: session_flushed
+UPDATE sessions
+SET flush_armed = false, flush_count = flush_count + 1, flushed_at = now(),
+    flushed_revision = %(revision)s, log_tokens = 0,
+    last_flush_episode_id = coalesce(%(episode_id)s, last_flush_episode_id)
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: session_log_tokens
+-- The post-turn hook: a stored episode of an open session grows its transcript estimate.
+UPDATE sessions SET log_tokens = log_tokens + %(tokens)s
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s AND status = 'open';
+
+-- name: session_archived
+UPDATE sessions
+SET status = 'archived', archived_at = now(), updated_at = now(), archive_count = %(version)s,
+    working = '{}', plan = NULL
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: session_restore
+UPDATE sessions
+SET status = 'open', restored_at = now(), updated_at = now(), metadata = %(metadata)s,
+    working = %(working)s, plan = %(plan)s, revision = %(revision)s, window_tokens = %(window_tokens)s,
+    log_tokens = %(log_tokens)s, last_context_tokens = %(last_context_tokens)s,
+    reported_used = %(reported_used)s, flush_armed = %(flush_armed)s, flush_count = %(flush_count)s,
+    flushed_at = %(flushed_at)s, flushed_revision = %(flushed_revision)s,
+    last_flush_episode_id = %(last_flush_episode_id)s
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: session_episodes
+SELECT id, content, messages, metadata, idempotency_key, status, memory_ids, occurred_at, created_at, stored_at
+FROM episodes
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
+ORDER BY created_at, id;
+
+-- name: episodes_present
+SELECT count(*) AS n FROM episodes
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[]);
+
+-- name: session_forget_counts
+SELECT (SELECT count(*) FROM context_calls
+        WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s) AS calls,
+       (SELECT count(*) FROM session_archives
+        WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s) AS archives;
+
+-- name: session_forget_deliveries
+DELETE FROM webhook_deliveries
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s;
+
+-- name: session_forget
+-- Context calls and archives go with it (ON DELETE CASCADE).
+DELETE FROM sessions WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: context_call_insert
+INSERT INTO context_calls (tenant_id, agent_id, session_id, query, max_tokens, tokens, memory_ids,
+                           dropped, sections, used)
+VALUES (%(tenant_id)s, %(agent_id)s, %(session_id)s, %(query)s, %(max_tokens)s, %(tokens)s,
+        %(memory_ids)s::uuid[], %(dropped)s, %(sections)s, %(used)s)
+RETURNING id;
+
+-- name: context_call_restore
+INSERT INTO context_calls (id, tenant_id, agent_id, session_id, query, max_tokens, tokens, memory_ids,
+                           dropped, sections, used, created_at)
+VALUES (%(id)s, %(tenant_id)s, %(agent_id)s, %(session_id)s, %(query)s, %(max_tokens)s, %(tokens)s,
+        %(memory_ids)s::uuid[], %(dropped)s, %(sections)s, %(used)s, %(created_at)s)
+ON CONFLICT (id) DO NOTHING;
+
+-- name: context_calls_of_session
+SELECT id, query, max_tokens, tokens, memory_ids, dropped, sections, used, created_at FROM context_calls
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
+ORDER BY created_at, id;
+
+-- name: context_calls_recent
+SELECT id, query, max_tokens, tokens, memory_ids, dropped, sections, used, created_at FROM context_calls
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
+ORDER BY created_at DESC, id DESC LIMIT %(limit)s;
+
+-- name: context_calls_delete
+DELETE FROM context_calls
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s;
+
+-- name: context_pinned_memories
+-- The live memories a session pinned as candidates (text looked up now: a forgotten or
+-- expired one is simply absent).
+SELECT id, text, kind, tier, confidence, created_at, flags FROM memories
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
+  AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
+  AND NOT (%(hide_flagged)s AND 'instruction' = ANY(flags));
+
+-- name: context_bump_access
+UPDATE memories SET access_count = access_count + 1, last_access_at = now()
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[]);
+
+-- name: archive_insert
+INSERT INTO session_archives (tenant_id, agent_id, session_id, version, format_version, data, bytes,
+                              raw_bytes, sha256, counts, episode_ids, distill_episode_id)
+VALUES (%(tenant_id)s, %(agent_id)s, %(session_id)s, %(version)s, %(format_version)s, %(data)s, %(bytes)s,
+        %(raw_bytes)s, %(sha256)s, %(counts)s, %(episode_ids)s::uuid[], %(distill_episode_id)s)
+RETURNING session_id, version, format_version, bytes, raw_bytes, sha256, counts, distill_episode_id, created_at;
+
+-- name: archive_get
+SELECT * FROM session_archives
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
+  AND version = %(version)s;
+
+-- name: archive_list
+SELECT session_id, version, format_version, bytes, raw_bytes, sha256, counts, distill_episode_id, created_at
+FROM session_archives
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
+ORDER BY version;
+
+-- name: archives_with_episodes
+SELECT session_id, version, data FROM session_archives
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND episode_ids && %(ids)s::uuid[];
+
+-- name: archive_rewrite
+UPDATE session_archives
+SET data = %(data)s, bytes = %(bytes)s, raw_bytes = %(raw_bytes)s, sha256 = %(sha256)s, counts = %(counts)s,
+    episode_ids = %(episode_ids)s::uuid[]
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
+  AND version = %(version)s;
+
+-- name: archives_in_window
+SELECT session_id, version, data FROM session_archives
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+  AND created_at >= %(start)s AND created_at < %(end)s
+ORDER BY created_at, session_id, version;
+
+-- name: rumination_due
+SELECT tenant_id, agent_id FROM rumination_due(%(start)s, %(end)s, %(defaults)s, %(limit)s);
+
+-- name: webhook_insert
+INSERT INTO webhooks (tenant_id, url, secret, events, agent_ids, description)
+VALUES (%(tenant_id)s, %(url)s, %(secret)s, %(events)s, %(agent_ids)s, %(description)s)
+RETURNING *;
+
+-- name: webhook_list
+SELECT * FROM webhooks WHERE tenant_id = %(tenant_id)s ORDER BY created_at, id;
+
+-- name: webhook_get
+SELECT * FROM webhooks WHERE tenant_id = %(tenant_id)s AND id = %(webhook_id)s;
+
+-- name: webhook_delete
+DELETE FROM webhooks WHERE tenant_id = %(tenant_id)s AND id = %(webhook_id)s RETURNING id;
+
+-- name: webhook_emit
+-- The outbox: one pending delivery per active webhook of the tenant that wants the event.
+INSERT INTO webhook_deliveries (tenant_id, webhook_id, event, agent_id, session_id, payload)
+SELECT w.tenant_id, w.id, %(event)s, %(agent_id)s, %(session_id)s, %(payload)s
+FROM webhooks w
+WHERE w.tenant_id = %(tenant_id)s AND w.active AND %(event)s = ANY(w.events)
+  AND (w.agent_ids IS NULL OR %(agent_id)s = ANY(w.agent_ids))
+RETURNING id;
+
+-- name: webhook_deliveries
+SELECT id, webhook_id, event, agent_id, session_id, status, attempts, next_attempt_at, last_status,
+       last_error, created_at, delivered_at
+FROM webhook_deliveries
+WHERE tenant_id = %(tenant_id)s AND webhook_id = %(webhook_id)s
+ORDER BY created_at DESC, id DESC LIMIT %(limit)s;
+
+-- name: delivery_claim
+-- Compare-and-set: pending and due (a second of slack for an early timer), or stuck past a
+-- dead sender's lease. attempts counts this try.
+WITH claimed AS (
+  UPDATE webhook_deliveries d
+  SET status = 'sending', attempts = d.attempts + 1, lease_until = now() + make_interval(secs => %(lease_s)s)
+  WHERE d.tenant_id = %(tenant_id)s AND d.id = %(delivery_id)s
+    AND ((d.status = 'pending' AND d.next_attempt_at <= now() + interval '1 second')
+         OR (d.status = 'sending' AND d.lease_until < now()))
+  RETURNING d.*
+)
+SELECT c.*, w.url, w.secret FROM claimed c JOIN webhooks w ON w.id = c.webhook_id;
+
+-- name: delivery_record
+UPDATE webhook_deliveries
+SET status = %(status)s, lease_until = NULL, last_status = %(last_status)s, last_error = %(last_error)s,
+    next_attempt_at = now() + make_interval(secs => %(retry_in_s)s),
+    delivered_at = CASE WHEN %(status)s = 'delivered' THEN now() END
+WHERE tenant_id = %(tenant_id)s AND id = %(delivery_id)s AND status = 'sending' AND attempts = %(attempts)s;
+
+-- name: due_webhook_deliveries
+SELECT tenant_id, delivery_id FROM due_webhook_deliveries(%(before)s, %(limit)s);
+
+-- name: prune_webhook_deliveries
+SELECT prune_webhook_deliveries(%(before)s) AS n;

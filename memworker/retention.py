@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 ACTOR = "retention"
 DECAY_STEP_DAYS = 1.0  # a row's salience/confidence is rewritten at most once a day
+PROBE_TERMS = 4  # rarest terms of a memory through which merge/contradiction candidates are found
 _NIL = UUID(int=0)
 COUNTS = ("scanned", "expired", "forgotten_age", "forgotten_unused", "forgotten_cap", "decayed",
           "promoted", "merged", "superseded", "reviews", "batches")
@@ -217,7 +218,8 @@ class _Sweep:
         while True:
             with db.tenant_tx(self.pool, self.tenant_id) as conn:  # reads only: no lock needed
                 fresh = [r["id"] for r in store.all_(conn, "retention_fresh", **self.base, after=after, since=since)]
-                pairs = store.all_(conn, "retention_pairs", **self.base, ids=fresh) if fresh else []
+                pairs = store.all_(conn, "retention_pairs", **self.base, ids=fresh,
+                                   probe_terms=PROBE_TERMS) if fresh else []
                 ids = {p["a"] for p in pairs} | {p["b"] for p in pairs}
                 facts = {str(r["id"]): governance.fact(r) for r in store.all_(
                     conn, "retention_facts", **self.base, ids=list(ids))} if ids else {}

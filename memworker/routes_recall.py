@@ -27,4 +27,6 @@ def post_recall(agent_id: AgentId, body: RecallIn, request: Request,
                              agent_id=agent_id, query=q, policy=policy)
     took = time.perf_counter() - started
     metrics.RECALL_SECONDS.observe(took)
+    if not hits:
+        metrics.RECALL_EMPTY.inc()
     return {"memories": hits, "took_ms": round(took * 1000, 3)}

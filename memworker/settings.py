@@ -57,6 +57,9 @@ class Settings:
     consolidation_backlog_max: int = 200  # the sleep sweep defers while the ingest queue is longer
     consolidation_sweep_limit: int = 1_000  # agents one sweep (one a minute) may claim
     consolidation_lease_s: int = 900  # a claimed agent is not claimed again for this long
+    webhook_timeout_s: float = 5.0  # one delivery attempt (issue 7: session hooks)
+    webhook_max_attempts: int = 8  # then the delivery is 'failed'
+    webhook_backoff_s: float = 2.0  # first retry after this; doubles per attempt, capped at an hour
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -78,6 +81,7 @@ class Settings:
                     "episode_max_attempts", "visibility_timeout_s", "workers", "worker_concurrency",
                     "rate_key_per_s", "rate_key_burst", "rate_tenant_per_s", "rate_tenant_burst"]
         positive += ["consolidation_backlog_max", "consolidation_sweep_limit", "consolidation_lease_s"]
+        positive += ["webhook_timeout_s", "webhook_max_attempts", "webhook_backoff_s"]
         for name in positive:
             if getattr(self, name) <= 0:
                 raise errors.ConfigError(f"{PREFIX}{name.upper()} must be > 0")

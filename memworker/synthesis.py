@@ -253,9 +253,9 @@ def template_insight(pattern: Pattern, items: list[Item]) -> str:
 # --- topic conclusions (seed 002) -----------------------------------------------------------
 
 def topic_groups(items: list[Item], *, min_items: int, max_groups: int = MAX_CONCLUSIONS) -> list[Group]:
-    """Topics shared by at least min_items episodic memories (L0/L1, not insights or
-    conclusions), largest first; each memory is evidence in one group at most."""
-    episodic = [i for i in items if i.tier in ("L0", "L1") and i.kind not in ("insight", "conclusion")]
+    """Topics shared by at least min_items episodic memories (L0/L1, not insights), largest
+    first; each memory is evidence in one group at most."""
+    episodic = [i for i in items if i.tier in ("L0", "L1") and i.kind != "insight"]
     by_topic: dict[str, list[Item]] = {}
     for item in episodic:
         for t in item.topics:

@@ -89,7 +89,7 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = memworker, pg_temp AS $
       AND (g.requested OR (SELECT count(*) FROM (
              SELECT 1 FROM memories m
              WHERE m.tenant_id = g.tenant_id AND m.agent_id = g.agent_id AND m.consolidated_at IS NULL
-               AND m.valid_to IS NULL AND m.kind NOT IN ('insight', 'conclusion')
+               AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > p_window)
              LIMIT g.min_items) w) >= g.min_items)
     ORDER BY g.since
     LIMIT p_limit

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import logging
 import os
+import time
+from typing import Any
 
 from celery import Celery, signals
+from celery.schedules import crontab
 from kombu import Queue
 
-from memworker import runtime
+from memworker import metrics, runtime
 from memworker.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -19,12 +22,14 @@ INGEST, CONSOLIDATE, MAINTENANCE = "ingest", "consolidate", "maintenance"
 RECONCILE_EVERY_S = 30.0
 SLEEP_SWEEP_EVERY_S = 60.0  # the consolidation sweep: cheap, and a no-op for disabled agents
 RETENTION_EVERY_S = 3600.0  # the retention tick: one sweep per agent per hour (issue 6)
+WEBHOOK_SWEEP_EVERY_S = 30.0  # re-send webhook deliveries whose message was lost (issue 7)
+RUMINATION_AT = crontab(hour=0, minute=30)  # daily, over the day before (UTC; issue 7)
 
 
 def make_celery(settings: Settings) -> Celery:
     app = Celery("memworker", broker=settings.redis_url,
                  include=["tasks.ingest_tasks", "tasks.maintenance_tasks", "tasks.consolidate_tasks",
-                          "tasks.retention_tasks"])
+                          "tasks.retention_tasks", "tasks.session_tasks"])
     app.conf.update(
         task_serializer="json", accept_content=["json"], result_serializer="json",
         task_ignore_result=True,  # Postgres is the record of every attempt, not a result backend
@@ -41,7 +46,11 @@ def make_celery(settings: Settings) -> Celery:
                      "memworker.consolidation_sweep": {"queue": MAINTENANCE},
                      "memworker.consolidate": {"queue": CONSOLIDATE},
                      "memworker.retention_tick": {"queue": MAINTENANCE},
-                     "memworker.retention_sweep": {"queue": MAINTENANCE}},
+                     "memworker.retention_sweep": {"queue": MAINTENANCE},
+                     "memworker.deliver_webhook": {"queue": MAINTENANCE},
+                     "memworker.webhook_sweep": {"queue": MAINTENANCE},
+                     "memworker.ruminate_tick": {"queue": MAINTENANCE},
+                     "memworker.ruminate": {"queue": MAINTENANCE}},
         worker_send_task_events=True, task_send_sent_event=True,  # for Flower
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
@@ -52,6 +61,10 @@ def make_celery(settings: Settings) -> Celery:
                                     "options": {"queue": MAINTENANCE, "expires": SLEEP_SWEEP_EVERY_S}},
             "retention-tick": {"task": "memworker.retention_tick", "schedule": RETENTION_EVERY_S,
                                "options": {"queue": MAINTENANCE, "expires": RETENTION_EVERY_S}},
+            "webhook-sweep": {"task": "memworker.webhook_sweep", "schedule": WEBHOOK_SWEEP_EVERY_S,
+                              "options": {"queue": MAINTENANCE, "expires": WEBHOOK_SWEEP_EVERY_S}},
+            "rumination": {"task": "memworker.ruminate_tick", "schedule": RUMINATION_AT,
+                           "options": {"queue": MAINTENANCE, "expires": 3600}},
         },
     )
     app.conf.memworker_settings = settings
@@ -77,6 +90,21 @@ app = make_celery(_from_env())
 def _init_process(**_: object) -> None:
     # Build the pool and load the model once per child, before its first task.
     runtime.for_process(settings_of(app))
+
+
+_started: dict[str, float] = {}
+
+
+@signals.task_prerun.connect
+def _task_started(task_id: str = "", **_: object) -> None:
+    _started[task_id] = time.perf_counter()
+
+
+@signals.task_postrun.connect
+def _task_finished(task_id: str = "", task: Any = None, state: str | None = None, **_: object) -> None:
+    began = _started.pop(task_id, None)
+    if began is not None and task is not None:
+        metrics.TASK_SECONDS.labels(task.name, state or "UNKNOWN").observe(time.perf_counter() - began)
 
 
 @signals.setup_logging.connect

@@ -7,8 +7,9 @@ from uuid import UUID
 
 import pydantic
 
-from memworker import db, errors, ingest, runtime, schemas
+from memworker import db, errors, ingest, metrics, runtime, schemas
 from tasks.celery_app import INGEST, app, settings_of
+from tasks.session_tasks import send_deliveries
 
 logger = logging.getLogger(__name__)
 
@@ -22,6 +23,16 @@ def ingest_episodes(tenant_id: str, episode_ids: list[str]) -> dict[str, int]:
                          tenant_id=UUID(tenant_id), episode_ids=[UUID(e) for e in episode_ids])
     for episode_id, attempts in out.failed:
         enqueue(tenant_id, [str(episode_id)], countdown=ingest.backoff_s(attempts))
+    send_deliveries(tenant_id, out.deliveries)  # post_turn webhooks (issue 7)
+    metrics.EPISODES.labels("stored").inc(len(out.stored))
+    metrics.EPISODES.labels("failed").inc(len(out.failed))
+    metrics.EPISODES.labels("dead").inc(len(out.dead))
+    metrics.MEMORIES_WRITTEN.labels("new").inc(out.memories_written)
+    metrics.MEMORIES_WRITTEN.labels("duplicate").inc(out.duplicates)
+    if out.llm_calls:
+        metrics.LLM_CALLS.labels(tenant_id, "reflect").inc(out.llm_calls)
+        metrics.LLM_TOKENS.labels(tenant_id, "in").inc(out.tokens_in)
+        metrics.LLM_TOKENS.labels(tenant_id, "out").inc(out.tokens_out)
     logger.info("ingest tenant=%s stored=%d failed=%d dead=%d skipped=%d memories=%d",
                 tenant_id, len(out.stored), len(out.failed), len(out.dead), len(out.skipped),
                 out.memories_written)

@@ -37,6 +37,14 @@ def test_up_serves_runs_a_worker_task_and_stops_every_child(tmp_path: Path) -> N
 
         _wait(lambda: _flower_workers(flower_port) >= 1, 60, up, tmp_path)
 
+        # metrics from the worker processes reach the API's /metrics (multiprocess mode)
+        _wait(lambda: 'memworker_episodes_total{outcome="stored"} 1.0' in httpx.get(f"{api}/metrics").text,
+              30, up, tmp_path)
+        text = httpx.get(f"{api}/metrics").text
+        for name in ('memworker_queue_depth{queue="ingest"}', 'memworker_task_seconds_count{state="SUCCESS",task="memworker.ingest"}',
+                     "memworker_http_request_seconds_bucket", "memworker_recall_seconds"):
+            assert name in text, name
+
         again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
         assert again.returncode == 1 and "already running" in again.stderr
 
