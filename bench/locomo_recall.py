@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -37,9 +38,14 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
+
+from memworker import Client
+from memworker.memories import clip
+from memworker.policy import Policy
 
 DATA = Path("/work/shared/benchdata/locomo/locomo10.json")
 RESULTS = Path(__file__).resolve().parent / "results" / "locomo_recall.md"
@@ -50,6 +56,7 @@ REFERENCE = {  # published turn-level baselines, categories 1-4: (R@5, R@10)
     "RRF (k=60)": (0.462, 0.564), "weighted sum 0.5/0.5": (0.512, 0.598),
 }
 TRIED_MARK = "## What we tried"
+EMBED_CACHE = Path(tempfile.gettempdir()) / "memworker-bench-embeddings"
 
 
 # --- data -------------------------------------------------------------------------------
@@ -78,32 +85,30 @@ class Conversation:
     skipped_questions: int = 0  # category 1-4 questions left without evidence
 
 
-def memory_text(turn: dict[str, str]) -> str:
+def memory_text(turn: dict[str, Any]) -> str:
     """What was said, by whom, and the caption of a shared photo; clipped to the API limit."""
-    from memworker.memories import clip
-
     text = f"{turn['speaker']}: {turn['text']}"
     if turn.get("blip_caption"):
         text += f" [image: {turn['blip_caption']}]"
     return clip(text)
 
 
-def _turns(conv: dict[str, object]) -> list[Turn]:
+def _turns(conv: dict[str, Any]) -> list[Turn]:
     sessions = sorted((int(m.group(1)), key) for key in conv
                       if (m := re.fullmatch(r"session_(\d+)", key)) and isinstance(conv[key], list))
     out = []
     for n, key in sessions:
         date = str(conv.get(f"session_{n}_date_time", ""))
-        for t in conv[key]:  # type: ignore[attr-defined]
+        for t in conv[key]:
             out.append(Turn(t["dia_id"], t["speaker"], memory_text(t), date))
     return out
 
 
-def _conversation(raw: dict[str, object]) -> Conversation:
-    turns = _turns(raw["conversation"])  # type: ignore[arg-type]
+def _conversation(raw: dict[str, Any]) -> Conversation:
+    turns = _turns(raw["conversation"])
     known = {t.dia_id for t in turns}
     conv = Conversation(str(raw["sample_id"]), turns, [])
-    for qa in raw["qa"]:  # type: ignore[attr-defined]
+    for qa in raw["qa"]:
         if qa.get("category") not in CATEGORIES or not qa.get("evidence"):
             continue
         evidence = tuple(dict.fromkeys(e for e in qa["evidence"] if e in known))
@@ -213,27 +218,47 @@ BASELINES: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 }
 
 
-def embedder() -> object:
-    from memworker import embeddings
+def model_path() -> str:
     from memworker.settings import Settings
 
-    return embeddings.load(Settings().embedding_model)
+    return Settings().embedding_model
 
 
-def run_baselines(convs: list[Conversation]) -> dict[str, list[list[str]]]:
+def embed_cached(texts: list[str], use_cache: bool = True) -> np.ndarray:
+    """MiniLM vectors of texts (unit length), cached on disk by model and texts: the model is
+    deterministic, and reruns on a busy 2-core machine should not pay for them twice."""
+    from memworker import embeddings
+
+    key = hashlib.sha256("\x00".join([model_path(), *texts]).encode()).hexdigest()[:20]
+    path = EMBED_CACHE / f"{key}.npy"
+    if use_cache and path.exists():
+        cached: np.ndarray = np.load(path)
+        return cached
+    vecs = embeddings.load(model_path()).embed(texts)
+    if use_cache:
+        EMBED_CACHE.mkdir(parents=True, exist_ok=True)
+        np.save(path, vecs)
+    return vecs
+
+
+def bar(**kwargs: object) -> tqdm:
+    """A progress bar that redraws less often when stderr is a log file, not a terminal."""
+    return tqdm(mininterval=0.2 if sys.stderr.isatty() else 15, **kwargs)
+
+
+def run_baselines(convs: list[Conversation], use_cache: bool = True) -> dict[str, list[list[str]]]:
     """Each baseline's top-10 dia_ids per question, in question order."""
-    model = embedder()
     out: dict[str, list[list[str]]] = {name: [] for name in BASELINES}
     n_turns = sum(len(c.turns) for c in convs)
-    with tqdm(total=n_turns, desc="baselines: embed turns", unit="turn") as bar:
+    with bar(total=n_turns, desc="baselines: embed turns", unit="turn") as b:
         doc_vecs = []
         for c in convs:
-            doc_vecs.append(model.embed([t.text for t in c.turns]))  # type: ignore[attr-defined]
-            bar.update(len(c.turns))
-    for c, vecs in tqdm(list(zip(convs, doc_vecs)), desc="baselines: ask", unit="conv"):
+            doc_vecs.append(embed_cached([t.text for t in c.turns], use_cache))
+            b.update(len(c.turns))
+    for c, vecs in bar(iterable=list(zip(convs, doc_vecs)), desc="baselines: ask", unit="conv"):
         ids = [t.dia_id for t in c.turns]
         bm25 = BM25([simple_tokens(t.text) for t in c.turns])
-        qvecs = model.embed([q.text for q in c.questions])  # type: ignore[attr-defined]
+        qvecs = embed_cached([q.text for q in c.questions], use_cache)
         for q, qv in zip(c.questions, qvecs):
             b, d = bm25.scores(simple_tokens(q.text)), vecs @ qv
             for name, fuse in BASELINES.items():
@@ -272,7 +297,8 @@ def memworker_stack(keep: bool = False) -> Iterator[Callable[[], tuple[str, str]
             shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def _wait_up(proc: subprocess.Popen[bytes], data_dir: Path, timeout: float = 240) -> tuple[str, str]:
+def _wait_up(proc: subprocess.Popen[bytes], data_dir: Path,
+             timeout: float = 240) -> tuple[str, str]:
     deadline = time.monotonic() + timeout
     path = data_dir / "up.log"
     while time.monotonic() < deadline:
@@ -290,34 +316,40 @@ def agent_id(conv: Conversation, suffix: str) -> str:
     return f"locomo-{conv.sample_id}-{suffix}"
 
 
-def load_memworker(client: object, convs: list[Conversation], suffix: str, batch: int = 500) -> None:
-    with tqdm(total=sum(len(c.turns) for c in convs), desc="memworker: load turns", unit="turn") as bar:
+def load_memworker(client: Client, convs: list[Conversation], suffix: str,
+                   batch: int = 500) -> None:
+    n_turns = sum(len(c.turns) for c in convs)
+    with bar(total=n_turns, desc="memworker: load turns", unit="turn") as b:
         for c in convs:
             for i in range(0, len(c.turns), batch):
                 chunk = c.turns[i:i + batch]
-                client.add_memories(agent_id(c, suffix), [  # type: ignore[attr-defined]
+                client.add_memories(agent_id(c, suffix), [
                     {"text": t.text, "kind": "event",
-                     "metadata": {"dia_id": t.dia_id, "speaker": t.speaker, "session_date": t.session_date}}
+                     "metadata": {"dia_id": t.dia_id, "speaker": t.speaker,
+                                  "session_date": t.session_date}}
                     for t in chunk])
-                bar.update(len(chunk))
+                b.update(len(chunk))
 
 
-def ask_memworker(client: object, convs: list[Conversation], suffix: str) -> tuple[list[list[str]], list[float]]:
+Rankings = list[list[str]]  # top-10 dia_ids per question, in question order
+
+
+def ask_memworker(client: Client, convs: list[Conversation],
+                  suffix: str) -> tuple[Rankings, list[float]]:
     """Top-10 dia_ids per question (question order) and the server's took_ms per recall."""
     rankings, took = [], []
-    with tqdm(total=sum(len(c.questions) for c in convs), desc="memworker: ask", unit="q") as bar:
+    with bar(total=sum(len(c.questions) for c in convs), desc="memworker: ask", unit="q") as b:
         for c in convs:
             for q in c.questions:
-                res = client.recall(agent_id(c, suffix), q.text, k=K, explain=True)  # type: ignore[attr-defined]
+                res = client.recall(agent_id(c, suffix), q.text, k=K, explain=True)
                 rankings.append([m["metadata"]["dia_id"] for m in res["memories"]])
                 took.append(float(res["took_ms"]))
-                bar.update()
+                b.update()
     return rankings, took
 
 
-def run_memworker(convs: list[Conversation], api_url: str, api_key: str) -> tuple[list[list[str]], list[float]]:
-    from memworker import Client
-
+def run_memworker(convs: list[Conversation], api_url: str,
+                  api_key: str) -> tuple[Rankings, list[float]]:
     suffix = time.strftime("%Y%m%d%H%M%S") + f"-{os.getpid()}"
     client = Client(api_url, api_key, timeout=120)
     try:
@@ -334,7 +366,8 @@ def table(results: dict[str, dict[str, Scores]]) -> str:
     head = ["system"] + [f"{_label(g)} {m}" for g in groups for m in ("R@5", "R@10", "NDCG@10")]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, res in results.items():
-        cells = [f"{res[g][m]:.3f}" if g in res else "-" for g in groups for m in ("R@5", "R@10", "NDCG@10")]
+        cells = [f"{res[g][m]:.3f}" if g in res else "-"
+                 for g in groups for m in ("R@5", "R@10", "NDCG@10")]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -355,15 +388,14 @@ def report(results: dict[str, dict[str, Scores]], convs: list[Conversation], too
     counts = ", ".join(f"cat {c}: {results['memworker']['cat' + str(c)]['n']}" for c in CATEGORIES
                        if f"cat{c}" in results["memworker"])
     skipped_ids = [e for c in convs for e in c.skipped_ids]
-    from memworker.policy import Policy
-
     p = Policy()
     return "\n".join([
         "# LoCoMo turn-level recall (memworker vs baselines)",
         "",
         f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns (one memory each), "
         f"{n_q} questions of categories 1-4 with evidence ({counts}); "
-        f"{len(skipped_ids)} malformed/unknown evidence ids skipped ({', '.join(map(repr, skipped_ids))}), "
+        f"{len(skipped_ids)} malformed/unknown evidence ids skipped "
+        f"({', '.join(map(repr, skipped_ids))}), "
         f"{sum(c.skipped_questions for c in convs)} questions left without evidence skipped.",
         f"Memory text: `Speaker: text` (+ ` [image: caption]`), clipped to 280 chars; k={K}. "
         f"Recall latency (server took_ms): median {np.median(took):.1f} ms, p95 "
@@ -401,7 +433,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--conversations", type=int, help="only the first N conversations (quick runs)")
     ap.add_argument("--out", type=Path, default=RESULTS, help="markdown report to write")
-    ap.add_argument("--keep-data-dir", action="store_true", help="keep the temporary stack's data dir")
+    ap.add_argument("--keep-data-dir", action="store_true",
+                    help="keep the temporary stack's data dir")
+    ap.add_argument("--no-cache", action="store_true",
+                    help=f"re-embed the baselines' texts instead of using {EMBED_CACHE}")
     args = ap.parse_args(argv)
     if bool(args.api_url) != bool(args.api_key):
         ap.error("--api-url and --api-key go together")
@@ -412,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     stack = (contextlib.nullcontext(lambda: given) if args.api_url
              else memworker_stack(keep=args.keep_data_dir))
     with stack as wait_up:
-        baseline_rankings = run_baselines(convs)  # while the stack starts
+        baseline_rankings = run_baselines(convs, not args.no_cache)  # while the stack starts
         mw_rankings, took = run_memworker(convs, *wait_up())
     results = {"memworker": summarise(mw_rankings, questions)}
     results |= {name: summarise(r, questions) for name, r in baseline_rankings.items()}

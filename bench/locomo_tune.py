@@ -8,13 +8,12 @@ memworker's tokenizer, exact cosine, the per-signal candidate pools, the vector 
 normalisation, the weighted fusion and the access-count prior, with each recall bumping
 the access counts of its top 10 in question order), then prints R@5 / R@10 for a list of
 configurations (one line each; --split also shows conversations 1-5 and 6-10 separately,
-to see whether a choice holds on both halves). Embeddings are cached in /tmp. The final
-figures must come from bench/locomo_recall.py, through the API."""
+to see whether a choice holds on both halves). Embeddings are cached as in locomo_recall.py.
+The final figures must come from bench/locomo_recall.py, through the API."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import math
 import sys
 from collections import Counter
@@ -29,8 +28,6 @@ import locomo_recall as lr  # noqa: E402
 
 from memworker import tokens  # noqa: E402
 from memworker.policy import Policy  # noqa: E402
-
-CACHE = Path("/tmp/locomo_tune_cache")
 
 # Stop lists: "seed" is memworker's list before tuning (without the interrogatives),
 # "current" is memworker.tokens.STOP_WORDS as it is now, "seed+wh" adds the interrogatives to
@@ -59,8 +56,9 @@ class Config:
     floor: float = _P.recall_vector_floor
     candidates: int = _P.recall_candidates
     bm25_norm: str = "max"  # max (bm25 / max) | minmax (over the relevant candidates)
-    vector_norm: str = "minmax"  # minmax (over the relevant candidates) | raw | max (cos/max) | zscore
-    #                              | floor ((cos-floor)/(max-floor))
+    # minmax (over the relevant candidates) | raw | max (cos/max) | zscore
+    # | floor ((cos-floor)/(max-floor))
+    vector_norm: str = "minmax"
     fusion: str = "weighted"  # weighted | rrf
     k1: float = 1.2
     b: float = 0.75
@@ -74,11 +72,11 @@ def tokenizer(cfg: Config) -> Callable[[str], list[str]]:
 
     def tok(text: str) -> list[str]:
         saved = tokens.STOP_WORDS
-        tokens.STOP_WORDS = stop  # type: ignore[misc]
+        tokens.STOP_WORDS = stop
         try:
             return tokens.tokenize(text, stem=cfg.stem)
         finally:
-            tokens.STOP_WORDS = saved  # type: ignore[misc]
+            tokens.STOP_WORDS = saved
     return tok
 
 
@@ -91,21 +89,10 @@ class Corpus:
     q_vecs: np.ndarray
 
 
-def _embed_cached(texts: list[str]) -> np.ndarray:
-    key = hashlib.sha256("\x00".join(texts).encode()).hexdigest()[:16]
-    path = CACHE / f"{key}.npy"
-    if path.exists():
-        return np.load(path)
-    CACHE.mkdir(exist_ok=True)
-    vecs = lr.embedder().embed(texts)  # type: ignore[attr-defined]
-    np.save(path, vecs)
-    return vecs
-
-
 def load() -> list[Corpus]:
     convs = lr.load_locomo()
-    return [Corpus(c, _embed_cached([t.text for t in c.turns]),
-                   _embed_cached([q.text for q in c.questions])) for c in convs]
+    return [Corpus(c, lr.embed_cached([t.text for t in c.turns]),
+                   lr.embed_cached([q.text for q in c.questions])) for c in convs]
 
 
 # --- the ranking, as in queries.sql:recall ----------------------------------------------
@@ -133,7 +120,8 @@ class TermIndex:
         return out
 
 
-def rank(cfg: Config, bm: np.ndarray, cos: np.ndarray, access: np.ndarray, k: int = lr.K) -> np.ndarray:
+def rank(cfg: Config, bm: np.ndarray, cos: np.ndarray, access: np.ndarray,
+         k: int = lr.K) -> np.ndarray:
     """Indices of the top k, best first."""
     has_terms = np.flatnonzero(bm > 0)
     by_bm25 = has_terms[np.argsort(-bm[has_terms], kind="stable")[:cfg.candidates]]
@@ -200,10 +188,13 @@ def line(cfg: Config, results: list[tuple[list[str], lr.Question, int]], split: 
         s = lr.summarise([r for r, _, _ in items], [q for _, q, _ in items])
         cats = " ".join(f"c{c}={s[f'cat{c}']['R@5']:.3f}/{s[f'cat{c}']['R@10']:.3f}"
                         for c in lr.CATEGORIES if f"cat{c}" in s)
-        return f"{s['all']['R@5']:.3f}/{s['all']['R@10']:.3f} ndcg {s['all']['NDCG@10']:.3f} [{cats}]"
+        a = s["all"]
+        return f"{a['R@5']:.3f}/{a['R@10']:.3f} ndcg {a['NDCG@10']:.3f} [{cats}]"
     text = f"{cfg.name:<44} {rs(results)}"
     if split:
-        text += f" | A {rs([x for x in results if x[2] < 5])[:11]} | B {rs([x for x in results if x[2] >= 5])[:11]}"
+        half_a = rs([x for x in results if x[2] < 5])[:11]
+        half_b = rs([x for x in results if x[2] >= 5])[:11]
+        text += f" | A {half_a} | B {half_b}"
     return text
 
 
@@ -230,7 +221,8 @@ def around(base: Config, tag: str) -> Iterator[Config]:
             yield v(base, name=f"{tag} stop list {stop}", stop=stop)
     for w in (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7):
         if w != base.w_bm25:
-            yield v(base, name=f"{tag} bm25 {w} / vector {1 - w:.2f}", w_bm25=w, w_vector=round(1 - w, 2))
+            yield v(base, name=f"{tag} bm25 {w} / vector {1 - w:.2f}", w_bm25=w,
+                    w_vector=round(1 - w, 2))
     for p in (0.0, 0.01, 0.02, 0.05, 0.1):
         yield v(base, name=f"{tag} prior {p}", w_prior=p)
     yield v(base, name=f"{tag} no access bumps", bump=False)
@@ -254,8 +246,8 @@ def grid() -> Iterator[Config]:
         for vnorm in ("minmax", "raw", "max"):
             for w in (0.4, 0.5, 0.6):
                 for p in (0.0, 0.01, 0.03):
-                    yield Config(name=f"G stop={stop} v={vnorm} w={w} p={p}", stop=stop, vector_norm=vnorm,
-                                 w_bm25=w, w_vector=round(1 - w, 2), w_prior=p)
+                    yield Config(name=f"G stop={stop} v={vnorm} w={w} p={p}", stop=stop,
+                                 vector_norm=vnorm, w_bm25=w, w_vector=round(1 - w, 2), w_prior=p)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,10 @@ Bare costs, measured in this process while the stack is idle:
       tenant_id = .. AND agent_id = .. ORDER BY embedding <=> q LIMIT 10) over psycopg on
       the owner URL with pgvector's register_vector, one connection, one round trip;
   (c) for reference: the product's whole recall statement (queries.sql: recall, with the
-      access-count bump) as the app role inside a tenant transaction, query vector given.
+      access-count bump, and its commit) as the app role in a tenant transaction, query
+      vector given;
+  (a1) for reference: (a) with torch limited to one intra-op thread (not the product's
+      setting; shows what the thread count costs on a small, busy machine).
 
 Then recall (k=10) through the API with queries from the same vocabulary: 1 client and
 16 concurrent clients (threads, each with its own Client), every request a different query
@@ -142,19 +145,29 @@ class Queries:
 
 # --- bare costs --------------------------------------------------------------------------------
 
-def bare_embedding_ms(queries: Queries, n: int) -> list[float]:
+def bare_embedding_ms(queries: Queries, n: int, threads: int | None = None) -> list[float]:
+    """One never-seen short query at a time; with threads, torch limited to that many
+    intra-op threads for the measure (restored afterwards)."""
+    import torch
+
     from memworker.embeddings import load
     from memworker.settings import Settings
 
     embedder = load(Settings().embedding_model)
-    embedder.embed([queries.fresh()])  # warm-up
-    out = []
-    for _ in progress(range(n), desc="(a) query embedding", unit="q"):
-        q = queries.fresh()
-        t = time.perf_counter()
-        embedder.embed([q])
-        out.append((time.perf_counter() - t) * 1000)
-    return out
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        embedder.embed([queries.fresh()])  # warm-up
+        out = []
+        for _ in progress(range(n), desc=f"(a) query embedding{f', {threads} thread' if threads else ''}", unit="q"):
+            q = queries.fresh()
+            t = time.perf_counter()
+            embedder.embed([q])
+            out.append((time.perf_counter() - t) * 1000)
+        return out
+    finally:
+        torch.set_num_threads(before)
 
 
 def bare_topk_ms(stack: Stack, tenant_id: str, agents: list[str], n: int, seed: int) -> list[float]:
@@ -205,6 +218,12 @@ def recall_statement_ms(stack: Stack, tenant_id: str, agents: list[str], queries
             if i:  # the first is a warm-up
                 out.append((time.perf_counter() - t) * 1000)
     return out
+
+
+def torch_threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())
 
 
 # --- recall through the API ------------------------------------------------------------------
@@ -286,7 +305,9 @@ def report(args: argparse.Namespace, n_mem: int, n_terms: int, load_s: float, ba
     bare_rows = [[label, len(v), fmt(percentile(v, 50), 2), fmt(percentile(v, 95), 2), fmt(percentile(v, 99), 2)]
                  for label, v in (("(a) one query embedding, uncached", bare["a"]),
                                   ("(b) plain SQL vector top-10, one agent", bare["b"]),
-                                  ("(c) the recall statement alone (app role, RLS, bump)", bare["c"]))]
+                                  ("(c) the recall statement alone (app role, RLS, bump, commit)", bare["c"]),
+                                  (f"(a1) = (a) with torch limited to 1 thread (an idea; the product uses "
+                                   f"{torch_threads()})", bare["a1"]))]
     run_rows = []
     for r in runs:
         s, c = summary(r.server_ms), summary(r.client_ms)
@@ -349,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"loaded {n_mem:,} memories and {n_terms:,} postings in {load_s:.0f}s", flush=True)
 
         bare = {"a": bare_embedding_ms(queries, args.bare),
+                "a1": bare_embedding_ms(queries, args.bare, threads=1),
                 "b": bare_topk_ms(stack, tenant_id, agents, args.bare, args.seed),
                 "c": recall_statement_ms(stack, tenant_id, agents, queries, args.bare, args.seed)}
         print(f"bare: (a) {percentile(bare['a'], 50):.2f} ms, (b) {percentile(bare['b'], 50):.2f} ms, "

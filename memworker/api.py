@@ -23,6 +23,7 @@ from memworker import (db, errors, keys, metrics, ratelimit, routes_episodes, ro
                        routes_recall, runtime)
 from memworker import routes_consolidation
 from memworker import routes_lifecycle
+from memworker import routes_archives, routes_hooks, routes_sessions
 from memworker.settings import Settings
 from memworker.web import Publish
 
@@ -31,6 +32,7 @@ logger = logging.getLogger(__name__)
 ROUTERS = [routes_episodes.router, routes_memories.router, routes_recall.router]
 ROUTERS.append(routes_consolidation.router)  # sleep (issue 5)
 ROUTERS.append(routes_lifecycle.router)  # lifecycle governance (issue 6)
+ROUTERS += [routes_sessions.router, routes_archives.router, routes_hooks.router]  # sessions (issue 7)
 _STATUS = {errors.NotFound: 404, errors.InvalidInput: 422, errors.Unauthorized: 401,
            errors.Forbidden: 403, errors.Unavailable: 503, errors.PayloadTooLarge: 413,
            errors.Conflict: 409}

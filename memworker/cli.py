@@ -22,6 +22,7 @@ from memworker.settings import Settings
 COMMAND_MODULES: list[str] = []
 COMMAND_MODULES.append("memworker.cli_consolidation")  # sleep (issue 5)
 COMMAND_MODULES.append("memworker.cli_lifecycle")  # retention and policy (issue 6)
+COMMAND_MODULES.append("memworker.cli_sessions")  # sessions, context, archives, webhooks (issue 7)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,12 +21,17 @@ def _configure(conn: psycopg.Connection) -> None:
     register_vector(conn)
 
 
-def open_pool(url: str, *, min_size: int = 1, max_size: int = 8, name: str = "memworker") -> psycopg_pool.ConnectionPool:
+def open_pool(url: str, *, min_size: int = 1, max_size: int = 8, timeout_s: float = 5.0,
+              name: str = "memworker") -> psycopg_pool.ConnectionPool:
     """A pool whose connections know the vector type and use the memworker schema."""
     pool = psycopg_pool.ConnectionPool(
-        url, min_size=min_size, max_size=max_size, name=name, open=False, timeout=10.0,
+        url, min_size=min_size, max_size=max_size, name=name, open=False, timeout=timeout_s,
         kwargs={"options": _OPTIONS, "row_factory": dict_row, "connect_timeout": 5},
         configure=_configure, check=psycopg_pool.ConnectionPool.check_connection,
+        # The pool retries a lost server with doubling delays; giving up on an attempt after
+        # 10 s makes the next request start a fresh one, so recovery after an outage is
+        # seconds, not the minutes the doubling would reach.
+        reconnect_timeout=10.0,
     )
     try:
         pool.open(wait=True, timeout=30.0)

@@ -82,7 +82,7 @@ def forget(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, request:
     store.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
     _lock(conn, tenant_id, agent_id)
     now = now or governance.clock(conn)
-    base = dict(tenant_id=tenant_id, agent_id=agent_id)
+    base: dict[str, Any] = dict(tenant_id=tenant_id, agent_id=agent_id)
     ids = list(request.memory_ids or ())
     resolved = [governance.resolve(conn, **base, memory_id=i) for i in ids]
     named_episode = episode_of(request.provenance) if request.provenance else None

@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 from memworker import errors, lifecycle, memories, store
 from memworker.policy import Policy
 
-NEIGHBOURS = 8  # live memories a new one is compared with on write (the sweep looks wider)
+PROBE_TERMS = 4  # a memory's rarest terms, through which merge/contradiction candidates are found
 
 
 def clock(conn: psycopg.Connection) -> datetime:
@@ -48,11 +48,12 @@ def confirm(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_
     row = store.one(conn, "lifecycle_lock_memory", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
     if row is None:
         raise errors.NotFound("memory not found")
-    # Another item of an episode already among the sources is not new evidence.
+    # Another item of an episode already among the sources is not new evidence; and L3's
+    # confidence changes only by an explicit call.
     episode = source.split("#", 1)[0]
     fresh = all(p.split("#", 1)[0] != episode for p in row["provenance"])
     grown = lifecycle.grow_confidence(float(row["confidence"]), confidence, policy.confidence_growth) \
-        if fresh else float(row["confidence"])
+        if fresh and row["tier"] != "L3" else float(row["confidence"])
     out = store.one(conn, "lifecycle_confirm", tenant_id=tenant_id, memory_id=memory_id, confidence=grown,
                     source=source, now=now, renew_to=ttl_until(policy, row["tier"], now), count=int(fresh))
     assert out is not None
@@ -90,16 +91,18 @@ def promote(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_
 def check_new(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID,
               draft: memories.Draft, embedding: np.ndarray, policy: Policy, actor: str,
               now: datetime | None = None) -> list[lifecycle.Verdict]:
-    """Compare a just-written memory with its nearest live neighbours: an older one it
-    contradicts with enough confidence is superseded; an unresolvable contradiction goes
-    to the review list. Returns what was decided."""
+    """Compare a just-written memory (its postings already stored) with the live memories
+    that share its rarest terms: an older one it contradicts with enough confidence is
+    superseded; an unresolvable contradiction goes to the review list. Returns what was
+    decided. Index lookups only, so a batch write stays cheap on a large agent."""
     if draft.kind not in lifecycle.STATEFUL_KINDS:
         return []
     now = now or clock(conn)
     new = lifecycle.Fact(str(memory_id), draft.text, draft.kind, draft.tier, draft.confidence, now)
-    rows = store.all_(conn, "lifecycle_neighbours", tenant_id=tenant_id, agent_id=agent_id,
-                      memory_id=memory_id, now=now, kinds=list(lifecycle.STATEFUL_KINDS),
-                      embedding=embedding, limit=NEIGHBOURS)
+    pairs = store.all_(conn, "retention_pairs", tenant_id=tenant_id, agent_id=agent_id, ids=[memory_id],
+                       probe_terms=PROBE_TERMS, now=now)
+    rows = store.all_(conn, "retention_facts", tenant_id=tenant_id, agent_id=agent_id, now=now,
+                      ids=[p["b"] for p in pairs]) if pairs else []
     verdicts = []
     for r in rows:
         old = fact(r)

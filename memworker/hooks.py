@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 EVENTS = ("pre_turn", "post_turn", "archive")
 LEASE_S = 60  # a sender that died mid-attempt leaves the row 'sending' this long
 USER_AGENT = "memworker-webhooks/1"
+# Episodes memworker writes itself from a session's state: not transcript, so not counted.
+DERIVED = frozenset({"context_flush", "session_archive", "rumination"})
 
 
 def create(conn: Any, *, tenant_id: UUID, url: str, events: list[str], agent_ids: list[str] | None,
@@ -147,11 +149,11 @@ def prune(pool: psycopg_pool.ConnectionPool, *, before: datetime) -> int:
 
 
 def episode_stored(conn: Any, *, tenant_id: UUID, agent_id: str, episode_id: UUID, session_id: str | None,
-                   content: str, memory_ids: list[UUID], settings: Settings) -> list[UUID]:
+                   content: str, metadata: dict[str, Any], memory_ids: list[UUID], settings: Settings) -> list[UUID]:
     """The post-turn hook, called by ingest in the transaction that stores an episode: the
     session's transcript estimate grows by the episode's tokens (for the context flush), and
     post_turn webhooks are queued. Returns the delivery ids to send after the commit."""
-    if session_id is not None:
+    if session_id is not None and (metadata or {}).get("source") not in DERIVED:
         store.run(conn, "session_log_tokens", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id,
                   tokens=budget.count(content, settings.embedding_model))
     return emit(conn, tenant_id=tenant_id, agent_id=agent_id, event="post_turn", session_id=session_id,

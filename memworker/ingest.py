@@ -216,7 +216,7 @@ def _store_one(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id:
         # the post-turn hook: session transcript estimate, post_turn webhooks (issue 7)
         deliveries = hooks.episode_stored(conn, tenant_id=tenant_id, agent_id=c.agent_id, episode_id=c.id,
                                           session_id=c.session_id, content=c.episode.content,
-                                          memory_ids=memory_ids, settings=settings)
+                                          metadata=c.metadata, memory_ids=memory_ids, settings=settings)
     outcome.stored.append(c.id)
     outcome.deliveries += deliveries
 

@@ -162,23 +162,19 @@ def view(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def render_lines(plan: dict[str, Any] | None) -> list[str]:
-    """Plain sentences on the plan's state, for distillation (archive, flush)."""
+    """Plain sentences on the plan's state, for distillation (archive, flush): how far it
+    got and what comes next, and what is blocked. Step outputs stay in the plan and the
+    archive: they are artefacts, not memories."""
     if not plan:
         return []
     r = resume(plan)
     title = plan.get("title") or "the plan"
-    lines = [f"Progress on {title}: {r['progress']}% ({r['steps_done']} of {r['steps_total']} steps finished)."]
+    nxt = f"; next step: {r['next_step']['title']}" if r["next_step"] else "; finished"
+    lines = [f"Progress on {title}: {r['progress']}% ({r['steps_done']} of {r['steps_total']} steps){nxt}."]
     for m in plan["milestones"]:
-        done = [s["title"] for s in m["steps"] if s["status"] == "done"]
-        if done:
-            lines.append(f"Milestone {m['title']}: finished {', '.join(done)}.")
         for s in m["steps"]:
             if s["status"] == "blocked":
                 lines.append(f"Step {s['title']} is blocked" + (f": {s['note']}." if s.get("note") else "."))
-            if s.get("output"):
-                lines.append(f"Step {s['title']} produced: {s['output']}")
-    if r["next_step"]:
-        lines.append(f"Next step: {r['next_step']['title']}.")
     return lines
 
 

@@ -502,15 +502,6 @@ UPDATE memories SET tier = %(tier)s, expires_at = %(expires_at)s, updated_at = %
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(memory_id)s
 RETURNING *;
 
--- name: lifecycle_neighbours
--- The live memories nearest a new one: where a fact it changes would be.
-SELECT id, text, kind, tier, confidence, access_count, created_at FROM memories
-WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id <> %(memory_id)s
-  AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
-  AND kind = ANY(%(kinds)s::text[])
-ORDER BY embedding <=> %(embedding)s
-LIMIT %(limit)s;
-
 -- name: lifecycle_supersede
 -- Retired, not deleted: out of recall (valid_to), kept for history until expires_at.
 UPDATE memories

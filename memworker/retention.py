@@ -23,14 +23,13 @@ from uuid import UUID
 import psycopg
 import psycopg_pool
 
-from memworker import db, errors, governance, lifecycle, store
+from memworker import db, governance, lifecycle, store
 from memworker.policy import Policy
 
 logger = logging.getLogger(__name__)
 
 ACTOR = "retention"
 DECAY_STEP_DAYS = 1.0  # a row's salience/confidence is rewritten at most once a day
-PROBE_TERMS = 4  # rarest terms of a memory through which merge/contradiction candidates are found
 _NIL = UUID(int=0)
 COUNTS = ("scanned", "expired", "forgotten_age", "forgotten_unused", "forgotten_cap", "decayed",
           "promoted", "merged", "superseded", "reviews", "batches")
@@ -142,16 +141,14 @@ class _Sweep:
         self._phase("expire", lambda: self._drain("retention_purge_expired", "expired"))
         self._phase("repair", lambda: self._repair(last_done))
         self._phase("promote", self._promote)
-        if p.decay_days is not None:
+        if (age := p.decay_days) is not None:
             self._phase("forget_age", lambda: self._drain(
                 "retention_forget_age", "forgotten_age", tiers=episodic, protected=protected,
-                cutoff=self.now - timedelta(days=p.decay_days),
-                reason=f"older than {p.decay_days:g} days and never recalled"))
-        if p.unused_days is not None:
+                cutoff=self.now - timedelta(days=age), reason=f"older than {age:g} days and never recalled"))
+        if (unused := p.unused_days) is not None:
             self._phase("forget_unused", lambda: self._drain(
                 "retention_forget_unused", "forgotten_unused", protected=protected,
-                cutoff=self.now - timedelta(days=p.unused_days),
-                reason=f"not used for {p.unused_days:g} days"))
+                cutoff=self.now - timedelta(days=unused), reason=f"not used for {unused:g} days"))
         self._phase("forget_cap", lambda: self._drain(
             "retention_forget_cap", "forgotten_cap", tiers=episodic, protected=protected, cap=p.max_episodic,
             reason=f"over the cap of {p.max_episodic} episodic memories (least recalled, oldest)"))
@@ -219,7 +216,7 @@ class _Sweep:
             with db.tenant_tx(self.pool, self.tenant_id) as conn:  # reads only: no lock needed
                 fresh = [r["id"] for r in store.all_(conn, "retention_fresh", **self.base, after=after, since=since)]
                 pairs = store.all_(conn, "retention_pairs", **self.base, ids=fresh,
-                                   probe_terms=PROBE_TERMS) if fresh else []
+                                   probe_terms=governance.PROBE_TERMS) if fresh else []
                 ids = {p["a"] for p in pairs} | {p["b"] for p in pairs}
                 facts = {str(r["id"]): governance.fact(r) for r in store.all_(
                     conn, "retention_facts", **self.base, ids=list(ids))} if ids else {}

@@ -172,7 +172,8 @@ def get_working(agent_id: AgentId, session_id: SessionId, request: Request,
                 p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        return _working_json(sessions.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id))
+        return _working_json(sessions.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id,
+                                           open_only=True))
 
 
 @router.patch("/v1/agents/{agent_id}/sessions/{session_id}/working")
@@ -212,7 +213,8 @@ def get_plan(agent_id: AgentId, session_id: SessionId, request: Request,
     milestone and the next step."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        return _plan_json(sessions.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id))
+        return _plan_json(sessions.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id,
+                                        open_only=True))
 
 
 @router.patch("/v1/agents/{agent_id}/sessions/{session_id}/plan/steps/{step_id}")

@@ -169,6 +169,102 @@ class Client:
     def retention_runs(self, agent_id: str, *, limit: int = 20) -> list[dict[str, Any]]:
         return self._call("GET", f"/v1/agents/{agent_id}/retention", params={"limit": limit})["runs"]  # type: ignore[no-any-return]
 
+    # sessions: working memory, plans, runtime context, archives, webhooks (issue 7)
+    def create_session(self, agent_id: str, session_id: str | None = None, *, goal: str | None = None,
+                       context_window_tokens: int | None = None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Open a session (an existing session_id returns it unchanged, created False)."""
+        body = {k: v for k, v in {"session_id": session_id, "goal": goal, "metadata": metadata,
+                                  "context_window_tokens": context_window_tokens}.items() if v is not None}
+        return self._call("POST", f"/v1/agents/{agent_id}/sessions", json=body)  # type: ignore[no-any-return]
+
+    def sessions(self, agent_id: str, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        params = {k: v for k, v in {"status": status, "limit": limit}.items() if v is not None}
+        return self._call("GET", f"/v1/agents/{agent_id}/sessions", params=params)["sessions"]  # type: ignore[no-any-return]
+
+    def session(self, agent_id: str, session_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/agents/{agent_id}/sessions/{session_id}")  # type: ignore[no-any-return]
+
+    def working(self, agent_id: str, session_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/working")  # type: ignore[no-any-return]
+
+    def update_working(self, agent_id: str, session_id: str, **changes: Any) -> dict[str, Any]:
+        """changes: goal=, intent= (None clears), add=[{"kind", "text" | "memory_id"}], remove=[ids],
+        touch=[ids], expected_revision=."""
+        return self._call("PATCH", f"/v1/agents/{agent_id}/sessions/{session_id}/working", json=changes)  # type: ignore[no-any-return]
+
+    def set_plan(self, agent_id: str, session_id: str, milestones: list[dict[str, Any]], *,
+                 title: str | None = None) -> dict[str, Any]:
+        """milestones: [{"id"?, "title", "steps": [{"id"?, "title", "status"?, "progress"?}]}]."""
+        body: dict[str, Any] = {"milestones": milestones, **({"title": title} if title else {})}
+        return self._call("PUT", f"/v1/agents/{agent_id}/sessions/{session_id}/plan", json=body)  # type: ignore[no-any-return]
+
+    def plan(self, agent_id: str, session_id: str) -> dict[str, Any]:
+        """The plan, its milestones' status and progress, and "resume" (last completed milestone, next step)."""
+        return self._call("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/plan")  # type: ignore[no-any-return]
+
+    def update_step(self, agent_id: str, session_id: str, step_id: str, **changes: Any) -> dict[str, Any]:
+        """changes: status=, progress= (0-100), output=, note=, expected_revision=."""
+        return self._call("PATCH", f"/v1/agents/{agent_id}/sessions/{session_id}/plan/steps/{step_id}",  # type: ignore[no-any-return]
+                          json=changes)
+
+    def context(self, agent_id: str, query: str, *, session_id: str | None = None, max_tokens: int | None = None,
+                **options: Any) -> dict[str, Any]:
+        """The runtime context; options: k, context_used (0..1) or used_tokens and window_tokens."""
+        body = {"query": query, **{k: v for k, v in {"session_id": session_id, "max_tokens": max_tokens}.items()
+                                   if v is not None}, **options}
+        return self._call("POST", f"/v1/agents/{agent_id}/context", json=body)  # type: ignore[no-any-return]
+
+    def report_usage(self, agent_id: str, session_id: str, **usage: Any) -> dict[str, Any]:
+        """usage: context_used (0..1), or used_tokens with window_tokens; none: the estimate."""
+        return self._call("POST", f"/v1/agents/{agent_id}/sessions/{session_id}/usage", json=usage)  # type: ignore[no-any-return]
+
+    def context_calls(self, agent_id: str, session_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        return self._call("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/context_calls",  # type: ignore[no-any-return]
+                          params={"limit": limit})["context_calls"]
+
+    def archive_session(self, agent_id: str, session_id: str) -> dict[str, Any]:
+        return self._call("POST", f"/v1/agents/{agent_id}/sessions/{session_id}/archive")  # type: ignore[no-any-return]
+
+    def restore_session(self, agent_id: str, session_id: str, version: int | None = None) -> dict[str, Any]:
+        return self._call("POST", f"/v1/agents/{agent_id}/sessions/{session_id}/restore",  # type: ignore[no-any-return]
+                          json={"version": version} if version else {})
+
+    def archives(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
+        return self._call("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/archives")["archives"]  # type: ignore[no-any-return]
+
+    def download_archive(self, agent_id: str, session_id: str, version: int) -> bytes:
+        """The archive as stored: gzip-compressed JSONL bytes."""
+        resp = self._http.get(f"/v1/agents/{agent_id}/sessions/{session_id}/archives/{version}")
+        if resp.status_code >= 400:
+            raise ApiError(resp.status_code, resp.json() if resp.headers.get("content-type", "").startswith("application/json") else resp.text)
+        return resp.content
+
+    def read_archive(self, agent_id: str, session_id: str, version: int) -> list[dict[str, Any]]:
+        """The archive's JSONL lines, decompressed and parsed."""
+        import gzip
+        import json
+
+        raw = gzip.decompress(self.download_archive(agent_id, session_id, version))
+        return [json.loads(line) for line in raw.decode().splitlines() if line]
+
+    def add_webhook(self, url: str, events: list[str], *, agent_ids: list[str] | None = None,
+                    description: str = "") -> dict[str, Any]:
+        """Register a webhook for pre_turn, post_turn and/or archive; the answer's "secret" is shown once."""
+        body: dict[str, Any] = {"url": url, "events": events, "description": description}
+        if agent_ids is not None:
+            body["agent_ids"] = agent_ids
+        return self._call("POST", "/v1/webhooks", json=body)  # type: ignore[no-any-return]
+
+    def webhooks(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/v1/webhooks")["webhooks"]  # type: ignore[no-any-return]
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        self._call("DELETE", f"/v1/webhooks/{webhook_id}")
+
+    def webhook_deliveries(self, webhook_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        return self._call("GET", f"/v1/webhooks/{webhook_id}/deliveries", params={"limit": limit})["deliveries"]  # type: ignore[no-any-return]
+
+
 def enqueue_in_cluster(redis_url: str, *, tenant_id: str, agent_id: str, content: str | None = None,
                        messages: list[dict[str, str]] | None = None, idempotency_key: str | None = None,
                        **fields: Any) -> str:

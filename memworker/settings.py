@@ -36,6 +36,7 @@ class Settings:
     llm_timeout_s: float = 20.0
     db_pool_min: int = 1
     db_pool_max: int = 8
+    db_pool_timeout_s: float = 5.0  # wait for a connection this long, then answer 503
     api_host: str = "127.0.0.1"
     api_port: int = 8420
     flower_port: int = 5555
@@ -44,6 +45,7 @@ class Settings:
     max_body_bytes: int = 8_388_608
     ingest_batch_max: int = 32  # episodes one worker reflects and embeds together
     episode_lease_s: int = 300  # a claimed episode not stored by then is re-queued
+    reconcile_every_s: float = 30.0  # how often beat looks for episodes whose message was lost
     episode_max_attempts: int = 5  # then status 'dead'
     visibility_timeout_s: int = 3_600  # Redis redelivery of unacked tasks (acks_late)
     log_level: str = "INFO"
@@ -79,7 +81,8 @@ class Settings:
         positive = ["embedding_batch_size", "db_pool_max", "max_content_bytes", "max_batch",
                     "max_body_bytes", "ingest_batch_max", "episode_lease_s",
                     "episode_max_attempts", "visibility_timeout_s", "workers", "worker_concurrency",
-                    "rate_key_per_s", "rate_key_burst", "rate_tenant_per_s", "rate_tenant_burst"]
+                    "rate_key_per_s", "rate_key_burst", "rate_tenant_per_s", "rate_tenant_burst",
+                    "reconcile_every_s", "db_pool_timeout_s"]
         positive += ["consolidation_backlog_max", "consolidation_sweep_limit", "consolidation_lease_s"]
         positive += ["webhook_timeout_s", "webhook_max_attempts", "webhook_backoff_s"]
         for name in positive:

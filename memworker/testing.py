@@ -38,8 +38,10 @@ class FakeLLM:
     ('sleep', seconds, content) or ('garbage', body). With nothing queued it answers
     `default`. Every request is recorded in .requests."""
 
-    def __init__(self, default: str = '[{"text": "The user likes tea.", "type": "preference", "confidence": 0.8}]') -> None:
+    def __init__(self, default: str = '[{"text": "The user likes tea.", "type": "preference", "confidence": 0.8}]',
+                 *, echo: bool = False) -> None:
         self.default = default
+        self.echo = echo  # answer with the episode's first sentence as the one memory
         self.answers: deque[Any] = deque()
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -53,7 +55,8 @@ class FakeLLM:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 with fake._lock:
                     fake.requests.append(body)
-                    answer = fake.answers.popleft() if fake.answers else fake.default
+                    answer = fake.answers.popleft() if fake.answers else (
+                        fake._echo(body) if fake.echo else fake.default)
                 if isinstance(answer, tuple) and answer[0] == "status":
                     self._send(answer[1], b'{"error": "scripted failure"}')
                     return
@@ -84,6 +87,12 @@ class FakeLLM:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+
+    @staticmethod
+    def _echo(body: dict[str, Any]) -> str:
+        episode = body["messages"][-1]["content"].split("<<<", 1)[-1].strip()
+        first = episode.split(". ")[0].strip(" >\n")[:270]
+        return json.dumps([{"text": first, "type": "event", "confidence": 0.8}])
 
     def script(self, *answers: Any) -> None:
         with self._lock:

@@ -170,20 +170,17 @@ def relevance(text: str, query_terms: set[str]) -> float:
     return len(query_terms & set(tokens.tokenize(text))) / len(query_terms)
 
 
-def render_lines(doc: dict[str, Any], *, memory_texts: dict[str, str] | None = None) -> list[str]:
-    """Plain sentences for distillation (archive, flush): one per fact worth keeping.
-    Candidates pinned to a memory are already long-term memory and are left out."""
+def render_lines(doc: dict[str, Any]) -> list[str]:
+    """Plain sentences for distillation (archive, flush), the weightiest first: goal,
+    decisions, constraints, points worth remembering, open questions. The latest intent is
+    left out (it is stale by the time anything is distilled), and so are candidates pinned
+    to a memory (already long-term memory)."""
     d = normalised(doc)
-    lines = []
-    if d["goal"]:
-        lines.append(f"The session goal was: {d['goal']}.")
-    if d["intent"]:
-        lines.append(f"The latest intent was: {d['intent']}.")
-    label = {"constraint": "Constraint", "decision": "Decided", "question": "Open question",
-             "candidate": "Worth remembering"}
-    for i in d["items"]:
-        if i.get("text"):
-            lines.append(f"{label[i['kind']]}: {_sentence(i['text'])}")
+    lines = [f"The session goal was: {_sentence(d['goal'])}"] if d["goal"] else []
+    label = {"decision": "Decided", "constraint": "Constraint", "candidate": "Worth remembering",
+             "question": "Open question"}
+    for kind in ("decision", "constraint", "candidate", "question"):
+        lines += [f"{label[kind]}: {_sentence(i['text'])}" for i in d["items"] if i["kind"] == kind and i.get("text")]
     return lines
 
 

@@ -19,7 +19,6 @@ from memworker.settings import Settings
 logger = logging.getLogger(__name__)
 
 INGEST, CONSOLIDATE, MAINTENANCE = "ingest", "consolidate", "maintenance"
-RECONCILE_EVERY_S = 30.0
 SLEEP_SWEEP_EVERY_S = 60.0  # the consolidation sweep: cheap, and a no-op for disabled agents
 RETENTION_EVERY_S = 3600.0  # the retention tick: one sweep per agent per hour (issue 6)
 WEBHOOK_SWEEP_EVERY_S = 30.0  # re-send webhook deliveries whose message was lost (issue 7)
@@ -55,8 +54,8 @@ def make_celery(settings: Settings) -> Celery:
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
         beat_schedule={
-            "reconcile": {"task": "memworker.reconcile", "schedule": RECONCILE_EVERY_S,
-                          "options": {"queue": MAINTENANCE, "expires": RECONCILE_EVERY_S}},
+            "reconcile": {"task": "memworker.reconcile", "schedule": settings.reconcile_every_s,
+                          "options": {"queue": MAINTENANCE, "expires": settings.reconcile_every_s}},
             "consolidation-sweep": {"task": "memworker.consolidation_sweep", "schedule": SLEEP_SWEEP_EVERY_S,
                                     "options": {"queue": MAINTENANCE, "expires": SLEEP_SWEEP_EVERY_S}},
             "retention-tick": {"task": "memworker.retention_tick", "schedule": RETENTION_EVERY_S,
