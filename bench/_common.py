@@ -69,7 +69,7 @@ def add_stack_args(parser: argparse.ArgumentParser) -> None:
 def free_port() -> int:
     from memworker.embedded import free_port as _free_port
 
-    return _free_port()
+    return int(_free_port())
 
 
 def start_stack(workers: int = 1, *, env: dict[str, str] | None = None, timeout: float = 300.0,

@@ -91,7 +91,8 @@ def load_corpus(conn: Any, tenant_id: str, agents: list[str], per_agent: int, se
     n_mem = n_terms = 0
     for agent in progress(agents, desc="COPY corpus", unit="agent"):
         vecs = unit_vectors(rng, per_agent)
-        mem_rows, term_rows = [], []
+        mem_rows: list[tuple[Any, ...]] = []
+        term_rows: list[tuple[Any, ...]] = []
         for i in range(per_agent):
             text = maker.sentence()
             tf, doc_len = term_frequencies(text)
@@ -112,8 +113,8 @@ def load_corpus(conn: Any, tenant_id: str, agents: list[str], per_agent: int, se
             with cur.copy("COPY memory_terms (tenant_id, agent_id, term, memory_id, tf) "
                           "FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(["uuid", "text", "text", "uuid", "int4"])
-                for row in term_rows:
-                    copy.write_row(row)
+                for posting in term_rows:
+                    copy.write_row(posting)
         n_mem += len(mem_rows)
         n_terms += len(term_rows)
     for table in ("agents", "memories", "memory_terms"):

@@ -253,14 +253,21 @@ Time per phase (summed over agents, divided by the worker count: roughly wall se
 
 - The data: per agent, memories created uniformly over the last {DAYS} days; 5 % L0, 80 % L1,
   14 % L2, 1 % L3; 3 % insights and 2 % conclusions; 40 % never recalled; 5 % past their TTL;
-  one near-duplicate per 10 memories and one changed version ("service N uses version 3.x",
-  confidence 0.95) per 100. Tenant policy: max_episodic {POLICY['max_episodic']}, the rest default.
+  one near-duplicate per 10 memories, and per 100 an old and a changed version of one fact
+  ("service N uses version 3.0" then "... 3.x" at confidence 0.95). Tenant policy: max_episodic {POLICY['max_episodic']}, the rest default.
   Vectors come from a pool of {BASE_VECTORS} random unit vectors (duplicates share theirs).
 - The first sweep is the worst case: a fleet that never had retention, so every rule has
   work and every row is new to the merge/contradiction check. The hourly sweep is the
   steady state (nothing new, decay rewrites a row at most once a day). The daily sweep is
   the one where decay rewrites the surviving rows (salience and confidence).
-- rows scanned/s counts the agents' live memories at the start of each sweep.
+- rows scanned/s counts the agents' live memories at the start of each sweep; rows changed
+  counts each row a rule changed (a decayed row also counted under another rule counts twice).
+- Every agent holds 20 "service N uses version 3.x" memories of one subject, so many pairs
+  contradict: the sure (0.95) newer ones supersede, the rest (a newer one under 0.9 against
+  an older one) go to review, hence the large review count of the first sweep.
+- The first sweep spends most of its time in repair (merge and contradiction checks of
+  1,000 new memories per agent, 80 merges and ~50 supersedes/reviews each); afterwards only
+  memories written or changed since the last sweep are looked at.
 
 ## Environment
 

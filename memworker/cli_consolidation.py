@@ -71,7 +71,7 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         tid = tenant["id"]
         if args.agent:
             store.require_agent(conn, tenant_id=tid, agent_id=args.agent)
-            rows = [store.one(conn, "consolidation_agent", tenant_id=tid, agent_id=args.agent)]
+            rows: list[Any] = [store.one(conn, "consolidation_agent", tenant_id=tid, agent_id=args.agent)]
             runs = store.all_(conn, "consolidation_runs_list", tenant_id=tid, agent_id=args.agent, limit=args.runs)
         else:
             rows, runs = store.all_(conn, "consolidation_agents", tenant_id=tid), []

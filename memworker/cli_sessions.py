@@ -18,7 +18,7 @@ def register(sub: Any) -> None:
     a = s.add_subparsers(metavar="ACTION")
 
     def action(name: str, helptext: str, func: Any, *, sid: bool = True) -> argparse.ArgumentParser:
-        p = a.add_parser(name, help=helptext)
+        p: argparse.ArgumentParser = a.add_parser(name, help=helptext)
         p.add_argument("--agent", required=True)
         if sid:
             p.add_argument("session_id")

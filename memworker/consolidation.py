@@ -187,7 +187,7 @@ class _Pass:
         self.conn, self.embedder, self.client, self.settings, self.policy = conn, embedder, client, settings, policy
         self.tenant_id, self.agent_id, self.run_id, self.report = tenant_id, agent_id, run_id, report
         self.force, self.started = force, started
-        self.ids = {"tenant_id": tenant_id, "agent_id": agent_id}
+        self.ids: dict[str, Any] = {"tenant_id": tenant_id, "agent_id": agent_id}
 
     def run(self) -> None:
         conn, r, p = self.conn, self.report, self.policy
@@ -205,7 +205,7 @@ class _Pass:
         insight = self._insight(window, conns)
         conclusions = self._conclusions(window)
         texts = ([insight[0]] if insight else []) + [c[1] for c in conclusions]
-        vectors = self.embedder.embed(texts) if texts else []
+        vectors: Any = self.embedder.embed(texts) if texts else []
         insight_id = None
         if insight:
             insight_id = self._write(insight[0], vectors[0], "insight", "insight", insight[1], insight[2], insight[3])

@@ -153,11 +153,14 @@ def episode_stored(conn: Any, *, tenant_id: UUID, agent_id: str, episode_id: UUI
     """The post-turn hook, called by ingest in the transaction that stores an episode: the
     session's transcript estimate grows by the episode's tokens (for the context flush), and
     post_turn webhooks are queued. Returns the delivery ids to send after the commit."""
-    if session_id is not None and (metadata or {}).get("source") not in DERIVED:
+    source = (metadata or {}).get("source")
+    derived = source if source in DERIVED else None
+    if session_id is not None and derived is None:
         store.run(conn, "session_log_tokens", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id,
                   tokens=budget.count(content, settings.embedding_model))
     return emit(conn, tenant_id=tenant_id, agent_id=agent_id, event="post_turn", session_id=session_id,
-                data={"episode_id": str(episode_id), "memory_ids": [str(m) for m in memory_ids]})
+                data={"episode_id": str(episode_id), "memory_ids": [str(m) for m in memory_ids],
+                      "derived": derived})
 
 
 def public(row: dict[str, Any]) -> dict[str, Any]:

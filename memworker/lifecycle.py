@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 from memworker import memories
 from memworker.policy import Policy
@@ -80,13 +81,16 @@ _SINGLE_VALUED = frozenset("""
 # Verbs after which only a changed number is a changed value ("has 3 nodes" -> "has 5 nodes").
 _VALUE_VERBS = _SINGLE_VALUED | frozenset("has have had needs need takes take starts start "
                                          "begins begin ends end expires expire".split())
+_SKIP = _NEGATIONS | _AUXILIARIES | _FILLERS
 _MAX_SWAPPED = 2  # words that may differ after the verb
 _SWAP_WINDOW = 4  # ... within the first few words after it
 
 
-def _words(text: str) -> list[str]:
-    folded = unicodedata.normalize("NFKC", text).casefold().replace("n't", " not")
-    return _WORD.findall(folded)
+@lru_cache(maxsize=65_536)  # the sweep compares each memory with several others
+def _parse(text: str) -> tuple[bool, tuple[str, ...]]:
+    """(negated, the words that carry meaning): case-folded, fillers and negations dropped."""
+    words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold().replace("n't", " not"))
+    return any(w in _NEGATIONS for w in words), tuple(w for w in words if w not in _SKIP)
 
 
 def _is_value(word: str) -> bool:
@@ -98,10 +102,7 @@ def contradiction(older: str, newer: str) -> str | None:
     changed), 'swap' (a word after a single-valued verb changed), 'negation' (one says not),
     or None. The subject (everything before the verb) must be identical, so 'Ticket 4411
     is about SSO' never contradicts 'Ticket 4412 is about SSO'."""
-    a, b = _words(older), _words(newer)
-    neg_a, neg_b = any(w in _NEGATIONS for w in a), any(w in _NEGATIONS for w in b)
-    skip = _NEGATIONS | _AUXILIARIES | _FILLERS
-    core_a, core_b = [w for w in a if w not in skip], [w for w in b if w not in skip]
+    (neg_a, core_a), (neg_b, core_b) = _parse(older), _parse(newer)
     verb = next((i for i, w in enumerate(core_a) if w in _VALUE_VERBS), None)
     if verb is None or verb >= len(core_b) or core_a[:verb + 1] != core_b[:verb + 1]:
         return None

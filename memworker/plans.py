@@ -126,7 +126,7 @@ def progress(plan: dict[str, Any]) -> int:
     steps = [s for m in plan["milestones"] for s in m["steps"] if s["status"] != "skipped"]
     if not steps:
         return 100
-    return round(sum(s["progress"] for s in steps) / len(steps))
+    return round(sum(int(s["progress"]) for s in steps) / len(steps))
 
 
 def resume(plan: dict[str, Any]) -> dict[str, Any]:

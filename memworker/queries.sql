@@ -222,11 +222,21 @@ RETURNING id;
 -- live memories, exact cosine top-k over the same rows, both min-max normalised over the
 -- union of candidates and fused by weight, plus seed 000's priors scaled down to break
 -- near-ties. The hits' access counters are bumped in the same statement.
-WITH live AS (
-  SELECT m.id, m.doc_len FROM memories m
+-- One pass over the agent's rows computes everything per row (the filters, the distance,
+-- the priors' inputs) into a narrow materialised set; wide columns are read for the k hits.
+WITH live AS MATERIALIZED (
+  SELECT m.id, m.doc_len, m.salience, m.access_count, m.created_at,
+         (m.tier = ANY(%(tiers)s::text[])
+          AND (%(kinds)s::text[] IS NULL OR m.kind = ANY(%(kinds)s::text[]))
+          AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
+          AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
+          AND (%(metadata)s::jsonb IS NULL OR m.metadata @> %(metadata)s::jsonb)
+          AND NOT (%(hide_flagged)s AND 'instruction' = ANY(m.flags))) AS wanted,
+         m.embedding <=> %(qvec)s::vector AS distance
+  FROM memories m
   WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
     AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
-), stats AS MATERIALIZED (  -- once, not once per posting row (the planner inlines it otherwise)
+), stats AS MATERIALIZED (  -- once, not once per posting row
   SELECT count(*)::float8 AS n, coalesce(avg(doc_len), 0)::float8 AS avgdl FROM live
 ), postings AS (
   SELECT t.term, t.memory_id, t.tf::float8 AS tf, l.doc_len::float8 AS dl
@@ -240,29 +250,16 @@ WITH live AS (
              * p.tf * (1.2 + 1) / (p.tf + 1.2 * (1 - 0.75 + 0.75 * p.dl / s.avgdl))) AS score
   FROM postings p JOIN df d USING (term) CROSS JOIN stats s
   GROUP BY p.memory_id
-), filtered AS (
-  SELECT m.* FROM memories m
-  WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
-    AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
-    AND m.tier = ANY(%(tiers)s::text[])
-    AND (%(kinds)s::text[] IS NULL OR m.kind = ANY(%(kinds)s::text[]))
-    AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
-    AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
-    AND (%(metadata)s::jsonb IS NULL OR m.metadata @> %(metadata)s::jsonb)
-    AND NOT (%(hide_flagged)s AND 'instruction' = ANY(m.flags))
 ), by_bm25 AS (
-  SELECT b.id, b.score FROM bm25 b JOIN filtered f ON f.id = b.id
+  SELECT b.id FROM bm25 b JOIN live l ON l.id = b.id WHERE l.wanted
   ORDER BY b.score DESC LIMIT %(candidates)s
 ), by_vector AS (
-  SELECT f.id FROM filtered f
-  ORDER BY f.embedding <=> %(qvec)s::vector LIMIT %(candidates)s
-), candidates AS (
-  SELECT c.id, coalesce(b.score, 0) AS bm25
-  FROM (SELECT id FROM by_bm25 UNION SELECT id FROM by_vector) c
-  LEFT JOIN bm25 b ON b.id = c.id
+  SELECT l.id FROM live l WHERE l.wanted ORDER BY l.distance LIMIT %(candidates)s
 ), signals AS (
-  SELECT f.*, c.bm25, 1 - (f.embedding <=> %(qvec)s::vector) AS vector
-  FROM candidates c JOIN filtered f ON f.id = c.id
+  SELECT l.id, l.salience, l.access_count, l.created_at, coalesce(b.score, 0) AS bm25, 1 - l.distance AS vector
+  FROM (SELECT id FROM by_bm25 UNION SELECT id FROM by_vector) c
+  JOIN live l ON l.id = c.id
+  LEFT JOIN bm25 b ON b.id = c.id
 ), relevant AS (
   SELECT s.* FROM signals s WHERE s.bm25 > 0 OR s.vector >= %(vector_floor)s
 ), ranges AS (
@@ -285,11 +282,12 @@ WITH live AS (
   FROM top WHERE %(bump)s AND m.id = top.id
   RETURNING m.id
 )
-SELECT top.id, top.agent_id, top.text, top.kind, top.tier, top.salience, top.confidence,
-       top.access_count, top.created_at, top.metadata, top.provenance, top.session_id,
-       top.entities, top.topics, top.expires_at, top.flags, top.trust, top.score, top.bm25, top.vector,
+SELECT m.id, m.agent_id, m.text, m.kind, m.tier, m.salience, m.confidence,
+       top.access_count, m.created_at, m.metadata, m.provenance, m.session_id,
+       m.entities, m.topics, m.expires_at, m.flags, m.trust, top.score, top.bm25, top.vector,
        top.fused, top.prior, top.freshness
-FROM top ORDER BY top.score DESC, top.id;
+FROM top JOIN memories m ON m.id = top.id
+ORDER BY top.score DESC, top.id;
 
 -- ---------------------------------------------------------------------------------------
 -- Sleep: consolidation passes, their runs, the agents' gates and profiles (issue 5,
@@ -845,9 +843,9 @@ ORDER BY id LIMIT %(batch)s;
 -- name: retention_pairs
 -- Candidate pairs for the merge and contradiction rules (which then judge each pair in
 -- full). Both rules need two memories to share most of their words, so each given memory is
--- probed through its few rarest terms, and a pair is a candidate when the other memory has
--- at least half of them. Probing by rare terms keeps the cost linear in the agent's size: a
--- common term would pair every memory with every other.
+-- probed through its few rarest terms: a pair is a candidate when the other memory has one
+-- of them and is of comparable length. Probing by rare terms keeps the cost linear in the
+-- agent's size: a common term would pair every memory with every other.
 WITH mine AS (
   SELECT t.memory_id, t.term FROM memory_terms t
   WHERE t.memory_id = ANY(%(ids)s::uuid[]) AND t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
@@ -856,24 +854,21 @@ WITH mine AS (
   WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term IN (SELECT term FROM mine)
   GROUP BY t.term
 ), rare AS (
-  SELECT memory_id, term, least(n, %(probe_terms)s) AS probes FROM (
-    SELECT m.memory_id, m.term,
-           row_number() OVER (PARTITION BY m.memory_id ORDER BY d.df, m.term) AS r,
-           count(*) OVER (PARTITION BY m.memory_id) AS n
+  SELECT memory_id, term FROM (
+    SELECT m.memory_id, m.term, row_number() OVER (PARTITION BY m.memory_id ORDER BY d.df, m.term) AS r
     FROM mine m JOIN df d USING (term)) x
   WHERE r <= %(probe_terms)s
 ), cand AS (
-  SELECT r.memory_id AS a, t.memory_id AS b, count(*) AS hits, max(r.probes) AS probes
+  SELECT DISTINCT r.memory_id AS a, t.memory_id AS b
   FROM rare r
   JOIN memory_terms t ON t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
                      AND t.term = r.term AND t.memory_id <> r.memory_id
-  GROUP BY r.memory_id, t.memory_id
 )
 SELECT c.a, c.b, 1 - (ma.embedding <=> mb.embedding) AS cosine
 FROM cand c
 JOIN memories ma ON ma.id = c.a
 JOIN memories mb ON mb.id = c.b
-WHERE c.hits * 2 >= c.probes
+WHERE least(ma.doc_len, mb.doc_len) * 2 >= greatest(ma.doc_len, mb.doc_len)
   AND mb.valid_to IS NULL AND (mb.expires_at IS NULL OR mb.expires_at > %(now)s);
 
 -- name: retention_facts

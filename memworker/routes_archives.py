@@ -16,7 +16,7 @@ router = APIRouter(tags=["sessions"])
 
 
 class RestoreIn(Strict):
-    version: int | None = Field(None, ge=1)  # default: the latest archive
+    version: int | None = Field(default=None, ge=1)  # default: the latest archive
 
 
 @router.post("/v1/agents/{agent_id}/sessions/{session_id}/archive")

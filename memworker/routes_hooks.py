@@ -19,8 +19,8 @@ router = APIRouter(tags=["webhooks"])
 class WebhookIn(Strict):
     url: str = Field(min_length=8, max_length=2000, pattern=r"^https?://\S+$")
     events: list[Literal["pre_turn", "post_turn", "archive"]] = Field(min_length=1, max_length=3)
-    agent_ids: list[str] | None = Field(None, min_length=1, max_length=1000)  # default: every agent
-    description: str = Field("", max_length=500)
+    agent_ids: list[str] | None = Field(default=None, min_length=1, max_length=1000)  # default: every agent
+    description: str = Field(default="", max_length=500)
 
 
 @router.post("/v1/webhooks", status_code=201)

@@ -25,21 +25,21 @@ Status = Literal["pending", "in_progress", "done", "blocked", "skipped"]
 
 
 class SessionIn(Strict):
-    session_id: str | None = Field(None, pattern=SESSION_PATTERN, max_length=128)
-    goal: str | None = Field(None, min_length=1, max_length=working.MAX_TEXT)
-    context_window_tokens: int | None = Field(None, ge=256, le=10_000_000)
+    session_id: str | None = Field(default=None, pattern=SESSION_PATTERN, max_length=128)
+    goal: str | None = Field(default=None, min_length=1, max_length=working.MAX_TEXT)
+    context_window_tokens: int | None = Field(default=None, ge=256, le=10_000_000)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class WorkingItemIn(Strict):
     kind: Literal["constraint", "decision", "question", "candidate"]
-    text: str | None = Field(None, min_length=1, max_length=working.MAX_TEXT)
+    text: str | None = Field(default=None, min_length=1, max_length=working.MAX_TEXT)
     memory_id: UUID | None = None
 
 
 class WorkingPatchIn(Strict):
-    goal: str | None = Field(None, max_length=working.MAX_TEXT)  # null clears it
-    intent: str | None = Field(None, max_length=working.MAX_TEXT)
+    goal: str | None = Field(default=None, max_length=working.MAX_TEXT)  # null clears it
+    intent: str | None = Field(default=None, max_length=working.MAX_TEXT)
     add: list[WorkingItemIn] = Field(default_factory=list, max_length=100)
     remove: list[int] = Field(default_factory=list, max_length=500)
     touch: list[int] = Field(default_factory=list, max_length=500)
@@ -47,44 +47,44 @@ class WorkingPatchIn(Strict):
 
 
 class StepIn(Strict):
-    id: str | None = Field(None, pattern=plans.ID.pattern)
+    id: str | None = Field(default=None, pattern=plans.ID.pattern)
     title: str = Field(min_length=1, max_length=500)
     status: Status | None = None
-    progress: int | None = Field(None, ge=0, le=100)
-    output: str | None = Field(None, max_length=plans.MAX_OUTPUT)
-    note: str | None = Field(None, max_length=plans.MAX_OUTPUT)
+    progress: int | None = Field(default=None, ge=0, le=100)
+    output: str | None = Field(default=None, max_length=plans.MAX_OUTPUT)
+    note: str | None = Field(default=None, max_length=plans.MAX_OUTPUT)
 
 
 class MilestoneIn(Strict):
-    id: str | None = Field(None, pattern=plans.ID.pattern)
+    id: str | None = Field(default=None, pattern=plans.ID.pattern)
     title: str = Field(min_length=1, max_length=500)
     steps: list[StepIn] = Field(min_length=1, max_length=plans.MAX_STEPS)
 
 
 class PlanIn(Strict):
-    title: str | None = Field(None, min_length=1, max_length=500)
+    title: str | None = Field(default=None, min_length=1, max_length=500)
     milestones: list[MilestoneIn] = Field(min_length=1, max_length=plans.MAX_MILESTONES)
 
 
 class StepPatchIn(Strict):
     status: Status | None = None
-    progress: int | None = Field(None, ge=0, le=100)
-    output: str | None = Field(None, max_length=plans.MAX_OUTPUT)
-    note: str | None = Field(None, max_length=plans.MAX_OUTPUT)
+    progress: int | None = Field(default=None, ge=0, le=100)
+    output: str | None = Field(default=None, max_length=plans.MAX_OUTPUT)
+    note: str | None = Field(default=None, max_length=plans.MAX_OUTPUT)
     expected_revision: int | None = None
 
 
 class UsageIn(Strict):
-    context_used: float | None = Field(None, ge=0, le=10)  # share of the window in use
-    used_tokens: int | None = Field(None, ge=0)
-    window_tokens: int | None = Field(None, ge=1, le=10_000_000)
+    context_used: float | None = Field(default=None, ge=0, le=10)  # share of the window in use
+    used_tokens: int | None = Field(default=None, ge=0)
+    window_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
 
 
 class ContextIn(UsageIn):
     query: str = Field(min_length=1, max_length=4000)
-    session_id: str | None = Field(None, pattern=SESSION_PATTERN, max_length=128)
-    max_tokens: int | None = Field(None, ge=16, le=1_000_000)
-    k: int | None = Field(None, ge=1, le=100)
+    session_id: str | None = Field(default=None, pattern=SESSION_PATTERN, max_length=128)
+    max_tokens: int | None = Field(default=None, ge=16, le=1_000_000)
+    k: int | None = Field(default=None, ge=1, le=100)
 
 
 def _use(body: UsageIn) -> sessions.Use | None:

@@ -217,8 +217,8 @@ def shared_pattern(items: list[Item], connections: list[Connection]) -> Pattern 
     connections link; None when nothing is shared."""
     counts: Counter[tuple[str, str]] = Counter()
     for item in items:
-        for key in {("entity", e.lower()) for e in item.entities} | {("topic", t) for t in item.topics}:
-            counts[key] += 1
+        for feature in {("entity", e.lower()) for e in item.entities} | {("topic", t) for t in item.topics}:
+            counts[feature] += 1
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0] != "entity", kv[0][1]))
     if ranked and ranked[0][1] >= 2:
         (kind, key), _ = ranked[0]

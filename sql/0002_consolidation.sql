@@ -55,9 +55,9 @@ $$;
 -- Due = enabled, not backing off or leased, quiet (no episode for quiet minutes), and one
 -- gate open: requested, interval elapsed since the last pass, or >= sessions_gate sessions
 -- since it (the larger of the counter and the distinct session ids of episodes since). Unless
--- requested, at least min_items memories must wait. A claim leases the agent for p_lease_s
--- (compare-and-set: a concurrent sweep skips it) and inserts a queued run keyed by
--- (agent, window): a second sweep of the same window claims nothing.
+-- requested, at least min_items memories must wait. A claim inserts a queued run keyed by
+-- (agent, window), so a second sweep of the same window claims nothing, and leases the agent
+-- for p_lease_s (compare-and-set: a concurrent sweep of another window skips it).
 CREATE FUNCTION memworker.claim_due_agents(p_window timestamptz, p_defaults jsonb,
                                            p_lease_s integer, p_limit integer)
 RETURNS TABLE (tenant_id uuid, agent_id text, run_id uuid, trigger text)
@@ -93,19 +93,23 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = memworker, pg_temp AS $
              LIMIT g.min_items) w) >= g.min_items)
     ORDER BY g.since
     LIMIT p_limit
-  ), leased AS (
-    UPDATE agents a SET next_consolidation_at = p_window + make_interval(secs => p_lease_s)
+  ), runs AS (
+    INSERT INTO consolidation_runs AS r (tenant_id, agent_id, run_key, trigger, status)
+    SELECT d.tenant_id, d.agent_id,
+           'beat:' || to_char(p_window AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), d.trigger, 'queued'
     FROM due d
-    WHERE a.tenant_id = d.tenant_id AND a.id = d.agent_id
-      AND (a.next_consolidation_at IS NULL OR a.next_consolidation_at <= p_window)
-    RETURNING a.tenant_id, a.id AS agent_id, d.trigger
+    ON CONFLICT (tenant_id, agent_id, run_key) DO NOTHING
+    RETURNING r.tenant_id, r.agent_id, r.id, r.trigger
   )
-  INSERT INTO consolidation_runs AS r (tenant_id, agent_id, run_key, trigger, status)
-  SELECT l.tenant_id, l.agent_id, 'beat:' || to_char(p_window AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-         l.trigger, 'queued'
-  FROM leased l
-  ON CONFLICT (tenant_id, agent_id, run_key) DO NOTHING
-  RETURNING r.tenant_id, r.agent_id, r.id, r.trigger
+  -- Lease only the agents whose run is new: an agent whose window key is taken (a second
+  -- sweep of the window, or a pass that finished within it) waits for the next window.
+  -- A run whose lease loses to a concurrent sweep stays queued, unclaimed; the agent's
+  -- next pass marks it superseded.
+  UPDATE agents a SET next_consolidation_at = p_window + make_interval(secs => p_lease_s)
+  FROM runs n
+  WHERE a.tenant_id = n.tenant_id AND a.id = n.agent_id
+    AND (a.next_consolidation_at IS NULL OR a.next_consolidation_at <= p_window)
+  RETURNING n.tenant_id, n.agent_id, n.id, n.trigger
 $$;
 
 -- Agents whose last three or more passes failed in a row (the flagged gauge).

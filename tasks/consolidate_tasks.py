@@ -36,7 +36,7 @@ def ingest_backlog(redis_url: str | None) -> int:
     """Messages waiting on the ingest queue (the Redis list Celery's transport keeps)."""
     client = redis.Redis.from_url(redis_url or "redis://localhost:6379/0", socket_timeout=5)
     try:
-        return int(client.llen(INGEST))  # type: ignore[arg-type]
+        return int(client.llen(INGEST))
     finally:
         client.close()
 

@@ -186,6 +186,25 @@ def test_flagged_memories_are_marked_or_held_back_per_policy(alice: Client) -> N
     assert evil["id"] not in alice.context("flag-bot", "how should replies be written?")["context"]
 
 
+def test_the_agent_profile_goes_in_as_data(alice: Client, bob: Client, stack: dict[str, Any],
+                                           tenants: dict[str, Any]) -> None:
+    """The profile issue 5's consolidation keeps (agent_profiles) is the profile section."""
+    for client in (alice, bob):
+        client.add_memory("prof-bot", "Short answers are preferred.")
+    entry = {"text": "Prefers short answers in English", "memory_id": "m", "kind": "preference",
+             "confidence": 0.9, "at": "2025-01-01T00:00:00+00:00", "confirmed_at": "2025-01-01T00:00:00+00:00"}
+    doc = {"version": 1, "sections": {"preferences": [entry], "project_state": [], "lessons": [], "decisions": [],
+                                      "errors": []}}
+    with psycopg.connect(stack["owner_url"]) as conn:
+        conn.execute("INSERT INTO memworker.agent_profiles (tenant_id, agent_id, version, document) "
+                     "VALUES (%s, 'prof-bot', 1, %s)", (tenants["alice"]["id"], json.dumps(doc)))
+    out = alice.context("prof-bot", "how long should answers be?")
+    assert out["sections"]["profile"] == '- (preferences) "Prefers short answers in English"'
+    lines = out["context"].splitlines()
+    assert lines[lines.index('<data kind="profile">') + 1] == out["sections"]["profile"]
+    assert bob.context("prof-bot", "how long should answers be?")["sections"]["profile"] == ""
+
+
 # --- the context flush (seed 001) -----------------------------------------------------------
 
 def test_context_flush_distils_the_session_log_at_70_percent(alice: Client, worker: Any, stack: dict[str, Any]) -> None:
@@ -338,7 +357,7 @@ def test_webhooks_are_signed_retried_and_never_block(alice: Client, bob: Client,
         alice.context("other-bot", "anything")  # not among the webhook's agents
 
         _until(lambda: len([r for r in receiver.events("pre_turn") if r[2] == 200]) == 1, "the pre_turn retry")
-        _until(lambda: receiver.events("post_turn") and receiver.events("archive"), "post_turn and archive")
+        _until(lambda: len(receiver.events("post_turn")) == 2 and receiver.events("archive"), "post_turn and archive")
         first, second = receiver.events("pre_turn")
         assert (first[2], second[2]) == (500, 200)
         assert first[1] == second[1] and first[0]["x-memworker-signature"] == second[0]["x-memworker-signature"]
@@ -350,17 +369,18 @@ def test_webhooks_are_signed_retried_and_never_block(alice: Client, bob: Client,
         pre = json.loads(second[1])
         assert pre["event"] == "pre_turn" and pre["session_id"] == sid and pre["agent_id"] == "hook-bot"
         assert pre["data"]["context_call_id"] == ctx["context_call_id"] and pre["data"]["tokens"] == ctx["tokens"]
-        post = json.loads(receiver.events("post_turn")[0][1])
-        assert post["data"] == {"episode_id": ep["episode_id"], "memory_ids": stored["memory_ids"]}
+        posts = {json.loads(r[1])["data"]["episode_id"]: json.loads(r[1])["data"] for r in receiver.events("post_turn")}
+        assert posts[ep["episode_id"]] == {"episode_id": ep["episode_id"], "memory_ids": stored["memory_ids"],
+                                           "derived": None}
+        assert posts[arc["distill_episode_id"]]["derived"] == "session_archive"  # the archive's summary, stored
         assert json.loads(receiver.events("archive")[0][1])["data"]["version"] == arc["version"]
         assert all(json.loads(r[1])["agent_id"] == "hook-bot" for r in receiver.requests)
 
         deliveries = alice.webhook_deliveries(hook["webhook_id"])
-        assert sorted(d["event"] for d in deliveries) == ["archive", "post_turn", "pre_turn"]
+        assert sorted(d["event"] for d in deliveries) == ["archive", "post_turn", "post_turn", "pre_turn"]
         retried = next(d for d in deliveries if d["event"] == "pre_turn")
         assert retried["status"] == "delivered" and retried["attempts"] == 2 and retried["last_error"] is None
-        _until(lambda: bob_receiver.requests == [] and True, "nothing for bob")  # bob's hook saw none of alice's events
-        assert bob_receiver.requests == []
+        assert bob_receiver.requests == []  # bob's hook saw none of alice's events
         assert _status(lambda: bob.webhook_deliveries(hook["webhook_id"])) == 404
         assert _status(lambda: bob.delete_webhook(hook["webhook_id"])) == 404
     finally:
@@ -370,7 +390,7 @@ def test_webhooks_are_signed_retried_and_never_block(alice: Client, bob: Client,
 
 
 def test_a_dead_receiver_ends_failed_after_the_last_attempt(stack: dict[str, Any], tenants: dict[str, Any]) -> None:
-    """deliver() itself, against a closed port, with a one-attempt budget."""
+    """deliver() itself, against a closed port, with a budget of two attempts."""
     settings: Settings = stack["settings"].replace(webhook_max_attempts=2, webhook_timeout_s=1.0)
     tid = tenants["charlie"]["id"]
     pool = db.open_pool(stack["app_url"], max_size=2)

@@ -197,3 +197,32 @@ def test_ended_sessions_count_towards_the_gate(pool: Any, stack: dict[str, Any],
         for _ in range(5):
             consolidation.session_ended(conn, tenant_id=bob, agent_id="chatty")
     assert _sweep(pool, stack["settings"], window).get("chatty") == "sessions"
+
+
+def _cli(stack: dict[str, Any], *argv: str) -> tuple[int, str]:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MEMWORKER_DATABASE_URL": stack["owner_url"], "MEMWORKER_REDIS_URL": stack["redis_url"]}
+    out = subprocess.run([sys.executable, "-m", "memworker", *argv], capture_output=True, text=True, env=env,
+                         timeout=180, check=False)
+    return out.returncode, out.stdout + out.stderr
+
+
+def test_the_cli_switches_runs_and_reports(pool: Any, stack: dict[str, Any], tenants: dict[str, Any]) -> None:
+    charlie = tenants["charlie"]["id"]
+    _agent(pool, stack, charlie, "cli-bot", 4)
+    assert _cli(stack, "consolidation", "disable", "--tenant", "charlie", "--agent", "cli-bot") == \
+        (0, "consolidation off for agent cli-bot\n")
+    code, out = _cli(stack, "consolidation", "status", "--tenant", "charlie")
+    assert code == 0 and any(line.split()[:2] == ["cli-bot", "no"] for line in out.splitlines())
+    code, out = _cli(stack, "consolidation", "run", "--tenant", "charlie", "--agent", "cli-bot")
+    assert code == 0 and ": done" in out and "4 reviewed" in out  # the operator asked: it runs anyway
+    code, out = _cli(stack, "consolidation", "status", "--tenant", "charlie", "--agent", "cli-bot")
+    assert code == 0 and "cli" in out and "done" in out and "4 reviewed" in out
+    assert _cli(stack, "consolidation", "enable", "--tenant", "charlie", "--agent", "cli-bot", "--reset")[0] == 0
+    with db.tenant_tx(pool, charlie) as conn:
+        assert store.one(conn, "consolidation_agent", tenant_id=charlie, agent_id="cli-bot")["policy"] == {}
+    code, out = _cli(stack, "consolidation", "status", "--tenant", "nobody")
+    assert code == 1 and "no tenant named 'nobody'" in out
