@@ -19,10 +19,12 @@ from memworker.settings import Settings
 
 
 # Modules that add subcommands of their own (a `register(subparsers)` function each).
-COMMAND_MODULES: list[str] = []
-COMMAND_MODULES.append("memworker.cli_consolidation")  # sleep (issue 5)
-COMMAND_MODULES.append("memworker.cli_lifecycle")  # retention and policy (issue 6)
-COMMAND_MODULES.append("memworker.cli_sessions")  # sessions, context, archives, webhooks (issue 7)
+COMMAND_MODULES = [
+    "memworker.cli_consolidation",  # sleep (issue 5)
+    "memworker.cli_lifecycle",  # retention and policy (issue 6)
+    "memworker.cli_sessions",  # sessions, context, archives, webhooks (issue 7)
+    "memworker.cli_demo",  # the fleet simulator
+]
 
 
 def main(argv: list[str] | None = None) -> int:
