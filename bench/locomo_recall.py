@@ -82,7 +82,8 @@ class Conversation:
     turns: list[Turn]
     questions: list[Question]
     skipped_ids: list[str] = field(default_factory=list)  # malformed or unknown evidence ids
-    skipped_questions: int = 0  # category 1-4 questions left without evidence
+    no_evidence: int = 0  # category 1-4 questions that come without evidence
+    skipped_questions: int = 0  # category 1-4 questions left without evidence once ids are checked
 
 
 def memory_text(turn: dict[str, Any]) -> str:
@@ -109,7 +110,10 @@ def _conversation(raw: dict[str, Any]) -> Conversation:
     known = {t.dia_id for t in turns}
     conv = Conversation(str(raw["sample_id"]), turns, [])
     for qa in raw["qa"]:
-        if qa.get("category") not in CATEGORIES or not qa.get("evidence"):
+        if qa.get("category") not in CATEGORIES:
+            continue
+        if not qa.get("evidence"):
+            conv.no_evidence += 1
             continue
         evidence = tuple(dict.fromkeys(e for e in qa["evidence"] if e in known))
         conv.skipped_ids += [e for e in qa["evidence"] if e not in known]
@@ -396,10 +400,12 @@ def report(results: dict[str, dict[str, Scores]], convs: list[Conversation], too
         f"{n_q} questions of categories 1-4 with evidence ({counts}); "
         f"{len(skipped_ids)} malformed/unknown evidence ids skipped "
         f"({', '.join(map(repr, skipped_ids))}), "
-        f"{sum(c.skipped_questions for c in convs)} questions left without evidence skipped.",
+        f"questions skipped: {sum(c.no_evidence for c in convs)} without evidence, "
+        f"{sum(c.skipped_questions for c in convs)} left without valid evidence.",
         f"Memory text: `Speaker: text` (+ ` [image: caption]`), clipped to 280 chars; k={K}. "
         f"Recall latency (server took_ms): median {np.median(took):.1f} ms, p95 "
-        f"{np.percentile(took, 95):.1f} ms. Run time {elapsed:.0f} s.",
+        f"{np.percentile(took, 95):.1f} ms. Run time {elapsed:.0f} s (load average at the end "
+        f"{os.getloadavg()[1]:.1f} on {os.cpu_count()} CPUs; latency and time depend on it).",
         f"memworker defaults: bm25 weight {p.recall_bm25_weight}, vector weight "
         f"{p.recall_vector_weight}, prior weight {p.recall_prior_weight}, vector floor "
         f"{p.recall_vector_floor}, candidates {p.recall_candidates}.",

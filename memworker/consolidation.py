@@ -153,6 +153,7 @@ def run_pass(pool: psycopg_pool.ConnectionPool, embedder: Embedder, client: llm_
             assert run_row is not None
             report.trigger = run_row["trigger"]
             if not db.try_agent_lock(conn, tenant_id, agent_id):
+                store.run(conn, "consolidation_run_requeue", tenant_id=tenant_id, run_id=run_id)
                 report.status = "busy"
                 metrics.CONSOLIDATION_PASSES.labels("busy").inc()
                 return report
@@ -380,7 +381,8 @@ class _Pass:
             metadata={"run_id": str(self.run_id), "by": how, **meta},
             # durable on purpose: insights and conclusions are never forgotten by decay (DESIGN §7)
             expires_at=None)
-        mid = store.insert_memory(self.conn, draft=draft, embedding=vector, source_key=f"consolidation:{self.run_id}:{key}",
+        mid = store.insert_memory(self.conn, draft=draft, embedding=vector,
+                                  source_key=f"consolidation:{self.run_id}:{key}",
                                   reason=f"consolidation:{self.run_id}", **self.ids)
         if mid is None:  # cannot happen inside one run's transaction; fail loudly if it does
             raise errors.StorageError(f"consolidation memory {key} of run {self.run_id} already exists")

@@ -192,7 +192,7 @@ def start_redis(data_dir: Path, port: int | None = None) -> tuple[Child, str]:
     proc = subprocess.Popen(
         [str(_redis_bin()), "--port", str(port), "--bind", "127.0.0.1", "--daemonize", "no",
          "--dir", str(rdir), "--appendonly", "yes", "--appendfsync", "everysec",
-         "--maxmemory-policy", "noeviction", "--save", ""],
+         "--maxmemory-policy", "noeviction", "--save", "", "--databases", "64"],
         stdout=log, stderr=log, preexec_fn=lambda: die_with_parent(signal.SIGTERM),
     )
     log.close()

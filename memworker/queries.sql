@@ -318,6 +318,11 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(run_id)s
   AND status IN ('queued', 'running')
 RETURNING id;
 
+-- name: consolidation_run_requeue
+-- The agent was busy: back to queued until the task's retry.
+UPDATE consolidation_runs SET status = 'queued'
+WHERE tenant_id = %(tenant_id)s AND id = %(run_id)s AND status = 'running';
+
 -- name: consolidation_run_get
 SELECT * FROM consolidation_runs
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(run_id)s;

@@ -21,6 +21,9 @@ def post_recall(agent_id: AgentId, body: RecallIn, request: Request,
     q = recall.Query(body.query, body.k, tuple(body.tiers) if body.tiers else None,
                      tuple(body.kinds) if body.kinds else None, body.since, body.until, body.metadata, body.explain)
     q.validate()
+    # Embed before taking a connection (the LRU cache serves recall's own lookup), so no
+    # pooled connection waits on the model.
+    resources(request).query_embedder.embed_one(q.text)
     with tx(request, p) as conn:
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
         hits = recall.recall(conn, resources(request).query_embedder, tenant_id=p.tenant_id,

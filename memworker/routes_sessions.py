@@ -182,6 +182,8 @@ def patch_working(agent_id: AgentId, session_id: SessionId, body: WorkingPatchIn
     """Set goal or intent, add (a restated item is referenced once more), remove or touch items."""
     p.require("memories:write", agent_id)
     fields = body.model_fields_set
+    if not fields - {"expected_revision"}:
+        raise errors.InvalidInput("nothing to change: give goal, intent, add, remove or touch")
     patch = working.Patch(
         goal=body.goal if "goal" in fields else working.UNSET,
         intent=body.intent if "intent" in fields else working.UNSET,
@@ -237,6 +239,7 @@ def post_context(agent_id: AgentId, body: ContextIn, request: Request,
     p.require("memories:read", agent_id)
     res = resources(request)
     count = budget.counter(res.settings.embedding_model)
+    res.query_embedder.embed_one(body.query)  # before the transaction: recall finds it cached
     flush_episode, use = None, None
     with tx(request, p) as conn:
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)

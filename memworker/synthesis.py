@@ -222,7 +222,8 @@ def shared_pattern(items: list[Item], connections: list[Connection]) -> Pattern 
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0] != "entity", kv[0][1]))
     if ranked and ranked[0][1] >= 2:
         (kind, key), _ = ranked[0]
-        ids = tuple(i.id for i in items if key in ({e.lower() for e in i.entities} if kind == "entity" else set(i.topics)))
+        ids = tuple(i.id for i in items
+                    if key in ({e.lower() for e in i.entities} if kind == "entity" else set(i.topics)))
         label = _name(kind, key, items)
         extra: list[str] = []
         for (kd, k), n in ranked[1:]:

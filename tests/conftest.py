@@ -3,6 +3,7 @@ MEMWORKER_TEST_DATABASE_URL / MEMWORKER_TEST_REDIS_URL are used instead); the sc
 migrated once into a template database and copied per test module."""
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -56,7 +57,20 @@ def _with_db(url: str, dbname: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path=f"/{dbname}"))
 
 
-_redis_db = iter(range(1, 16))
+_modules_seen = itertools.count()
+
+
+def _redis_db(url: str) -> int:
+    """A database number per module (the server's count permitting; modules run one after
+    another, so a reused number is flushed before use)."""
+    client = redis.Redis.from_url(url)
+    try:
+        available = int(client.config_get("databases").get("databases", 16))
+    except redis.RedisError:
+        available = 16
+    finally:
+        client.close()
+    return 1 + next(_modules_seen) % (available - 1)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +83,7 @@ def stack(services: dict[str, str], request: pytest.FixtureRequest) -> Iterator[
         conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
     owner_url = _with_db(services["pg"], name)
     app_url = db.app_url(owner_url)
-    redis_db = next(_redis_db)
+    redis_db = _redis_db(services["redis"])
     redis_url = services["redis"].rsplit("/", 1)[0] + f"/{redis_db}"
     client = redis.Redis.from_url(redis_url)
     if client.dbsize():

@@ -81,6 +81,7 @@ def test_working_memory_is_bounded_and_keeps_the_most_referenced(alice: Client) 
     assert _status(lambda: alice.update_working("wm-bot", sid, remove=[first], expected_revision=1)) == 409
     assert _status(lambda: alice.update_working("wm-bot", sid, add=[{"kind": "mood", "text": "x"}])) == 422
     assert _status(lambda: alice.update_working("wm-bot", sid, remove=[99999])) == 422
+    assert _status(lambda: alice.update_working("wm-bot", sid, expected_revision=3)) == 422  # nothing to change
     assert alice.update_working("wm-bot", sid, goal=None)["goal"] is None
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from memworker import cli, db, memories, store
 from memworker.testing import FakeEmbedder
+from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)
 
 
 @pytest.fixture()

@@ -211,6 +211,10 @@ def test_a_fault_mid_pass_rolls_back_everything_counts_and_backs_off(
         END $$;
         CREATE TRIGGER no_sleep BEFORE UPDATE ON memworker.memories FOR EACH ROW EXECUTE FUNCTION memworker.no_sleep();
     """)
+    from prometheus_client import REGISTRY
+
+    flagged_before = REGISTRY.get_sample_value("memworker_consolidation_flagged_total") or 0.0
+    failed_before = REGISTRY.get_sample_value("memworker_consolidation_passes_total", {"outcome": "failed"}) or 0.0
     try:
         for attempt in (1, 2, 3):
             r = _pass(pool, embedder, stack["settings"], alice, "faulty")
@@ -225,6 +229,9 @@ def test_a_fault_mid_pass_rolls_back_everything_counts_and_backs_off(
         (run,) = _owner(stack, "SELECT status, error, report->>'flagged' FROM memworker.consolidation_runs "
                                "WHERE id = %s", UUID(r.run_id))
         assert run[0] == "failed" and "disk on fire" in run[1] and run[2] == "true"
+        assert REGISTRY.get_sample_value("memworker_consolidation_flagged_total") == flagged_before + 1
+        assert REGISTRY.get_sample_value("memworker_consolidation_passes_total", {"outcome": "failed"}) \
+            == failed_before + 3
     finally:
         _owner(stack, "DROP TRIGGER no_sleep ON memworker.memories; DROP FUNCTION memworker.no_sleep()")
     r = _pass(pool, embedder, stack["settings"], alice, "faulty")
@@ -276,6 +283,7 @@ def test_a_retention_sweep_holding_the_agent_makes_a_pass_wait(
         r = _pass(pool, embedder, stack["settings"], alice, "held")
         assert r.status == "busy"
     assert _snapshot(stack, alice, "held") == before
+    assert _owner(stack, "SELECT status FROM memworker.consolidation_runs WHERE id = %s", UUID(r.run_id)) == [("queued",)]
     assert consolidation.run_pass(pool, embedder, None, stack["settings"], tenant_id=alice, agent_id="held",
                                   run_id=UUID(r.run_id)).status == "done"
 

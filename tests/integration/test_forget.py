@@ -16,6 +16,7 @@ from memworker import db, errors, forget, governance, ingest, memories, recall, 
 from memworker.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
 from memworker.testing import FakeEmbedder
+from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)
 
 EMB = FakeEmbedder()
 

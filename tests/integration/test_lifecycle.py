@@ -15,6 +15,7 @@ from memworker import db, errors, governance, lifecycle, memories, recall, reten
 from memworker.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
 from memworker.testing import FakeEmbedder
+from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)
 
 EMB = FakeEmbedder()
 DAY = timedelta(days=1)

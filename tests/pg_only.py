@@ -1,0 +1,40 @@
+"""A Postgres-only `stack` for test modules that never touch Redis (the lifecycle store,
+forget and CLI tests). conftest's `stack` also hands each module one of the session's 15
+Redis databases, and the suite has more modules than that; importing this fixture into a
+module overrides `stack` there (and so for `tenants`, which builds on it) without taking one.
+
+    from tests.pg_only import stack  # noqa: F401"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from memworker import db
+from memworker.settings import Settings
+from tests.conftest import TEMPLATE, _with_db
+
+NO_REDIS = "redis://127.0.0.1:1/0"  # nothing listens there: a module that uses it fails loudly
+
+
+@pytest.fixture(scope="module")
+def stack(services: dict[str, str], request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    """A fresh database copied from the migrated template, as conftest's `stack` gives, and
+    no Redis: {'owner_url', 'app_url', 'redis_url' (unusable), 'settings'}."""
+    name = "t_" + re.sub(r"\W", "_", request.module.__name__.split(".")[-1])[:50]
+    with psycopg.connect(services["pg"], autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    owner_url = _with_db(services["pg"], name)
+    app_url = db.app_url(owner_url)
+    data_dir = Path(services["base"]) / name
+    data_dir.mkdir(exist_ok=True)
+    settings = Settings(database_url=app_url, admin_database_url=owner_url, redis_url=NO_REDIS,
+                        data_dir=data_dir, db_pool_max=8)
+    yield {"owner_url": owner_url, "app_url": app_url, "redis_url": NO_REDIS, "settings": settings}
+    with psycopg.connect(services["pg"], autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
