@@ -32,6 +32,12 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 RESULTS = BENCH / "results"
 
+# The API's per-key and per-tenant rate limits (MEMWORKER_RATE_*: 50/s per key by default)
+# would turn a throughput benchmark into a measure of the limiter; with raise_limits=True a
+# stack we start runs with them far out of the way. An existing stack keeps its settings.
+RAISED_LIMITS = {"MEMWORKER_RATE_KEY_PER_S": "1000000", "MEMWORKER_RATE_KEY_BURST": "1000000",
+             "MEMWORKER_RATE_TENANT_PER_S": "1000000", "MEMWORKER_RATE_TENANT_BURST": "1000000"}
+
 
 # --- the stack --------------------------------------------------------------------------
 
@@ -48,6 +54,7 @@ class Stack:
     started_s: float = 0.0  # seconds `memworker up` took to become healthy
     workers: int = 1
     info: dict[str, Any] = field(default_factory=dict)
+    raised_limits: bool = False
 
     def require_owner_url(self) -> str:
         if not self.owner_url:
@@ -73,8 +80,9 @@ def free_port() -> int:
 
 
 def start_stack(workers: int = 1, *, env: dict[str, str] | None = None, timeout: float = 300.0,
-                log: bool = True) -> Stack:
-    """`memworker --data-dir TMP up --port P --flower-port F --workers N`, waited until healthy."""
+                log: bool = True, raise_limits: bool = False) -> Stack:
+    """`memworker --data-dir TMP up --port P --flower-port F --workers N`, waited until healthy;
+    raise_limits: API rate limits out of the way (RAISED_LIMITS)."""
     temp = Path(tempfile.mkdtemp(prefix="memworker-bench-"))
     data_dir = temp / "data"
     argv = [sys.executable, "-m", "memworker", "--data-dir", str(data_dir), "up",
@@ -82,8 +90,9 @@ def start_stack(workers: int = 1, *, env: dict[str, str] | None = None, timeout:
     out = open(temp / "up.log", "wb")  # noqa: SIM115 - lives as long as the child
     started = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env={**os.environ, **(env or {})}, cwd=ROOT)
-    stack = Stack("", "", data_dir, process=proc, temp_dir=temp, workers=workers)
+                            env={**os.environ, **(RAISED_LIMITS if raise_limits else {}), **(env or {})},
+                            cwd=ROOT)
+    stack = Stack("", "", data_dir, process=proc, temp_dir=temp, workers=workers, raised_limits=raise_limits)
     try:
         _wait_up(stack, timeout)
     except BaseException:
@@ -147,7 +156,7 @@ def stop_stack(stack: Stack, *, keep: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def stack_from_args(args: argparse.Namespace, workers: int = 1) -> Iterator[Stack]:
+def stack_from_args(args: argparse.Namespace, workers: int = 1, *, raise_limits: bool = False) -> Iterator[Stack]:
     """The stack named on the command line, or a fresh one stopped at the end."""
     if args.api_url:
         data_dir: Path | None = args.data_dir
@@ -160,7 +169,7 @@ def stack_from_args(args: argparse.Namespace, workers: int = 1) -> Iterator[Stac
         owner = args.admin_database_url or (info or {}).get("admin_database_url")
         yield Stack(args.api_url.rstrip("/"), key, data_dir, owner, workers=workers, info=info or {})
         return
-    stack = start_stack(workers)
+    stack = start_stack(workers, raise_limits=raise_limits)
     try:
         yield stack
     finally:
@@ -243,9 +252,16 @@ def git_commit() -> str:
     return (out.stdout.strip() or "unknown") + (" (+ uncommitted edits)" if dirty.stdout.strip() else "")
 
 
-def environment_note(load_before: str, command: str) -> str:
+def environment_note(load_before: str, command: str, stack: Stack | None = None) -> str:
+    lines = []
+    if stack is not None:
+        lines.append(
+            f"- stack: `memworker up` started by the benchmark, {stack.workers} worker(s)"
+            + (", API rate limits raised out of the way (MEMWORKER_RATE_*=1000000)" if stack.raised_limits else "")
+            if stack.process is not None else "- stack: an existing one (--api-url), with its own settings")
     return "\n".join([
         f"- command: `{command}`",
+        *lines,
         f"- when: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; commit {git_commit()}",
         f"- machine: {os.cpu_count()} CPUs, {platform.python_implementation()} {platform.python_version()}, "
         f"load average (1/5/15 min) before {load_before}, after {loadavg()}",

@@ -319,7 +319,7 @@ def report(args: argparse.Namespace, emb: EmbedderFigures, phases: list[PhaseFig
     bad = [p for p in phases if p.not_stored]
     if bad:
         lines.append("- NOT STORED within the timeout: " + ", ".join(f"{p.name}: {p.not_stored}" for p in bad))
-    lines += ["", "## Environment", "", environment_note(load_before, command_line())]
+    lines += ["", "## Environment", "", environment_note(load_before, command_line(), stack)]
     return "\n".join(lines)
 
 
@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     overflow_work = work[args.episodes + args.paced:]
     items = reflected_texts(work[:args.episodes + args.paced])
 
-    with stack_from_args(args, workers=args.workers) as stack:
+    with stack_from_args(args, workers=args.workers, raise_limits=True) as stack:
         tenant_id, key = create_tenant(stack, f"bench-ingest-{int(time.time())}")
         emb = measure_embedder(items, args.embed_sample)
         print(f"bare embedder: {emb.runs[0]:.1f} texts/s, {emb.items_per_episode:.2f} items/episode", flush=True)

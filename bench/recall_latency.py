@@ -55,6 +55,7 @@ from _common import (Stack, TextMaker, add_stack_args, command_line, create_tena
                      fmt, loadavg, md_table, owner_connect, percentile, progress, stack_from_args, summary,
                      write_report)
 from memworker import Client  # noqa: E402
+from memworker.sdk import ApiError  # noqa: E402
 
 DIM = 384
 K = 10
@@ -236,7 +237,11 @@ class Run:
     server_ms: list[float] = field(default_factory=list)
     client_ms: list[float] = field(default_factory=list)
     wall_s: float = 0.0
-    errors: int = 0
+    errors: dict[str, int] = field(default_factory=dict)  # "HTTP 429", "ReadTimeout", ...
+
+    @property
+    def error_text(self) -> str:
+        return ", ".join(f"{n} x {kind}" for kind, n in sorted(self.errors.items())) or "0"
 
     @property
     def qps(self) -> float:
@@ -261,9 +266,10 @@ def run_recalls(stack: Stack, key: str, agents: list[str], name: str, clients: i
                 t = time.perf_counter()
                 try:
                     resp = client.recall(r.choice(agents), q, k=K)
-                except Exception:  # counted, reported; the run goes on
+                except Exception as exc:  # counted by kind and reported; the run goes on
+                    kind = f"HTTP {exc.status}" if isinstance(exc, ApiError) else type(exc).__name__
                     with lock:
-                        run.errors += 1
+                        run.errors[kind] = run.errors.get(kind, 0) + 1
                     continue
                 elapsed = (time.perf_counter() - t) * 1000
                 with lock:
@@ -298,7 +304,7 @@ def cached_queries(queries: Queries, n: int) -> Callable[[], str]:
 # --- report -----------------------------------------------------------------------------------------
 
 def report(args: argparse.Namespace, n_mem: int, n_terms: int, load_s: float, bare: dict[str, list[float]],
-           runs: list[Run], load_before: str) -> str:
+           runs: list[Run], load_before: str, stack: Stack) -> str:
     a, b = percentile(bare["a"], 50), percentile(bare["b"], 50)
     budget = 2 * (a + b)
     main = runs[0]
@@ -312,7 +318,7 @@ def report(args: argparse.Namespace, n_mem: int, n_terms: int, load_s: float, ba
     run_rows = []
     for r in runs:
         s, c = summary(r.server_ms), summary(r.client_ms)
-        run_rows.append([r.name, r.clients, len(r.client_ms), r.errors, fmt(r.qps), fmt(s["p50"], 2),
+        run_rows.append([r.name, r.clients, len(r.client_ms), r.error_text, fmt(r.qps), fmt(s["p50"], 2),
                          fmt(s["p95"], 2), fmt(s["p99"], 2), fmt(c["p50"], 2), fmt(c["p95"], 2), fmt(c["p99"], 2)])
     verdict = "meets" if p50 <= budget else "misses"
     return "\n".join([
@@ -330,7 +336,7 @@ def report(args: argparse.Namespace, n_mem: int, n_terms: int, load_s: float, ba
         "",
         "## Recall through the API, ms",
         "",
-        md_table(["run", "clients", "requests", "errors", "QPS", "server p50", "server p95", "server p99",
+        md_table(["run", "clients", "answered", "errors", "QPS", "server p50", "server p95", "server p99",
                   "client p50", "client p95", "client p99"], run_rows),
         "",
         "- server = the response's took_ms (after authentication: agent check, policy, query embedding,",
@@ -342,7 +348,7 @@ def report(args: argparse.Namespace, n_mem: int, n_terms: int, load_s: float, ba
         "",
         "## Environment",
         "",
-        environment_note(load_before, command_line()),
+        environment_note(load_before, command_line(), stack),
     ])
 
 
@@ -362,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     agents = agent_ids(args.agents)
     queries = Queries(args.seed)
 
-    with stack_from_args(args) as stack:
+    with stack_from_args(args, raise_limits=True) as stack:
         tenant_id, key = create_tenant(stack, f"bench-recall-{int(time.time())}")
         started = time.perf_counter()
         with owner_connect(stack, tenant_id) as conn:
@@ -390,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
             run_recalls(stack, key, agents, f"{args.clients} clients, cached", args.clients, per_client,
                         cached, args.seed),
         ]
-        text = report(args, n_mem, n_terms, load_s, bare, runs, load_before)
+        text = report(args, n_mem, n_terms, load_s, bare, runs, load_before, stack)
     print()
     print(text)
     print(f"\nwritten to {write_report('recall_latency.md', text)}")

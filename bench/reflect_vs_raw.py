@@ -261,7 +261,7 @@ def evaluate(client: Client, side: Side, agent: str, conv: Conversation, covers:
 # --- report ----------------------------------------------------------------------------------------
 
 def report(args: argparse.Namespace, convs: list[Conversation], a: Side, b: Side, statuses: dict[str, int],
-           n_episodes: int, reflector: str, load_before: str, total_convs: int) -> str:
+           n_episodes: int, reflector: str, load_before: str, total_convs: int, stack: Stack) -> str:
     groups: list[tuple[str, int | None]] = [("all (1-4)", None)] + [(f"{c} {n}", c) for c, n in CATEGORIES.items()]
     rows = [[label, a.count(cat), fmt(a.mean(a.recall, cat), 3), fmt(b.mean(b.recall, cat), 3),
              fmt(a.mean(a.reachable, cat), 3), fmt(b.mean(b.reachable, cat), 3)] for label, cat in groups]
@@ -303,7 +303,7 @@ def report(args: argparse.Namespace, convs: list[Conversation], a: Side, b: Side
         "",
         "## Environment",
         "",
-        environment_note(load_before, command_line()),
+        environment_note(load_before, command_line(), stack),
     ])
 
 
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     convs = load(args.data, args.conversations)
     a, b = Side("reflect"), Side("raw")
 
-    with stack_from_args(args) as stack:
+    with stack_from_args(args, raise_limits=True) as stack:
         key = stack.api_key
         run = int(time.time())
         if stack.data_dir is not None or stack.owner_url:
@@ -357,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                 evaluate(client, b, agent_b[c.sample_id], c, covered_by_metadata, bar)
             bar.close()
         text = report(args, convs, a, b, statuses, sum(len(e) for e in episodes.values()), reflector,
-                      load_before, total_convs)
+                      load_before, total_convs, stack)
     print()
     print(text)
     print(f"\nwritten to {write_report('reflect_vs_raw.md', text)}")

@@ -72,7 +72,7 @@ def main() -> None:
             "lease (s)": stack.settings.episode_lease_s,
         }
         print()
-        write_report(Path(__file__).parent / "results" / "faults.md", "Soak: faults while 5,000 episodes flow", figures)
+        write_report(Path(__file__).parent / "results" / "faults.md", f"Soak: faults while {args.episodes:,} episodes flow", figures)
     finally:
         stack.close()
         llm.close()

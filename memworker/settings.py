@@ -58,7 +58,7 @@ class Settings:
     worker_concurrency: int = 1  # prefork children per worker process
     consolidation_backlog_max: int = 200  # the sleep sweep defers while the ingest queue is longer
     consolidation_sweep_limit: int = 1_000  # agents one sweep (one a minute) may claim
-    consolidation_lease_s: int = 900  # a claimed agent is not claimed again for this long
+    consolidation_lease_s: int = 3_600  # a claimed agent is not claimed again for this long (unless its pass ends)
     webhook_timeout_s: float = 5.0  # one delivery attempt (issue 7: session hooks)
     webhook_max_attempts: int = 8  # then the delivery is 'failed'
     webhook_backoff_s: float = 2.0  # first retry after this; doubles per attempt, capped at an hour

@@ -1,7 +1,7 @@
 """A Postgres-only `stack` for test modules that never touch Redis (the lifecycle store,
-forget and CLI tests). conftest's `stack` also hands each module one of the session's 15
-Redis databases, and the suite has more modules than that; importing this fixture into a
-module overrides `stack` there (and so for `tenants`, which builds on it) without taking one.
+forget and CLI tests). conftest's `stack` also hands each module a Redis database of its
+own, a limited resource; importing this fixture into a module overrides `stack` there (and
+so for `tenants`, which builds on it) without taking one.
 
     from tests.pg_only import stack  # noqa: F401"""
 from __future__ import annotations
