@@ -94,8 +94,17 @@ _shared: dict[tuple[str, int], SentenceTransformerEmbedder] = {}
 _shared_lock = threading.Lock()
 
 
-def load(model_path: str, batch_size: int = 64) -> SentenceTransformerEmbedder:
-    """The process's one model instance per path (loading takes seconds and ~100 MB)."""
+def load(model_path: str, batch_size: int = 64, threads: int | None = None) -> SentenceTransformerEmbedder:
+    """The process's one model instance per path (loading takes seconds and ~100 MB).
+
+    threads sets torch's intra-op threads for this process. One per process is the measured
+    choice when the API, workers and Postgres share a few cores: under contention one short
+    query embedded in 17.7 ms p50 with 1 thread against 48.8 ms with 2 (bench/results/
+    recall_latency.md), and a sleep pass's embeddings in 47 ms against 220 ms."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     with _shared_lock:
         key = (model_path, batch_size)
         if key not in _shared:

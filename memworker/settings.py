@@ -30,6 +30,7 @@ class Settings:
     data_dir: Path = Path(".memworker")
     embedding_model: str = field(default_factory=_default_model_path)
     embedding_batch_size: int = 64
+    embedding_threads: int = 1  # torch threads per process; processes, not threads, use the cores
     llm_base_url: str | None = None  # OpenAI-compatible; None: the offline reflector
     llm_model: str = "gpt-4o-mini"
     llm_api_key: str | None = field(default=None, repr=False)
@@ -82,7 +83,7 @@ class Settings:
                     "max_body_bytes", "ingest_batch_max", "episode_lease_s",
                     "episode_max_attempts", "visibility_timeout_s", "workers", "worker_concurrency",
                     "rate_key_per_s", "rate_key_burst", "rate_tenant_per_s", "rate_tenant_burst",
-                    "reconcile_every_s", "db_pool_timeout_s"]
+                    "reconcile_every_s", "db_pool_timeout_s", "embedding_threads"]
         positive += ["consolidation_backlog_max", "consolidation_sweep_limit", "consolidation_lease_s"]
         positive += ["webhook_timeout_s", "webhook_max_attempts", "webhook_backoff_s"]
         for name in positive:
