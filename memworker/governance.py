@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 from memworker import errors, lifecycle, memories, store
 from memworker.policy import Policy
 
-PROBE_TERMS = 4  # a memory's rarest terms, through which merge/contradiction candidates are found
+PROBE_TERMS = 6  # a memory's rarest terms, through which merge/contradiction candidates are found
 
 
 def clock(conn: psycopg.Connection) -> datetime:

@@ -848,9 +848,9 @@ ORDER BY id LIMIT %(batch)s;
 -- name: retention_pairs
 -- Candidate pairs for the merge and contradiction rules (which then judge each pair in
 -- full). Both rules need two memories to share most of their words, so each given memory is
--- probed through its few rarest terms: a pair is a candidate when the other memory has one
--- of them and is of comparable length. Probing by rare terms keeps the cost linear in the
--- agent's size: a common term would pair every memory with every other.
+-- probed through its few rarest terms: the other memory must have a third of them, and the
+-- two must share at least half the terms of the shorter one. Probing by rare terms keeps the
+-- cost linear in the agent's size: a common term would pair every memory with every other.
 WITH mine AS (
   SELECT t.memory_id, t.term FROM memory_terms t
   WHERE t.memory_id = ANY(%(ids)s::uuid[]) AND t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
@@ -859,21 +859,32 @@ WITH mine AS (
   WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term IN (SELECT term FROM mine)
   GROUP BY t.term
 ), rare AS (
-  SELECT memory_id, term FROM (
-    SELECT m.memory_id, m.term, row_number() OVER (PARTITION BY m.memory_id ORDER BY d.df, m.term) AS r
+  SELECT memory_id, term, least(n, %(probe_terms)s) AS probes FROM (
+    SELECT m.memory_id, m.term,
+           row_number() OVER (PARTITION BY m.memory_id ORDER BY d.df, m.term) AS r,
+           count(*) OVER (PARTITION BY m.memory_id) AS n
     FROM mine m JOIN df d USING (term)) x
   WHERE r <= %(probe_terms)s
 ), cand AS (
-  SELECT DISTINCT r.memory_id AS a, t.memory_id AS b
+  SELECT r.memory_id AS a, t.memory_id AS b
   FROM rare r
   JOIN memory_terms t ON t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
                      AND t.term = r.term AND t.memory_id <> r.memory_id
+  GROUP BY r.memory_id, t.memory_id
+  HAVING count(*) * 3 >= max(r.probes)
+), bags AS (
+  SELECT t.memory_id, array_agg(t.term) AS terms FROM memory_terms t
+  WHERE t.memory_id = ANY(ARRAY(SELECT a FROM cand UNION SELECT b FROM cand))
+  GROUP BY t.memory_id
 )
 SELECT c.a, c.b, 1 - (ma.embedding <=> mb.embedding) AS cosine
 FROM cand c
+JOIN bags ba ON ba.memory_id = c.a
+JOIN bags bb ON bb.memory_id = c.b
 JOIN memories ma ON ma.id = c.a
 JOIN memories mb ON mb.id = c.b
-WHERE least(ma.doc_len, mb.doc_len) * 2 >= greatest(ma.doc_len, mb.doc_len)
+WHERE 2 * (SELECT count(*) FROM unnest(ba.terms) x WHERE x = ANY(bb.terms))
+        >= least(cardinality(ba.terms), cardinality(bb.terms))
   AND mb.valid_to IS NULL AND (mb.expires_at IS NULL OR mb.expires_at > %(now)s);
 
 -- name: retention_facts
