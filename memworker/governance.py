@@ -4,11 +4,11 @@ history of a memory, the review list, and policy overrides. Every change writes 
 memory_events row (ids, reason, actor; never text). The caller owns the transaction."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
@@ -88,35 +88,43 @@ def promote(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_
 
 # --- supersede and review --------------------------------------------------------------------------
 
-def check_new(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID,
-              draft: memories.Draft, embedding: np.ndarray, policy: Policy, actor: str,
+def check_new(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str,
+              written: Sequence[tuple[UUID, memories.Draft]], policy: Policy, actor: str,
               now: datetime | None = None) -> list[lifecycle.Verdict]:
-    """Compare a just-written memory (its postings already stored) with the live memories
-    that share its rarest terms: an older one it contradicts with enough confidence is
-    superseded; an unresolvable contradiction goes to the review list. Returns what was
-    decided. Index lookups only, so a batch write stays cheap on a large agent."""
-    if draft.kind not in lifecycle.STATEFUL_KINDS:
+    """Compare just-written memories (their postings already stored) with the live memories
+    that share their rarest terms: an older one a new memory contradicts with enough
+    confidence is superseded; an unresolvable contradiction goes to the review list. Returns
+    what was decided. One candidate query for the whole list (a batch write pays one round
+    trip, not one per memory), and index lookups only, so it stays cheap on a large agent.
+    Within the list, a memory is judged against the ones written before it, as if they had
+    been checked one at a time."""
+    stateful = [(mid, d) for mid, d in written if d.kind in lifecycle.STATEFUL_KINDS]
+    if not stateful:
         return []
     now = now or clock(conn)
-    new = lifecycle.Fact(str(memory_id), draft.text, draft.kind, draft.tier, draft.confidence, now)
-    pairs = store.all_(conn, "retention_pairs", tenant_id=tenant_id, agent_id=agent_id, ids=[memory_id],
-                       probe_terms=PROBE_TERMS, now=now)
+    order = {mid: i for i, (mid, _) in enumerate(written)}
+    pairs = store.all_(conn, "retention_pairs", tenant_id=tenant_id, agent_id=agent_id,
+                       ids=[mid for mid, _ in stateful], probe_terms=PROBE_TERMS, now=now)
+    # a later memory of the same list is not "older": it gets its own turn as the newer one
+    pairs = [p for p in pairs if order.get(p["b"], -1) < order[p["a"]]]
     rows = store.all_(conn, "retention_facts", tenant_id=tenant_id, agent_id=agent_id, now=now,
-                      ids=[p["b"] for p in pairs]) if pairs else []
+                      ids=list({p["b"] for p in pairs})) if pairs else []
+    olds = {r["id"]: fact(r) for r in rows}
     verdicts = []
-    for r in rows:
-        old = fact(r)
-        verdict = lifecycle.judge(old, new, policy)
-        if verdict is None:
-            continue
-        if verdict.action == "supersede":
-            if not supersede(conn, tenant_id=tenant_id, agent_id=agent_id, older_id=UUID(old.id),
-                             newer_id=memory_id, reason=verdict.reason, actor=actor, policy=policy, now=now):
+    for mid, draft in stateful:
+        new = lifecycle.Fact(str(mid), draft.text, draft.kind, draft.tier, draft.confidence, now)
+        for old in (olds[p["b"]] for p in pairs if p["a"] == mid and p["b"] in olds):
+            verdict = lifecycle.judge(old, new, policy)
+            if verdict is None:
                 continue
-        else:
-            add_review(conn, tenant_id=tenant_id, agent_id=agent_id, newer_id=memory_id,
-                       older_id=UUID(old.id), reason=verdict.reason, now=now)
-        verdicts.append(verdict)
+            if verdict.action == "supersede":
+                if not supersede(conn, tenant_id=tenant_id, agent_id=agent_id, older_id=UUID(old.id),
+                                 newer_id=mid, reason=verdict.reason, actor=actor, policy=policy, now=now):
+                    continue
+            else:
+                add_review(conn, tenant_id=tenant_id, agent_id=agent_id, newer_id=mid,
+                           older_id=UUID(old.id), reason=verdict.reason, now=now)
+            verdicts.append(verdict)
     return verdicts
 
 

@@ -181,6 +181,7 @@ def _store_one(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id:
         policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=c.agent_id)
         expires_at = store.expiry(conn, policy, "L1")
         memory_ids: list[UUID] = []
+        written: list[tuple[UUID, memories.Draft]] = []
         for i, (item, vec) in enumerate(zip(c.result.items, vectors, strict=True)):
             source = f"episode:{c.id}" + (f"#m{','.join(map(str, item.messages))}" if item.messages else "")
             dup = store.find_duplicate(conn, tenant_id=tenant_id, agent_id=c.agent_id, text=item.text,
@@ -203,12 +204,14 @@ def _store_one(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id:
                 existing = store.one(conn, "memory_by_source_key", tenant_id=tenant_id,
                                      source_key=f"ep:{c.id}:{i}")
                 mid = existing["id"] if existing else None
-            else:  # a fact it changes is superseded, or the contradiction queued for review
-                governance.check_new(conn, tenant_id=tenant_id, agent_id=c.agent_id, memory_id=mid,
-                                     draft=draft, embedding=vec, policy=policy, actor="ingest")
+            else:
+                written.append((mid, draft))
             if mid is not None:
                 memory_ids.append(mid)
                 outcome.memories_written += 1
+        # a fact a new memory changes is superseded, or the contradiction queued for review
+        governance.check_new(conn, tenant_id=tenant_id, agent_id=c.agent_id, written=written,
+                             policy=policy, actor="ingest")
         r = c.result
         store.run(conn, "finish_episode", tenant_id=tenant_id, episode_id=c.id, memory_ids=memory_ids,
                   reflector=r.reflector, llm_calls=r.llm_calls, tokens_in=r.tokens_in,

@@ -33,10 +33,11 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
     for b in bodies:
         check_text(b.text)
     vectors = res.embedder.embed([b.text for b in bodies])
-    out = []
+    ids: list[UUID] = []
     with tx(request, p) as conn:
         store.ensure_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        written: list[tuple[UUID, memories.Draft]] = []
         for b, vec in zip(bodies, vectors, strict=True):
             key = f"api:{b.idempotency_key}" if b.idempotency_key else f"api:{os.urandom(12).hex()}"
             draft = memories.Draft(
@@ -49,10 +50,13 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
                 existing = store.one(conn, "memory_by_source_key", tenant_id=p.tenant_id, source_key=key)
                 assert existing is not None
                 mid = existing["id"]
-            else:  # a fact it changes is superseded, or the contradiction queued for review
-                governance.check_new(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=mid,
-                                     draft=draft, embedding=vec, policy=policy, actor="api")
-            out.append(store.get_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=mid))
+            else:
+                written.append((mid, draft))
+            ids.append(mid)
+        # a fact a new memory changes is superseded, or the contradiction queued for review
+        governance.check_new(conn, tenant_id=p.tenant_id, agent_id=agent_id, written=written,
+                             policy=policy, actor="api")
+        out = [store.get_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=mid) for mid in ids]
     return out
 
 

@@ -246,8 +246,8 @@ def test_a_sure_contradiction_supersedes_on_write_and_an_unsure_one_is_reviewed(
         with db.tenant_tx(pool, alice) as conn:
             policy = store.policy_for(conn, tenant_id=alice, agent_id=a)
             draft = memories.Draft(text=text, confidence=confidence)
-            return mid, governance.check_new(conn, tenant_id=alice, agent_id=a, memory_id=mid, draft=draft,
-                                             embedding=EMB.embed([text])[0], policy=policy, actor="test")
+            return mid, governance.check_new(conn, tenant_id=alice, agent_id=a, written=[(mid, draft)],
+                                             policy=policy, actor="test")
 
     v311, verdicts = write_checked("The project uses Python 3.11.", 0.95)
     assert [v.action for v in verdicts] == ["supersede"]
