@@ -11,9 +11,10 @@ generates realistic multi-sentence agent episodes deterministically (--seed; abo
 given as user/assistant messages, about one sentence in five chit-chat), then:
 
 1. bare embedder: the offline reflector (in this process) turns every episode into the
-   items a worker would embed; memworker.embeddings.load(Settings().embedding_model).embed
-   runs on those texts in batches of 64 while the stack is idle -> texts/s, and with the
-   items per episode, the episodes/s ceiling of one embedder;
+   items a worker would embed; memworker.embeddings.load(...).embed, with the worker's model
+   and thread count (MEMWORKER_EMBEDDING_THREADS, default 1), runs on those texts in batches
+   of 64 while the stack is idle -> texts/s, and with the items per episode, the episodes/s
+   ceiling of one worker's embedder;
 2. batch path: --episodes minus --single episodes, POSTed to /episodes/batch in chunks of
    --chunk per agent (50), as fast as the API takes them, then waited until stored;
 3. single path: --single episodes POSTed one by one to /episodes, then waited;
@@ -103,7 +104,8 @@ def measure_embedder(items: list[list[str]], sample: int, figures: EmbedderFigur
     from memworker.embeddings import load
     from memworker.settings import Settings
 
-    embedder = load(Settings().embedding_model, EMBED_BATCH)
+    settings = Settings()  # the worker's model and thread count: the ceiling one worker can reach
+    embedder = load(settings.embedding_model, EMBED_BATCH, settings.embedding_threads)
     texts = [t for per in items for t in per][:sample]
     embedder.embed(texts[:EMBED_BATCH])  # warm-up
     started = time.perf_counter()

@@ -3,6 +3,9 @@ agent overrides in agents.policy (agent wins). Unknown or bad fields are rejecte
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,3 +142,35 @@ def _check(name: str, value: Any, default: Any) -> Any:
             raise errors.InvalidInput(f"policy: {name} must be a number between 0 and 1")
         return float(value)
     return value
+
+
+class PolicyCache:
+    """Effective policies by (tenant, agent), kept ttl_s, so recall's hot path spends no
+    round trip on them. A change made through this process is seen at once (forget); one
+    made elsewhere (another API process, the CLI) within ttl_s. Failures are never cached."""
+
+    def __init__(self, ttl_s: float = 10.0, size: int = 100_000) -> None:
+        self.ttl_s = ttl_s
+        self.size = size
+        self._entries: dict[tuple[str, str], tuple[float, Policy]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, tenant_id: Any, agent_id: str, load: Callable[[], Policy]) -> Policy:
+        key = (str(tenant_id), agent_id)
+        now = time.monotonic()
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry and entry[0] > now:
+            return entry[1]
+        policy = load()
+        with self._lock:
+            if len(self._entries) >= self.size:
+                self._entries.clear()
+            self._entries[key] = (now + self.ttl_s, policy)
+        return policy
+
+    def forget(self, tenant_id: Any, agent_id: str | None = None) -> None:
+        """Drop one agent's entry, or (agent_id None) every entry of the tenant."""
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == str(tenant_id) and agent_id in (None, k[1])]:
+                del self._entries[key]

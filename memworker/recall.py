@@ -8,9 +8,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import psycopg_pool
 from psycopg.types.json import Jsonb
 
-from memworker import errors, store, tokens
+from memworker import db, errors, store, tokens
 from memworker.embeddings import CachedQueryEmbedder
 from memworker.memories import KINDS, TIERS
 from memworker.policy import Policy
@@ -42,13 +43,26 @@ class Query:
 
 def recall(conn: Any, embedder: CachedQueryEmbedder, *, tenant_id: UUID, agent_id: str, query: Query,
            policy: Policy, bump: bool = True) -> list[dict[str, Any]]:
-    """The agent's top-k live memories for the query, best first, with their signals."""
+    """The agent's top-k live memories for the query, best first, with their signals, inside
+    the caller's transaction."""
+    rows = store.all_(conn, "recall", **_params(embedder, tenant_id, agent_id, query, policy, bump))
+    return _hits(rows, query.explain)
+
+
+def serve(pool: psycopg_pool.ConnectionPool, embedder: CachedQueryEmbedder, *, tenant_id: UUID,
+          agent_id: str, query: Query, policy: Policy) -> list[dict[str, Any]]:
+    """recall() as the API serves it: its own transaction in one round trip (db.one_trip)."""
+    rows = db.one_trip(pool, tenant_id, store.Q["recall"],
+                       _params(embedder, tenant_id, agent_id, query, policy, True))
+    return _hits(rows, query.explain)
+
+
+def _params(embedder: CachedQueryEmbedder, tenant_id: UUID, agent_id: str, query: Query, policy: Policy,
+            bump: bool) -> dict[str, Any]:
     query.validate()
-    terms = sorted(set(tokens.tokenize(query.text)))
-    qvec = embedder.embed_one(query.text)
-    rows = store.all_(
-        conn, "recall", tenant_id=tenant_id, agent_id=agent_id, terms=terms, qvec=qvec,
-        tiers=list(query.tiers or policy.recall_tiers),
+    return dict(
+        tenant_id=tenant_id, agent_id=agent_id, terms=sorted(set(tokens.tokenize(query.text))),
+        qvec=embedder.embed_one(query.text), tiers=list(query.tiers or policy.recall_tiers),
         kinds=list(query.kinds) if query.kinds else None, since=query.since, until=query.until,
         metadata=Jsonb(query.metadata) if query.metadata else None,
         hide_flagged=policy.hold_back_flagged, candidates=max(policy.recall_candidates, query.k),
@@ -56,6 +70,9 @@ def recall(conn: Any, embedder: CachedQueryEmbedder, *, tenant_id: UUID, agent_i
         w_vector=policy.recall_vector_weight, w_prior=policy.recall_prior_weight,
         k=query.k, bump=bump,
     )
+
+
+def _hits(rows: list[dict[str, Any]], explain: bool) -> list[dict[str, Any]]:
     hits = []
     for r in rows:
         hit: dict[str, Any] = {
@@ -64,7 +81,7 @@ def recall(conn: Any, embedder: CachedQueryEmbedder, *, tenant_id: UUID, agent_i
             "created_at": r["created_at"].isoformat(), "provenance": r["provenance"],
             "flags": r["flags"], "trust": r["trust"],
         }
-        if query.explain:
+        if explain:
             hit["signals"] = {
                 "bm25": float(r["bm25"]), "vector": float(r["vector"]), "fused": float(r["fused"]),
                 "salience": float(r["salience"]), "access": int(r["access_count"]),

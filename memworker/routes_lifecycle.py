@@ -110,7 +110,9 @@ def put_agent_policy(agent_id: AgentId, request: Request, body: dict[str, Any] =
     422 naming the field, and nothing changes."""
     p.require("admin", agent_id)
     with tx(request, p) as conn:
-        return governance.put_policy(conn, tenant_id=p.tenant_id, agent_id=agent_id, overrides=body)
+        out = governance.put_policy(conn, tenant_id=p.tenant_id, agent_id=agent_id, overrides=body)
+    resources(request).policies.forget(p.tenant_id, agent_id)
+    return out
 
 
 @router.get("/v1/policy")
@@ -128,7 +130,9 @@ def put_tenant_policy(request: Request, body: dict[str, Any] = Body(...),
     if p.agent_ids is not None:
         raise errors.Forbidden("a key limited to some agents cannot change the tenant's defaults")
     with tx(request, p) as conn:
-        return governance.put_policy(conn, tenant_id=p.tenant_id, agent_id=None, overrides=body)
+        out = governance.put_policy(conn, tenant_id=p.tenant_id, agent_id=None, overrides=body)
+    resources(request).policies.forget(p.tenant_id)
+    return out
 
 
 @router.post("/v1/agents/{agent_id}/retention/run")

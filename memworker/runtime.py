@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg_pool
 
 from memworker import db, embeddings, errors, reflection
+from memworker.policy import PolicyCache
 from memworker.settings import Settings
 
 STACK_FILE = "stack.json"
@@ -56,6 +57,7 @@ class Resources:
     embedder: embeddings.Embedder
     query_embedder: embeddings.CachedQueryEmbedder
     reflector: reflection.Reflector
+    policies: PolicyCache = field(default_factory=PolicyCache)
 
     def close(self) -> None:
         self.pool.close()

@@ -117,15 +117,12 @@ def test_instruction_like_memories_are_flagged_and_can_be_held_back(api: str, st
     assert poisoned["flags"] == ["instruction"] and poisoned["trust"] == "api"
     hits = c.recall("guard", "refund", k=5)["memories"]
     assert {tuple(h["flags"]) for h in hits} == {("instruction",), ()}
-    with psycopg.connect(stack["owner_url"]) as conn:
-        conn.execute("UPDATE memworker.tenants SET policy = policy || '{\"hold_back_flagged\": true}' WHERE id = %s",
-                     (tenants["bob"]["id"],))
+    c.set_policy({"hold_back_flagged": True})  # through the API: recall's policy cache sees it at once
     try:
         hits = c.recall("guard", "refund", k=5)["memories"]
         assert [h["flags"] for h in hits] == [[]]
     finally:
-        with psycopg.connect(stack["owner_url"]) as conn:
-            conn.execute("UPDATE memworker.tenants SET policy = '{}' WHERE id = %s", (tenants["bob"]["id"],))
+        c.set_policy({})
 
 
 def test_pii_is_redacted_before_storage_when_the_policy_says_so(api: str, stack: dict[str, Any],
