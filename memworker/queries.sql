@@ -177,17 +177,6 @@ UNION ALL
  ORDER BY embedding <=> %(embedding)s LIMIT 1)
 ORDER BY similarity DESC LIMIT 1;
 
--- name: strengthen_memory
--- A duplicate seen again: more salient, more confident, one more source.
-UPDATE memories
-SET salience = least(1.0, salience + 0.05),
-    confidence = least(1.0, greatest(confidence, %(confidence)s) + 0.05),
-    provenance = CASE WHEN %(source)s = ANY(provenance) THEN provenance
-                      ELSE provenance || %(source)s::text END,
-    updated_at = now()
-WHERE tenant_id = %(tenant_id)s AND id = %(memory_id)s
-RETURNING id;
-
 -- name: get_memory
 SELECT * FROM memories WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(memory_id)s;
 

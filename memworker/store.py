@@ -131,14 +131,6 @@ def find_duplicate(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, 
     return None
 
 
-def strengthen(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID,
-               confidence: float, source: str) -> None:
-    one(conn, "strengthen_memory", tenant_id=tenant_id, memory_id=memory_id,
-        confidence=confidence, source=source)
-    event(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id,
-          event="strengthened", reason=source.split("#")[0])
-
-
 def get_memory(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> memories.Memory:
     """Raises NotFound (also for another tenant's or agent's id)."""
     row = one(conn, "get_memory", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
