@@ -27,7 +27,7 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from memworker import errors, hooks, ingest, plans, sessions, store, working
+from memworker import consolidation, errors, hooks, ingest, plans, sessions, store, working
 
 FORMAT = "memworker.session-archive"
 FORMAT_VERSION = 1
@@ -139,7 +139,7 @@ def archive(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str) -> tu
     store.run(conn, "context_calls_delete", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     store.run(conn, "session_archived", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id,
               version=version)
-    store.run(conn, "session_ended", tenant_id=tenant_id, agent_id=agent_id)  # sleep's session gate (issue 5)
+    consolidation.session_ended(conn, tenant_id=tenant_id, agent_id=agent_id)  # sleep's session gate
     out = listing(saved)
     deliveries = hooks.emit(conn, tenant_id=tenant_id, agent_id=agent_id, event="archive", session_id=session_id,
                             data={k: out[k] for k in ("version", "bytes", "counts", "distill_episode_id")})
