@@ -198,8 +198,9 @@ def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
 
     problems = []
     try:
-        emb = embeddings.load(settings.embedding_model, settings.embedding_batch_size)
-        print(f"ok    embedding model {settings.embedding_model} (dim {emb.dim})")
+        emb = embeddings.for_settings(settings)
+        print(f"ok    embedding model {settings.embedding_model} (dim {emb.dim}, "
+              f"backend {settings.embedding_backend})")
     except errors.MemworkerError as exc:
         problems.append(str(exc))
     try:

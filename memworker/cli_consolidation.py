@@ -115,7 +115,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
                 conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(tid),))
                 store.require_agent(conn, tenant_id=tid, agent_id=args.agent)
                 run_id = consolidation.request_run(conn, tenant_id=tid, agent_id=args.agent, trigger="cli")
-            embedder = embeddings.load(settings.embedding_model, settings.embedding_batch_size)
+            embedder = embeddings.for_settings(settings)
             client = (llm.OpenAICompatible(settings.llm_base_url, settings.llm_model, settings.llm_api_key,
                                            settings.llm_timeout_s) if settings.llm_base_url else None)
             report = consolidation.run_pass(pool, embedder, client, settings, tenant_id=tid,

@@ -1,15 +1,18 @@
-"""Embedder protocol and the sentence-transformers implementation (offline, bundled model)."""
+"""Embedder protocol, the sentence-transformers (torch) implementation, and load(), which picks
+the backend (torch, or onnx in memworker.onnx_embedder; offline, bundled model)."""
 from __future__ import annotations
 
 import logging
 import os
 import threading
 from collections import OrderedDict
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
 from memworker import errors
+from memworker.settings import EMBEDDING_BACKENDS, Settings
 
 logger = logging.getLogger(__name__)
 
@@ -90,26 +93,46 @@ def check_dimension(embedder: Embedder) -> None:
         )
 
 
-_shared: dict[tuple[str, int], SentenceTransformerEmbedder] = {}
+_shared: dict[tuple[Any, ...], Embedder] = {}
 _shared_lock = threading.Lock()
 
 
-def load(model_path: str, batch_size: int = 64, threads: int | None = None) -> SentenceTransformerEmbedder:
-    """The process's one model instance per path (loading takes seconds and ~100 MB).
+def load(model_path: str, batch_size: int = 64, threads: int | None = None, *,
+         backend: str | None = None, cache_dir: Path | None = None) -> Embedder:
+    """The process's one model instance per path and backend (loading takes seconds and ~100 MB).
 
-    threads sets torch's intra-op threads for this process. One per process is the measured
-    choice when the API, workers and Postgres share a few cores: under contention one short
-    query embedded in 17.7 ms p50 with 1 thread against 48.8 ms with 2 (bench/results/
-    recall_latency.md), and a sleep pass's embeddings in 47 ms against 220 ms."""
-    if threads:
+    threads sets the embedder's intra-op threads for this process (torch's, or the ONNX
+    session's). One per process is the measured choice when the API, workers and Postgres
+    share a few cores: under contention one short query embedded in 17.7 ms p50 with 1 torch
+    thread against 48.8 ms with 2 (bench/results/recall_latency.md), and a sleep pass's
+    embeddings in 47 ms against 220 ms. backend: "torch" or "onnx" (None: the Settings
+    default); onnx exports the model once into cache_dir (docs/embeddings.md) and does not
+    import torch once the export is cached."""
+    backend = backend or Settings.embedding_backend
+    if backend not in EMBEDDING_BACKENDS:
+        raise errors.ConfigError(f"MEMWORKER_EMBEDDING_BACKEND must be one of {', '.join(EMBEDDING_BACKENDS)}")
+    if threads and backend == "torch":
         import torch
 
         torch.set_num_threads(threads)
     with _shared_lock:
-        key = (model_path, batch_size)
+        # an ONNX session's threads are its own (torch's are the process's): they are part of the key
+        key = (model_path, batch_size, backend) + ((threads, cache_dir) if backend == "onnx" else ())
         if key not in _shared:
-            emb = SentenceTransformerEmbedder(model_path, batch_size=batch_size)
+            emb: Embedder
+            if backend == "onnx":
+                from memworker.onnx_embedder import OnnxEmbedder
+
+                emb = OnnxEmbedder(model_path, batch_size=batch_size, threads=threads, cache_dir=cache_dir)
+            else:
+                emb = SentenceTransformerEmbedder(model_path, batch_size=batch_size)
             check_dimension(emb)
             _shared[key] = emb
-            logger.info("loaded embedding model %s (dim %d)", model_path, emb.dim)
+            logger.info("loaded embedding model %s (dim %d, backend %s)", model_path, emb.dim, backend)
         return _shared[key]
+
+
+def for_settings(settings: Settings) -> Embedder:
+    """load() with every MEMWORKER_EMBEDDING_* setting: the embedder a process of these settings uses."""
+    return load(settings.embedding_model, settings.embedding_batch_size, settings.embedding_threads,
+                backend=settings.embedding_backend, cache_dir=settings.embedding_cache_dir)

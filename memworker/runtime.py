@@ -71,8 +71,7 @@ def build(settings: Settings, *, embedder: embeddings.Embedder | None = None) ->
     assert settings.database_url, "resolve() the settings first"
     pool = db.open_pool(settings.database_url, min_size=settings.db_pool_min,
                         max_size=settings.db_pool_max, timeout_s=settings.db_pool_timeout_s)
-    emb = embedder or embeddings.load(settings.embedding_model, settings.embedding_batch_size,
-                                      settings.embedding_threads)
+    emb = embedder or embeddings.for_settings(settings)
     return Resources(settings, pool, emb, embeddings.CachedQueryEmbedder(emb),
                      reflection.build(settings.llm_base_url, settings.llm_model,
                                       settings.llm_api_key, settings.llm_timeout_s))

@@ -10,6 +10,7 @@ from typing import Any
 from memworker import errors
 
 PREFIX = "MEMWORKER_"
+EMBEDDING_BACKENDS = ("torch", "onnx")  # docs/embeddings.md
 
 
 def _default_model_path() -> str:
@@ -30,7 +31,9 @@ class Settings:
     data_dir: Path = Path(".memworker")
     embedding_model: str = field(default_factory=_default_model_path)
     embedding_batch_size: int = 64
-    embedding_threads: int = 1  # torch threads per process; processes, not threads, use the cores
+    embedding_threads: int = 1  # embedder threads per process; processes, not threads, use the cores
+    embedding_backend: str = "onnx"  # or "torch"; same vectors, onnx measured faster (docs/embeddings.md)
+    embedding_cache_dir: Path | None = None  # where the ONNX export is cached; None: ~/.cache/memworker
     llm_base_url: str | None = None  # OpenAI-compatible; None: the offline reflector
     llm_model: str = "gpt-4o-mini"
     llm_api_key: str | None = field(default=None, repr=False)
@@ -102,6 +105,8 @@ class Settings:
                 raise errors.ConfigError(f"{PREFIX}{name.upper()} must start with postgresql://")
         if self.redis_url and not self.redis_url.startswith(("redis://", "rediss://")):
             raise errors.ConfigError(f"{PREFIX}REDIS_URL must start with redis://")
+        if self.embedding_backend not in EMBEDDING_BACKENDS:
+            raise errors.ConfigError(f"{PREFIX}EMBEDDING_BACKEND must be one of {', '.join(EMBEDDING_BACKENDS)}")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise errors.ConfigError(f"{PREFIX}LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR")
 
@@ -145,6 +150,7 @@ def describe() -> list[tuple[str, str]]:
             default = None
         if default is None:
             default = {"database_url": "(embedded)", "admin_database_url": "(DATABASE_URL)",
-                       "redis_url": "(embedded)", "llm_base_url": "(offline reflector)"}.get(f.name, "(unset)")
+                       "redis_url": "(embedded)", "llm_base_url": "(offline reflector)",
+                       "embedding_cache_dir": "(~/.cache/memworker)"}.get(f.name, "(unset)")
         rows.append((PREFIX + f.name.upper(), str(default)))
     return rows
