@@ -11,9 +11,9 @@ generates realistic multi-sentence agent episodes deterministically (--seed; abo
 given as user/assistant messages, about one sentence in five chit-chat), then:
 
 1. bare embedder: the offline reflector (in this process) turns every episode into the
-   items a worker would embed; memworker.embeddings.load(...).embed, with the worker's model
-   and thread count (MEMWORKER_EMBEDDING_THREADS, default 1), runs on those texts in batches
-   of 64 while the stack is idle -> texts/s, and with the items per episode, the episodes/s
+   items a worker would embed; memworker.embeddings.for_settings(Settings()).embed, the
+   worker's embedder (the same model, backend, batch size and thread count), runs on those
+   texts in batches of 64 while the stack is idle -> texts/s, and with the items per episode, the episodes/s
    ceiling of one worker's embedder;
 2. batch path: --episodes minus --single episodes, POSTed to /episodes/batch in chunks of
    --chunk per agent (50), as fast as the API takes them, then waited until stored;
@@ -101,11 +101,11 @@ def reflected_texts(work: list[Work]) -> list[list[str]]:
 
 def measure_embedder(items: list[list[str]], sample: int, figures: EmbedderFigures | None = None) -> EmbedderFigures:
     """Texts/s of the bare embedder on the reflected texts, batches of 64 (added to figures)."""
-    from memworker.embeddings import load
+    from memworker.embeddings import for_settings
     from memworker.settings import Settings
 
-    settings = Settings()  # the worker's model and thread count: the ceiling one worker can reach
-    embedder = load(settings.embedding_model, EMBED_BATCH, settings.embedding_threads)
+    # the worker's model, backend, batch size and thread count: the ceiling one worker can reach
+    embedder = for_settings(Settings())
     texts = [t for per in items for t in per][:sample]
     embedder.embed(texts[:EMBED_BATCH])  # warm-up
     started = time.perf_counter()
