@@ -76,18 +76,22 @@ class _Busy(Exception):
 
 def sweep_agent(pool: psycopg_pool.ConnectionPool, *, tenant_id: UUID, agent_id: str,
                 now: datetime | None = None, run_key: str | None = None, trigger: str = "api",
-                lock_wait_s: float = 5.0) -> Report:
+                lock_wait_s: float = 5.0, resume: bool = False) -> Report:
     """Run one retention sweep of the agent at clock `now` (default: the database's).
 
     A run_key already used (a beat window fired twice) does nothing: status 'duplicate'.
-    Raises NotFound for an unknown agent."""
+    With resume (the task was redelivered: its worker died mid-sweep) a run of that key
+    still 'running' is taken over and swept again; every batch is idempotent, so the
+    batches the dead worker committed are simply found done. Raises NotFound for an
+    unknown agent."""
     started = time.perf_counter()
     report = Report(agent_id)
     with db.tenant_tx(pool, tenant_id) as conn:
         store.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
         report.clock = now = now or governance.clock(conn)
         row = store.one(conn, "retention_start", tenant_id=tenant_id, agent_id=agent_id,
-                        run_key=run_key or f"{trigger}:{uuid.uuid4()}", trigger=trigger, now=now)
+                        run_key=run_key or f"{trigger}:{uuid.uuid4()}", trigger=trigger, now=now,
+                        resume=resume)
         if row is None:
             report.status = "duplicate"
             return report

@@ -23,6 +23,10 @@ SLEEP_SWEEP_EVERY_S = 60.0  # the consolidation sweep: cheap, and a no-op for di
 RETENTION_EVERY_S = 3600.0  # the retention tick: one sweep per agent per hour (issue 6)
 WEBHOOK_SWEEP_EVERY_S = 30.0  # re-send webhook deliveries whose message was lost (issue 7)
 RUMINATION_AT = crontab(hour=0, minute=30)  # daily, over the day before (UTC; issue 7)
+# A pool child loads the embedding model before it reports up (_init_process); Celery's 4 s
+# default kills a slower one and forks another, forever, so a worker whose child died
+# (OOM killer, SIGKILL) never worked again. Loading takes ~15 s on a busy 2-core box.
+CHILD_INIT_TIMEOUT_S = 120.0
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -35,6 +39,7 @@ def make_celery(settings: Settings) -> Celery:
         task_acks_late=True,  # ack after the work: a killed worker's message is delivered again
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
+        worker_proc_alive_timeout=CHILD_INIT_TIMEOUT_S,
         # Unacked messages come back after this long; it must exceed the longest task, and
         # the reconciler's lease covers anything Redis itself loses.
         broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},

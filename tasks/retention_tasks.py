@@ -7,6 +7,8 @@ from datetime import datetime, timezone
 from typing import Any
 from uuid import UUID
 
+from celery import Task
+
 from memworker import retention, runtime
 from tasks.celery_app import MAINTENANCE, RETENTION_EVERY_S, app, settings_of
 
@@ -32,11 +34,13 @@ def retention_tick(window: str | None = None) -> int:
     return len(agents)
 
 
-@app.task(name="memworker.retention_sweep", queue=MAINTENANCE, acks_late=True)
-def retention_sweep(tenant_id: str, agent_id: str, window: str) -> dict[str, Any]:
-    """One agent's sweep, judged at the window's clock."""
+@app.task(name="memworker.retention_sweep", queue=MAINTENANCE, acks_late=True, bind=True)
+def retention_sweep(self: Task, tenant_id: str, agent_id: str, window: str) -> dict[str, Any]:
+    """One agent's sweep, judged at the window's clock. A redelivered message (its worker
+    died mid-sweep) resumes the window's run instead of finding it taken."""
     res = runtime.for_process(settings_of(app))
     when = datetime.fromisoformat(window)
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     report = retention.sweep_agent(res.pool, tenant_id=UUID(tenant_id), agent_id=agent_id, now=when,
-                                   run_key=f"beat:{when.isoformat()}", trigger="beat")
+                                   run_key=f"beat:{when.isoformat()}", trigger="beat", resume=redelivered)
     return {"status": report.status, "changed": report.changed, "run_id": report.run_id}

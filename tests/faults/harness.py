@@ -61,6 +61,7 @@ class FaultStack:
                                  rate_key_burst=100_000, rate_tenant_per_s=10_000, rate_tenant_burst=100_000)
         self.tenants: dict[str, dict[str, Any]] = {}
         self.workers: list[subprocess.Popen[bytes]] = []
+        self.worker_argv: list[list[str]] = []
         self.api: subprocess.Popen[bytes] | None = None
         self.beat: subprocess.Popen[bytes] | None = None
 
@@ -93,12 +94,23 @@ class FaultStack:
             time.sleep(0.3)
         raise AssertionError("fault stack API did not start")
 
-    def start_workers(self, n: int, concurrency: int = 1) -> None:
+    def start_workers(self, n: int, concurrency: int = 1, queues: str = "ingest,maintenance") -> None:
         for _ in range(n):
             i = len(self.workers)
-            self.workers.append(self._spawn(f"worker{i}", [
-                "celery", "-A", "tasks.celery_app", "worker", "-n", f"fw{i}@%h", "-Q", "ingest,maintenance",
-                "-c", str(concurrency), "--loglevel", "info"]))
+            self.worker_argv.append(["celery", "-A", "tasks.celery_app", "worker", "-n", f"fw{i}@%h", "-Q", queues,
+                                     "-c", str(concurrency), "--loglevel", "info"])
+            self.workers.append(self._spawn(f"worker{i}", self.worker_argv[i]))
+
+    def kill_worker(self, i: int) -> None:
+        """SIGKILL worker i whole (parent and pool children: a lost node); restart_worker brings it back."""
+        try:
+            os.killpg(self.workers[i].pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.workers[i].wait()
+
+    def restart_worker(self, i: int) -> None:
+        self.workers[i] = self._spawn(f"worker{i}", self.worker_argv[i])
 
     def start_beat(self) -> None:
         self.beat = self._spawn("beat", ["celery", "-A", "tasks.celery_app", "beat", "-s",
@@ -112,14 +124,8 @@ class FaultStack:
         if children and rng.random() < 0.5:
             children[0].kill()
             return "child"
-        try:
-            os.killpg(parent.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        parent.wait()
-        self.workers[i] = self._spawn(f"worker{i}", [
-            "celery", "-A", "tasks.celery_app", "worker", "-n", f"fw{i}@%h", "-Q", "ingest,maintenance",
-            "-c", "1", "--loglevel", "info"])
+        self.kill_worker(i)
+        self.restart_worker(i)
         return "worker"
 
     def restart_redis(self, *, lose_data: bool) -> None:
