@@ -72,7 +72,10 @@ def main() -> None:
             "lease (s)": stack.settings.episode_lease_s,
         }
         print()
-        write_report(Path(__file__).parent / "results" / "faults.md", f"Soak: faults while {args.episodes:,} episodes flow", figures)
+        command = "python bench/soak.py" + (f" --episodes {args.episodes}" if args.episodes != 5000 else "")
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        write_report(Path(__file__).parent / "results" / "faults.md",
+                     f"Soak: faults while {args.episodes:,} episodes flow (`{command}`, {when})", figures)
     finally:
         stack.close()
         llm.close()
