@@ -103,7 +103,7 @@ def check_new(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str,
         return []
     now = now or clock(conn)
     order = {mid: i for i, (mid, _) in enumerate(written)}
-    pairs = store.all_(conn, "retention_pairs", tenant_id=tenant_id, agent_id=agent_id,
+    pairs = store.all_(conn, "new_memory_pairs", tenant_id=tenant_id, agent_id=agent_id,
                        ids=[mid for mid, _ in stateful], probe_terms=PROBE_TERMS, now=now)
     # a later memory of the same list is not "older": it gets its own turn as the newer one
     pairs = [p for p in pairs if order.get(p["b"], -1) < order[p["a"]]]
