@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
@@ -16,6 +15,7 @@ from memworker import errors
 
 APP_ROLE = "memworker_app"
 _OPTIONS = "-c search_path=memworker,public"
+_BIND = "SELECT set_config('memworker.tenant_id', %s, true)"
 
 
 def _configure(conn: psycopg.Connection) -> None:
@@ -54,40 +54,21 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection:
 
 
 @contextmanager
-def tenant_tx(pool: psycopg_pool.ConnectionPool, tenant_id: UUID | str) -> Iterator[psycopg.Connection]:
+def tenant_tx(pool: psycopg_pool.ConnectionPool, tenant_id: UUID | str, *,
+              durable: bool = True) -> Iterator[psycopg.Connection]:
     """One transaction bound to one tenant: row-level security sees only its rows.
 
     The setting is transaction-local, so a pooled connection never carries it to the
-    next borrower. Raises Unavailable when Postgres cannot be reached."""
+    next borrower. durable=False commits without waiting for the WAL flush, for hot read
+    paths whose only write is a counter a server crash may lose (recall's access bump).
+    Raises Unavailable when Postgres cannot be reached."""
     with translate():
         with pool.connection() as conn:
             with conn.transaction():
-                conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(tenant_id),))
+                # durable leaves the server's own synchronous_commit alone (it may be remote_apply)
+                conn.execute(_BIND if durable else _BIND + ", set_config('synchronous_commit', 'off', true)",
+                             (str(tenant_id),))
                 yield conn
-
-
-def one_trip(pool: psycopg_pool.ConnectionPool, tenant_id: UUID | str, sql: str,
-             params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run one statement in its own tenant-bound transaction in a single network round trip,
-    and return its rows. BEGIN, the tenant binding, the statement and COMMIT go as one simple
-    query (parameters bound client-side, quoted by psycopg), where tenant_tx costs a round
-    trip for each. The commit does not wait for the WAL flush: this is for hot read paths
-    whose only write is a counter a server crash may lose (recall's access bump)."""
-    with translate():
-        with pool.connection() as conn:
-            conn.autocommit = True  # the statement carries its own BEGIN and COMMIT
-            try:
-                cur = psycopg.ClientCursor(conn, row_factory=dict_row)
-                cur.execute("BEGIN; SELECT set_config('memworker.tenant_id', %(tenant_id_)s, true), "  # type: ignore[arg-type]
-                            "set_config('synchronous_commit', 'off', true); " + sql + "; COMMIT",
-                            {**params, "tenant_id_": str(tenant_id)})
-                cur.nextset()  # past BEGIN
-                cur.nextset()  # past the bindings
-                return cur.fetchall()
-            finally:
-                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                    conn.execute("ROLLBACK")  # the statement failed inside its BEGIN
-                conn.autocommit = False
 
 
 @contextmanager

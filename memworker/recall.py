@@ -1,4 +1,4 @@
-"""Hybrid recall: one query embedding (LRU-cached) and one SQL round trip (queries.sql:
+"""Hybrid recall: one query embedding (LRU-cached) and one SQL statement (queries.sql:
 recall) per call. The plan is an exact per-agent scan for both BM25 and cosine, so every
 agent gets its own true top-k and never another agent's rows; see docs/recall.md."""
 from __future__ import annotations
@@ -51,10 +51,10 @@ def recall(conn: Any, embedder: CachedQueryEmbedder, *, tenant_id: UUID, agent_i
 
 def serve(pool: psycopg_pool.ConnectionPool, embedder: CachedQueryEmbedder, *, tenant_id: UUID,
           agent_id: str, query: Query, policy: Policy) -> list[dict[str, Any]]:
-    """recall() as the API serves it: its own transaction in one round trip (db.one_trip)."""
-    rows = db.one_trip(pool, tenant_id, store.Q["recall"],
-                       _params(embedder, tenant_id, agent_id, query, policy, True))
-    return _hits(rows, query.explain)
+    """recall() as the API serves it: its own transaction, whose commit does not wait for the
+    WAL flush (the only write is the access bump, which a server crash may lose)."""
+    with db.tenant_tx(pool, tenant_id, durable=False) as conn:
+        return recall(conn, embedder, tenant_id=tenant_id, agent_id=agent_id, query=query, policy=policy)
 
 
 def _params(embedder: CachedQueryEmbedder, tenant_id: UUID, agent_id: str, query: Query, policy: Policy,
