@@ -3,6 +3,7 @@ and CJK text as overlapping character bigrams so Chinese and Japanese are search
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from collections import Counter
 from functools import lru_cache
@@ -24,12 +25,17 @@ STOP_WORDS = frozenset(
     "who whom whose when where why how would should could oh ok okay yeah hey hi".split()
 )
 
-_stemmer = snowballstemmer.stemmer("english")
+# A snowball stemmer keeps its working state on the instance, so two threads stemming at once
+# (the API serves requests from a thread pool) corrupt each other: one stemmer per thread.
+_local = threading.local()
 
 
 @lru_cache(maxsize=65_536)
 def _stem(word: str) -> str:
-    return str(_stemmer.stemWord(word))
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        stemmer = _local.stemmer = snowballstemmer.stemmer("english")
+    return str(stemmer.stemWord(word))
 
 
 def tokenize(text: str, *, stem: bool = True) -> list[str]:

@@ -69,3 +69,31 @@ def test_near_duplicates_need_the_same_numbers_and_words() -> None:
     assert memories.says_the_same("The on-call rotation changes every Monday.", "the on-call rotation changes every monday!")
     assert not memories.says_the_same("Ticket 1 was closed by engineer 1.", "Ticket 11 was closed by engineer 11.")
     assert not memories.says_the_same("Alice likes tea", "Bob dislikes strong black coffee a lot")
+
+
+def test_stemming_is_safe_from_many_threads() -> None:
+    # the API tokenizes in a thread pool; a shared snowball stemmer corrupts its state
+    import threading
+
+    import snowballstemmer
+
+    stems = ("connect", "running", "generously", "relational", "hopefulness", "agreement")
+    words = [f"{stem}{'x' * (i % 7)}{chr(97 + i % 26)}{stem}" for i in range(600) for stem in stems]
+    expected = {w: snowballstemmer.stemmer("english").stemWord(w) for w in words}
+    tokens._stem.cache_clear()
+    results: list[dict[str, str]] = []
+    errors: list[BaseException] = []
+
+    def work(offset: int) -> None:
+        try:
+            results.append({w: tokens._stem(w) for w in words[offset:] + words[:offset]})
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i * 450,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert all(r == expected for r in results)
