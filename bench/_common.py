@@ -274,8 +274,11 @@ def command_line() -> str:
 
 
 def write_report(name: str, text: str) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / name
+    """bench/results/NAME, or NAME in $MEMWORKER_BENCH_RESULTS when set (bench/run_all.py sets
+    it so that a combined run leaves the curated per-bench result files alone)."""
+    out = Path(os.environ.get("MEMWORKER_BENCH_RESULTS") or RESULTS)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
     path.write_text(text.rstrip() + "\n")
     return path
 
