@@ -207,7 +207,7 @@ DELETE FROM memories WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
 RETURNING id;
 
 -- name: recall
--- Hybrid recall in one round trip. BM25 (Lucene IDF, k1 = 1.2, b = 0.75) over the agent's
+-- Hybrid recall in one statement. BM25 (Lucene IDF, k1 = 1.2, b = 0.75) over the agent's
 -- live memories, exact cosine top-k over the same rows, both min-max normalised over the
 -- union of candidates and fused by weight, plus seed 000's priors scaled down to break
 -- near-ties. The hits' access counters are bumped in the same statement.
