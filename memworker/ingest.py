@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -104,20 +105,41 @@ def process(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflector: re
             settings: Settings, *, tenant_id: UUID, episode_ids: list[UUID]) -> Outcome:
     """Claim, reflect, embed and store one tenant's episodes, a batch at a time, until every
     named episode is done or claimed by someone else (a message may name more episodes than
-    one batch holds, and nobody else will come for the rest)."""
+    one batch holds, and nobody else will come for the rest).
+
+    While one batch is stored, the next is claimed, reflected and embedded in a second
+    thread: the model (onnxruntime, torch) and the database waits (psycopg) both release the
+    GIL, so embedding overlaps the store's round trips instead of queueing behind them."""
     outcome = Outcome()
     pending = list(episode_ids)
-    while pending:
-        claimed = _process_batch(pool, embedder, reflector, settings, tenant_id, pending, outcome)
-        still = [e for e in pending if e not in claimed]
-        if len(still) == len(pending):
-            break  # the rest are stored, dead, or another worker's claim
-        pending = still
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-ahead") as ahead:
+        batch = _prepare(pool, embedder, reflector, settings, tenant_id, pending, outcome)
+        while batch.claimed:
+            still = [e for e in pending if e not in batch.ids]
+            # no named episode in this batch: the rest are stored, dead, or another worker's claim
+            upcoming = ahead.submit(_prepare, pool, embedder, reflector, settings, tenant_id, still,
+                                    outcome) if still and len(still) < len(pending) else None
+            _store_batch(pool, settings, tenant_id, batch, outcome)
+            if upcoming is None:
+                break
+            pending = still
+            batch = upcoming.result()
     return outcome
 
 
-def _process_batch(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflector: reflection.Reflector,
-                   settings: Settings, tenant_id: UUID, episode_ids: list[UUID], outcome: Outcome) -> set[UUID]:
+@dataclass
+class _Batch:
+    claimed: list[_Claimed]
+    vectors: Any  # one row per reflected item, in claim order; None when embedding failed
+
+    @property
+    def ids(self) -> set[UUID]:
+        return {c.id for c in self.claimed}
+
+
+def _prepare(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflector: reflection.Reflector,
+             settings: Settings, tenant_id: UUID, episode_ids: list[UUID], outcome: Outcome) -> _Batch:
+    """Claim a batch (the named episodes first), reflect and embed it; nothing stored yet."""
     with db.tenant_tx(pool, tenant_id) as conn:
         rows = store.all_(conn, "claim_episodes", tenant_id=tenant_id, ids=episode_ids,
                           lease_s=settings.episode_lease_s, limit=settings.ingest_batch_max,
@@ -152,10 +174,15 @@ def _process_batch(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflec
         for c in claimed:
             c.error = c.error or f"embedding failed: {type(exc).__name__}: {exc}"
         vectors = None
+    return _Batch(claimed, vectors)
+
+
+def _store_batch(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID, batch: _Batch,
+                 outcome: Outcome) -> None:
     offset = 0
-    for c in claimed:
+    for c in batch.claimed:
         n = len(c.result.items) if c.result else 0
-        mine = vectors[offset:offset + n] if vectors is not None else None
+        mine = batch.vectors[offset:offset + n] if batch.vectors is not None else None
         offset += n
         if c.error is None and mine is not None:
             try:
@@ -167,7 +194,6 @@ def _process_batch(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflec
                 logger.exception("storing episode %s failed", c.id)
                 c.error = f"store failed: {type(exc).__name__}: {exc}"
         _fail(pool, settings, tenant_id, c, outcome)
-    return {c.id for c in claimed}
 
 
 def _store_one(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID,
