@@ -24,6 +24,11 @@ from memworker.settings import Settings
 
 logger = logging.getLogger(__name__)
 
+# Batches of a tenant's backlog one task takes beyond the episodes its message names: enough to
+# keep the embedding overlapped with storing, few enough that other tenants' messages do not
+# wait long behind it (4 x ingest_batch_max episodes, a few seconds of work).
+EXTRA_BATCHES = 4
+
 
 @dataclass(frozen=True)
 class EpisodeIn:
@@ -112,13 +117,21 @@ def process(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflector: re
     GIL, so embedding overlaps the store's round trips instead of queueing behind them."""
     outcome = Outcome()
     pending = list(episode_ids)
+    extra = EXTRA_BATCHES
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-ahead") as ahead:
         batch = _prepare(pool, embedder, reflector, settings, tenant_id, pending, outcome)
         while batch.claimed:
             still = [e for e in pending if e not in batch.ids]
-            # no named episode in this batch: the rest are stored, dead, or another worker's claim
+            if still and len(still) < len(pending):
+                go_on = True
+            else:
+                # the named ones are done, or the rest are dead or another worker's claim; a full
+                # batch says the tenant has a backlog, and its messages would find these claimed
+                # anyway: take a few more batches while the pipeline is warm
+                go_on = len(batch.claimed) >= settings.ingest_batch_max and extra > 0
+                extra -= 1
             upcoming = ahead.submit(_prepare, pool, embedder, reflector, settings, tenant_id, still,
-                                    outcome) if still and len(still) < len(pending) else None
+                                    outcome) if go_on else None
             _store_batch(pool, settings, tenant_id, batch, outcome)
             if upcoming is None:
                 break
