@@ -122,11 +122,7 @@ def main() -> None:
     load_before = loadavg()
     stack = FaultStack(lease_s=60, max_attempts=MAX_ATTEMPTS)  # offline reflector: huge costs real CPU
     try:
-        for name in ("alice", "bob", "charlie"):
-            stack.add_tenant(name)
-        stack.start_api()
-        stack.start_workers(2)
-        stack.start_beat()
+        stack.start_fleet()
         with psycopg.connect(stack.owner_url) as conn:
             conn.execute(POISON_SQL)
         client = HistoryClient(stack.api_url, stack.tenants, timeout_s=30)

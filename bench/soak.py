@@ -30,11 +30,7 @@ def main() -> None:
     rng = random.Random(11)
     figures: dict[str, object] = {}
     try:
-        for name in ("alice", "bob", "charlie"):
-            stack.add_tenant(name)
-        stack.start_api()
-        stack.start_workers(2)
-        stack.start_beat()
+        stack.start_fleet()
 
         client = HistoryClient(stack.api_url, stack.tenants)
         flow = threading.Thread(target=client.run, args=(args.episodes,), kwargs={"seed": 1, "agents": 50})

@@ -112,6 +112,14 @@ class FaultStack:
     def restart_worker(self, i: int) -> None:
         self.workers[i] = self._spawn(f"worker{i}", self.worker_argv[i])
 
+    def start_fleet(self, workers: int = 2) -> None:
+        """The usual fault stack: tenants alice, bob and charlie, the API, workers and beat."""
+        for name in ("alice", "bob", "charlie"):
+            self.add_tenant(name)
+        self.start_api()
+        self.start_workers(workers)
+        self.start_beat()
+
     def start_beat(self) -> None:
         self.beat = self._spawn("beat", ["celery", "-A", "tasks.celery_app", "beat", "-s",
                                          str(self.dir / "beat-schedule"), "--loglevel", "info"])

@@ -31,11 +31,7 @@ def llm() -> Iterator[FakeLLM]:
 def fault_stack(llm: FakeLLM) -> Iterator[FaultStack]:
     stack = FaultStack(lease_s=5, max_attempts=5, llm_url=llm.url)
     try:
-        for name in ("alice", "bob", "charlie"):
-            stack.add_tenant(name)
-        stack.start_api()
-        stack.start_workers(2)
-        stack.start_beat()
+        stack.start_fleet()
         yield stack
     finally:
         stack.close()
