@@ -8,7 +8,6 @@ import random
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
