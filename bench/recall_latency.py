@@ -30,6 +30,12 @@ Bare costs, measured in this process while the stack is idle:
       vector given;
   (a') for reference, when it differs from the product's count: (a) with one thread per CPU
       (not the product's setting; shows what the thread count costs on this machine).
+  (a, in turn) and (b, in turn), for reference: (a) and (b) alternating, each embedding
+      followed by the top-10 of its own vector, as one recall needs them. Back to back, each
+      embedding reads the ~40 MB of weights its previous call left in the CPU cache; in a
+      request other work runs in between, and on a shared machine an embedding after a 6 ms
+      pause costs about twice as much (docs/recall.md, "Latency"). These show the bare costs
+      in a request's rhythm; the target is still judged on (a) and (b).
 
 Then recall (k=10) through the API with queries from the same vocabulary, for each count in
 --clients (threads, each with its own Client): every request a different query (the
@@ -258,6 +264,32 @@ def bare_topk_ms(stack: Stack, tenant_id: str, agents: list[str], n: int, seed: 
     return out
 
 
+def bare_pair_ms(stack: Stack, tenant_id: str, agents: list[str], queries: Queries, n: int,
+                 seed: int) -> tuple[list[float], list[float]]:
+    """(a) then (b) in turn, as one recall needs them: a never-seen query embedded by the
+    product's embedder, then the plain top-10 for a random agent with that vector; each step
+    timed. Back to back, (a) reads a model its previous call just read; in turn, as in a
+    request, the other step (and whatever else shares the machine's cache) runs in between."""
+    from memworker import embeddings
+
+    embedder = embeddings.for_settings(product_settings())
+    r = random.Random(seed + 3)
+    tid = uuid.UUID(tenant_id)
+    a_ms, b_ms = [], []
+    with owner_connect(stack) as conn:
+        for i in progress(range(n + 1), desc="(a) then (b), in turn", unit="pair"):
+            t = time.perf_counter()
+            vec = embedder.embed([queries.fresh()])[0]
+            t_a = time.perf_counter()
+            rows = conn.execute(PLAIN_TOPK, (tid, r.choice(agents), vec)).fetchall()
+            t_b = time.perf_counter()
+            assert len(rows) == K
+            if i:  # the first is a warm-up
+                a_ms.append((t_a - t) * 1000)
+                b_ms.append((t_b - t_a) * 1000)
+    return a_ms, b_ms
+
+
 def recall_statement_ms(stack: Stack, tenant_id: str, agents: list[str], queries: Queries,
                         n: int, seed: int) -> list[float]:
     """(c) queries.sql: recall as the app role in a tenant transaction, vector precomputed."""
@@ -375,6 +407,9 @@ def report(args: argparse.Namespace, loaded: Loaded, bare: dict[str, list[float]
                  f"{threads['product']} thread(s), MEMWORKER_EMBEDDING_THREADS)", bare["a"]),
                 ("(b) plain SQL vector top-10, one agent", bare["b"]),
                 ("(c) the recall statement alone (app role, RLS, bump, commit)", bare["c"])]
+    if bare.get("a_paced"):
+        measures += [("(a, in turn) reference only: (a) when each embedding is followed by one (b)", bare["a_paced"]),
+                     ("(b, in turn) reference only: (b) right after each (a)", bare["b_paced"])]
     if bare.get("a_default"):
         measures.append((f"(a') reference only: (a) with {threads['default']} threads, one per CPU "
                          "(not the product's setting)", bare["a_default"]))
@@ -393,6 +428,10 @@ def report(args: argparse.Namespace, loaded: Loaded, bare: dict[str, list[float]
         verdict = "meets" if p50 <= budget else "misses"
         target = (f"Target: server-side p50 (1 client, uncached) <= 2 x (a + b) = 2 x ({a:.2f} + {b:.2f}) = "
                   f"**{budget:.2f} ms**; measured **{p50:.2f} ms**: {verdict} the target.")
+        if bare.get("a_paced"):
+            a_in, b_in = percentile(bare["a_paced"], 50), percentile(bare["b_paced"], 50)
+            target += (f" For reference, with the bare costs taken in turn: 2 x ({a_in:.2f} + {b_in:.2f}) = "
+                       f"{2 * (a_in + b_in):.2f} ms; the measured p50 is {p50 / (a_in + b_in):.2f} x their sum.")
     rate = loaded.memories / loaded.seconds if loaded.seconds else float("nan")
     return "\n".join([
         "# Recall latency",
@@ -475,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
             bare["a_default"] = bare_embedding_ms(queries, args.bare, threads=threads["default"])
         bare["b"] = bare_topk_ms(stack, tenant_id, agents, args.bare, args.seed)
         bare["c"] = recall_statement_ms(stack, tenant_id, agents, queries, args.bare, args.seed)
+        bare["a_paced"], bare["b_paced"] = bare_pair_ms(stack, tenant_id, agents, queries, args.bare, args.seed)
         print(f"bare: (a) {percentile(bare['a'], 50):.2f} ms ({backend}, {threads['product']} thread(s)), "
               f"(b) {percentile(bare['b'], 50):.2f} ms, (c) {percentile(bare['c'], 50):.2f} ms (p50)", flush=True)
 

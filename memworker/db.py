@@ -1,6 +1,8 @@
 """Connection pools, the per-transaction tenant binding, and psycopg error translation."""
 from __future__ import annotations
 
+import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
@@ -16,10 +18,27 @@ from memworker import errors
 APP_ROLE = "memworker_app"
 _OPTIONS = "-c search_path=memworker,public"
 _BIND = "SELECT set_config('memworker.tenant_id', %s, true)"
+# A connection back in the pool less than this long ago is lent without a liveness ping.
+TRUST_RECENT_S = 1.0
+_returned_at: weakref.WeakKeyDictionary[psycopg.Connection, float] = weakref.WeakKeyDictionary()
 
 
 def _configure(conn: psycopg.Connection) -> None:
     register_vector(conn)
+
+
+def _check(conn: psycopg.Connection) -> None:
+    """The pool's check on lending a connection: a round trip to the server, except for a
+    connection that finished a transaction within TRUST_RECENT_S. Under steady traffic that
+    spares one round trip per borrow (about 0.2 ms of a 6 ms recall); a server that died in
+    that second costs the one request that finds out a 503, and the pool replaces the
+    connection when it comes back broken."""
+    if time.monotonic() - _returned_at.get(conn, float("-inf")) >= TRUST_RECENT_S:
+        psycopg_pool.ConnectionPool.check_connection(conn)
+
+
+def _returned(conn: psycopg.Connection) -> None:
+    _returned_at[conn] = time.monotonic()
 
 
 def open_pool(url: str, *, min_size: int = 1, max_size: int = 8, timeout_s: float = 5.0,
@@ -28,7 +47,7 @@ def open_pool(url: str, *, min_size: int = 1, max_size: int = 8, timeout_s: floa
     pool = psycopg_pool.ConnectionPool(
         url, min_size=min_size, max_size=max_size, name=name, open=False, timeout=timeout_s,
         kwargs={"options": _OPTIONS, "row_factory": dict_row, "connect_timeout": 5},
-        configure=_configure, check=psycopg_pool.ConnectionPool.check_connection,
+        configure=_configure, check=_check, reset=_returned,
         # The pool retries a lost server with doubling delays; giving up on an attempt after
         # 10 s makes the next request start a fresh one, so recovery after an outage is
         # seconds, not the minutes the doubling would reach.

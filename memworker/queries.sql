@@ -213,6 +213,9 @@ RETURNING id;
 -- near-ties. The hits' access counters are bumped in the same statement.
 -- One pass over the agent's rows computes everything per row (the filters, the distance,
 -- the priors' inputs) into a narrow materialised set; wide columns are read for the k hits.
+-- Each posting carries its term's document frequency (a window, not a second pass) and its
+-- memory's filter verdict, so BM25's candidates need no join back to live. Ties are broken
+-- by id at every cut, never by the rows' physical order.
 WITH live AS MATERIALIZED (
   SELECT m.id, m.doc_len, m.salience, m.access_count, m.created_at,
          (m.tier = ANY(%(tiers)s::text[])
@@ -227,28 +230,24 @@ WITH live AS MATERIALIZED (
     AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
 ), stats AS MATERIALIZED (  -- once, not once per posting row
   SELECT count(*)::float8 AS n, coalesce(avg(doc_len), 0)::float8 AS avgdl FROM live
-), postings AS (
-  SELECT t.term, t.memory_id, t.tf::float8 AS tf, l.doc_len::float8 AS dl
+), postings AS MATERIALIZED (
+  SELECT t.memory_id AS id, t.tf::float8 AS tf, l.doc_len::float8 AS dl, l.wanted,
+         count(*) OVER (PARTITION BY t.term)::float8 AS df
   FROM memory_terms t JOIN live l ON l.id = t.memory_id
   WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = ANY(%(terms)s::text[])
-), df AS (
-  SELECT term, count(*)::float8 AS df FROM postings GROUP BY term
-), bm25 AS (
-  SELECT p.memory_id AS id,
-         sum(ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5))
+), bm25 AS MATERIALIZED (
+  SELECT p.id, bool_or(p.wanted) AS wanted,  -- one verdict per memory: every row of an id has it
+         sum(ln(1 + (s.n - p.df + 0.5) / (p.df + 0.5))
              * p.tf * (1.2 + 1) / (p.tf + 1.2 * (1 - 0.75 + 0.75 * p.dl / s.avgdl))) AS score
-  FROM postings p JOIN df d USING (term) CROSS JOIN stats s
-  GROUP BY p.memory_id
-), by_bm25 AS (
-  SELECT b.id FROM bm25 b JOIN live l ON l.id = b.id WHERE l.wanted
-  ORDER BY b.score DESC LIMIT %(candidates)s
-), by_vector AS (
-  SELECT l.id FROM live l WHERE l.wanted ORDER BY l.distance LIMIT %(candidates)s
+  FROM postings p CROSS JOIN stats s
+  GROUP BY p.id
+), candidates AS (
+  (SELECT id FROM bm25 WHERE wanted ORDER BY score DESC, id LIMIT %(candidates)s)
+  UNION
+  (SELECT id FROM live WHERE wanted ORDER BY distance, id LIMIT %(candidates)s)
 ), signals AS (
   SELECT l.id, l.salience, l.access_count, l.created_at, coalesce(b.score, 0) AS bm25, 1 - l.distance AS vector
-  FROM (SELECT id FROM by_bm25 UNION SELECT id FROM by_vector) c
-  JOIN live l ON l.id = c.id
-  LEFT JOIN bm25 b ON b.id = c.id
+  FROM candidates c JOIN live l ON l.id = c.id LEFT JOIN bm25 b ON b.id = c.id
 ), relevant AS (
   SELECT s.* FROM signals s WHERE s.bm25 > 0 OR s.vector >= %(vector_floor)s
 ), ranges AS (
@@ -271,10 +270,8 @@ WITH live AS MATERIALIZED (
   FROM top WHERE %(bump)s AND m.id = top.id
   RETURNING m.id
 )
-SELECT m.id, m.agent_id, m.text, m.kind, m.tier, m.salience, m.confidence,
-       top.access_count, m.created_at, m.metadata, m.provenance, m.session_id,
-       m.entities, m.topics, m.expires_at, m.flags, m.trust, top.score, top.bm25, top.vector,
-       top.fused, top.prior, top.freshness
+SELECT m.id, m.text, m.kind, m.tier, m.created_at, m.metadata, m.provenance, m.flags, m.trust,
+       top.salience, top.access_count, top.score, top.bm25, top.vector, top.fused, top.prior, top.freshness
 FROM top JOIN memories m ON m.id = top.id
 ORDER BY top.score DESC, top.id;
 
