@@ -25,9 +25,9 @@ Bare costs, measured in this process while the stack is idle:
   (b) one plain SQL vector top-10 for one agent (SELECT id FROM memworker.memories WHERE
       tenant_id = .. AND agent_id = .. ORDER BY embedding <=> q LIMIT 10) over psycopg on
       the owner URL with pgvector's register_vector, one connection, one round trip;
-  (c) for reference: the product's whole recall statement (queries.sql: recall, with the
-      access-count bump, and its commit) as the app role in a tenant transaction, query
-      vector given;
+  (c) for reference: recall as the API serves it once the query is embedded
+      (memworker.recall.serve: the app role's pooled connection, the tenant transaction,
+      queries.sql: recall with the access-count bump, the commit), query vector given;
   (a') for reference, when it differs from the product's count: (a) with one thread per CPU
       (not the product's setting; shows what the thread count costs on this machine).
   (a, in turn) and (b, in turn), for reference: (a) and (b) alternating, each embedding
@@ -290,10 +290,22 @@ def bare_pair_ms(stack: Stack, tenant_id: str, agents: list[str], queries: Queri
     return a_ms, b_ms
 
 
+class GivenVector:
+    """Stands in for the API's query embedder in (c): every query gets the vector set here."""
+
+    def __init__(self) -> None:
+        self.vec: np.ndarray = np.zeros(DIM, dtype=np.float32)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        return self.vec
+
+
 def recall_statement_ms(stack: Stack, tenant_id: str, agents: list[str], queries: Queries,
                         n: int, seed: int) -> list[float]:
-    """(c) queries.sql: recall as the app role in a tenant transaction, vector precomputed."""
-    from memworker import db, recall, store, tokens
+    """(c) memworker.recall.serve as the API calls it (the app role, a pooled connection, the
+    tenant transaction, queries.sql: recall with the access bump, the commit), default policy,
+    with a random query vector given instead of an embedding."""
+    from memworker import db, recall
     from memworker.policy import Policy
 
     app_url = stack.info.get("database_url")
@@ -301,25 +313,20 @@ def recall_statement_ms(stack: Stack, tenant_id: str, agents: list[str], queries
         return []
     rng = np.random.default_rng(seed + 2)
     r = random.Random(seed + 2)
-    policy = Policy()
+    given = GivenVector()
     out = []
-    with db.connect(app_url) as conn:
+    pool = db.open_pool(app_url, min_size=1, max_size=1, name="bench-recall")
+    try:
         for i in progress(range(n + 1), desc="(c) recall statement", unit="q"):
-            text = queries.fresh()
-            q = recall.Query(text, K)
-            params = dict(tenant_id=uuid.UUID(tenant_id), agent_id=r.choice(agents),
-                          terms=sorted(set(tokens.tokenize(text))), qvec=unit_vectors(rng, 1)[0],
-                          tiers=list(policy.recall_tiers), kinds=None, since=None, until=None, metadata=None,
-                          hide_flagged=False, candidates=max(policy.recall_candidates, q.k),
-                          vector_floor=policy.recall_vector_floor, w_bm25=policy.recall_bm25_weight,
-                          w_vector=policy.recall_vector_weight, w_prior=policy.recall_prior_weight,
-                          k=q.k, bump=True)
+            query = recall.Query(queries.fresh(), K)
+            given.vec = unit_vectors(rng, 1)[0]
             t = time.perf_counter()
-            with conn.transaction():
-                conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (tenant_id,))
-                store.all_(conn, "recall", **params)
+            recall.serve(pool, given, tenant_id=uuid.UUID(tenant_id), agent_id=r.choice(agents),  # type: ignore[arg-type]
+                         query=query, policy=Policy())
             if i:  # the first is a warm-up
                 out.append((time.perf_counter() - t) * 1000)
+    finally:
+        pool.close()
     return out
 
 
@@ -406,7 +413,7 @@ def report(args: argparse.Namespace, loaded: Loaded, bare: dict[str, list[float]
     measures = [(f"(a) one query embedding, uncached: the product's embedder ({backend} backend, "
                  f"{threads['product']} thread(s), MEMWORKER_EMBEDDING_THREADS)", bare["a"]),
                 ("(b) plain SQL vector top-10, one agent", bare["b"]),
-                ("(c) the recall statement alone (app role, RLS, bump, commit)", bare["c"])]
+                ("(c) the recall statement alone, as the API runs it (recall.serve: app role, RLS, bump, commit)", bare["c"])]
     if bare.get("a_in_turn"):
         measures += [("(a, in turn) reference only: (a) when each embedding is followed by one (b)", bare["a_in_turn"]),
                      ("(b, in turn) reference only: (b) right after each (a)", bare["b_in_turn"])]
