@@ -94,6 +94,9 @@ def _ingest_headline(md: str) -> str:
 def _recall_headline(md: str) -> str:
     m = re.search(r"Target: .*?= \*\*([\d.,]+) ms\*\*; measured \*\*([\d.,]+) ms\*\*: (\w+)", md)
     parts = [f"1-client uncached server p50 {m.group(2)} ms vs target <= {m.group(1)} ms ({m.group(3)})"] if m else []
+    reps = re.search(r"Met in (\d+) of (\d+); median p50 / target (\d+(?:\.\d+)?)", md)
+    if reps:
+        parts.append(f"target met in {reps.group(1)} of {reps.group(2)} checks (median {reps.group(3)} x)")
     for line in md.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) > 5 and cells[0].endswith("clients, uncached"):
@@ -133,7 +136,7 @@ SECTIONS = [
                             "--overflow", "40", "--overflow-wait", "60", "--embed-sample", "128", "--timeout", "300"),
             result="ingest.md", headline=_ingest_headline),
     Section("recall_latency", "Recall latency", "recall_latency.py",
-            full=("--agents", "1000", "--memories", "1000", "--clients", "1,16,64"),
+            full=("--agents", "1000", "--memories", "1000", "--clients", "1,16,64", "--repeats", "3"),
             quick=("--agents", "20", "--memories", "500", "--clients", "1,16,64", "--requests", "50",
                    "--concurrent-requests", "128", "--bare", "30"),
             result="recall_latency.md", headline=_recall_headline),

@@ -66,6 +66,10 @@ def test_headlines_read_the_benches_tables() -> None:
               "| 16 clients, uncached | 16 | 800 | 0 | 63.6 | 198.60 |\n")
     assert run_all._recall_headline(recall) == ("1-client uncached server p50 18.10 ms vs target <= 13.72 ms "
                                                 "(misses); 16 clients: p50 198.60 ms, 63.6 QPS")
+    repeated = recall + "\nMet in 2 of 3; median p50 / target 1.02.\n"
+    assert run_all._recall_headline(repeated) == ("1-client uncached server p50 18.10 ms vs target <= 13.72 ms "
+                                                  "(misses); target met in 2 of 3 checks (median 1.02 x); "
+                                                  "16 clients: p50 198.60 ms, 63.6 QPS")
     consolidation = ("| workers | passes | total s | passes/s | memories consolidated | memories/s | p50 | p95 |\n"
                      "|---|---|---|---|---|---|---|---|\n| 1 | 1,000 | 77.9 | 12.8 | 20,000 | 256.7 | 70 | 90 |\n"
                      "| 2 | 1,000 | 37.7 | 26.5 | 20,000 | 530.5 | 70 | 90 |\n\n"
