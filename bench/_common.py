@@ -5,6 +5,7 @@
 - tenants through the CLI, owner connections to the stack's database;
 - a deterministic generator of realistic short agent sentences and episodes;
 - percentiles, markdown tables, and the report writer (bench/results/)."""
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +36,16 @@ RESULTS = BENCH / "results"
 # The API's per-key and per-tenant rate limits (MEMWORKER_RATE_*: 50/s per key by default)
 # would turn a throughput benchmark into a measure of the limiter; with raise_limits=True a
 # stack we start runs with them far out of the way. An existing stack keeps its settings.
-RAISED_LIMITS = {"MEMWORKER_RATE_KEY_PER_S": "1000000", "MEMWORKER_RATE_KEY_BURST": "1000000",
-             "MEMWORKER_RATE_TENANT_PER_S": "1000000", "MEMWORKER_RATE_TENANT_BURST": "1000000"}
+RAISED_LIMITS = {
+    "MEMWORKER_RATE_KEY_PER_S": "1000000",
+    "MEMWORKER_RATE_KEY_BURST": "1000000",
+    "MEMWORKER_RATE_TENANT_PER_S": "1000000",
+    "MEMWORKER_RATE_TENANT_BURST": "1000000",
+}
 
 
 # --- the stack --------------------------------------------------------------------------
+
 
 @dataclass
 class Stack:
@@ -58,8 +64,10 @@ class Stack:
 
     def require_owner_url(self) -> str:
         if not self.owner_url:
-            raise SystemExit("this benchmark needs the database owner URL: give --data-dir of the "
-                             "running stack or --admin-database-url")
+            raise SystemExit(
+                "this benchmark needs the database owner URL: give --data-dir of the "
+                "running stack or --admin-database-url"
+            )
         return self.owner_url
 
 
@@ -67,31 +75,55 @@ def add_stack_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("stack (default: start `memworker up` on a temp dir and free ports)")
     g.add_argument("--api-url", help="use this running API instead of starting a stack")
     g.add_argument("--api-key", help="API key for --api-url (default: DATA_DIR/dev-api-key)")
-    g.add_argument("--data-dir", type=Path,
-                   help="data dir of the running stack behind --api-url (for stack.json and the CLI)")
+    g.add_argument(
+        "--data-dir", type=Path, help="data dir of the running stack behind --api-url (for stack.json and the CLI)"
+    )
     g.add_argument("--admin-database-url", help="owner database URL of the stack behind --api-url")
     g.add_argument("--keep", action="store_true", help="keep the temporary data dir (logs) afterwards")
 
 
 def free_port() -> int:
-    from memworker.embedded import free_port as _free_port
+    from memworker.local.embedded import free_port as _free_port
 
     return int(_free_port())
 
 
-def start_stack(workers: int = 1, *, env: dict[str, str] | None = None, timeout: float = 300.0,
-                log: bool = True, raise_limits: bool = False) -> Stack:
+def start_stack(
+    workers: int = 1,
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 300.0,
+    log: bool = True,
+    raise_limits: bool = False,
+) -> Stack:
     """`memworker --data-dir TMP up --port P --flower-port F --workers N`, waited until healthy;
     raise_limits: API rate limits out of the way (RAISED_LIMITS)."""
     temp = Path(tempfile.mkdtemp(prefix="memworker-bench-"))
     data_dir = temp / "data"
-    argv = [sys.executable, "-m", "memworker", "--data-dir", str(data_dir), "up",
-            "--port", str(free_port()), "--flower-port", str(free_port()), "--workers", str(workers)]
+    argv = [
+        sys.executable,
+        "-m",
+        "memworker",
+        "--data-dir",
+        str(data_dir),
+        "up",
+        "--port",
+        str(free_port()),
+        "--flower-port",
+        str(free_port()),
+        "--workers",
+        str(workers),
+    ]
     out = open(temp / "up.log", "wb")  # noqa: SIM115 - lives as long as the child
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env={**os.environ, **(RAISED_LIMITS if raise_limits else {}), **(env or {})},
-                            cwd=ROOT)
+    proc = subprocess.Popen(
+        argv,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(RAISED_LIMITS if raise_limits else {}), **(env or {})},
+        cwd=ROOT,
+    )
     stack = Stack("", "", data_dir, process=proc, temp_dir=temp, workers=workers, raised_limits=raise_limits)
     try:
         _wait_up(stack, timeout)
@@ -100,8 +132,10 @@ def start_stack(workers: int = 1, *, env: dict[str, str] | None = None, timeout:
         raise
     stack.started_s = time.perf_counter() - started
     if log:
-        print(f"memworker up: {stack.api_url} ({workers} worker(s)) in {stack.started_s:.0f}s; "
-              f"data {data_dir}", flush=True)
+        print(
+            f"memworker up: {stack.api_url} ({workers} worker(s)) in {stack.started_s:.0f}s; data {data_dir}",
+            flush=True,
+        )
     return stack
 
 
@@ -110,8 +144,7 @@ def _wait_up(stack: Stack, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if stack.process.poll() is not None:
-            raise RuntimeError(f"memworker up exited with {stack.process.returncode}; "
-                               f"see {stack.temp_dir / 'up.log'}")
+            raise RuntimeError(f"memworker up exited with {stack.process.returncode}; see {stack.temp_dir / 'up.log'}")
         info = _read_stack_file(stack.data_dir)
         key_file = stack.data_dir / "dev-api-key"
         if info and key_file.exists():
@@ -186,8 +219,9 @@ def create_tenant(stack: Stack, name: str) -> tuple[str, str]:
         env["MEMWORKER_DATABASE_URL"] = stack.owner_url
     else:
         raise SystemExit("creating a tenant needs --data-dir or --admin-database-url")
-    out = subprocess.run(argv + ["tenant", "create", name, "--json"], capture_output=True, text=True,
-                         env=env, cwd=ROOT, check=False)
+    out = subprocess.run(
+        argv + ["tenant", "create", name, "--json"], capture_output=True, text=True, env=env, cwd=ROOT, check=False
+    )
     if out.returncode != 0:
         raise RuntimeError(f"memworker tenant create failed: {out.stderr or out.stdout}")
     data = json.loads(out.stdout.strip().splitlines()[-1])
@@ -201,8 +235,12 @@ def owner_connect(stack: Stack, tenant_id: str | None = None, *, autocommit: boo
     from pgvector.psycopg import register_vector
     from psycopg.rows import dict_row
 
-    conn = psycopg.connect(stack.require_owner_url(), autocommit=autocommit, row_factory=dict_row,
-                           options="-c search_path=memworker,public")
+    conn = psycopg.connect(
+        stack.require_owner_url(),
+        autocommit=autocommit,
+        row_factory=dict_row,
+        options="-c search_path=memworker,public",
+    )
     register_vector(conn)
     if tenant_id:
         conn.execute("SELECT set_config('memworker.tenant_id', %s, false)", (tenant_id,))
@@ -210,6 +248,7 @@ def owner_connect(stack: Stack, tenant_id: str | None = None, *, autocommit: boo
 
 
 # --- statistics and reports ------------------------------------------------------------------
+
 
 def percentile(values: Sequence[float], p: float) -> float:
     """Linear-interpolated percentile (p in 0..100), NaN for no values."""
@@ -222,9 +261,14 @@ def percentile(values: Sequence[float], p: float) -> float:
 
 
 def summary(values: Sequence[float]) -> dict[str, float]:
-    return {"n": float(len(values)), "p50": percentile(values, 50), "p95": percentile(values, 95),
-            "p99": percentile(values, 99), "mean": sum(values) / len(values) if values else math.nan,
-            "max": max(values) if values else math.nan}
+    return {
+        "n": float(len(values)),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "p99": percentile(values, 99),
+        "mean": sum(values) / len(values) if values else math.nan,
+        "max": max(values) if values else math.nan,
+    }
 
 
 def fmt(x: float, digits: int = 1) -> str:
@@ -245,10 +289,15 @@ def loadavg() -> str:
 
 
 def git_commit() -> str:
-    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True, check=False)
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    )
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return (out.stdout.strip() or "unknown") + (" (+ uncommitted edits)" if dirty.stdout.strip() else "")
 
 
@@ -258,15 +307,19 @@ def environment_note(load_before: str, command: str, stack: Stack | None = None)
         lines.append(
             f"- stack: `memworker up` started by the benchmark, {stack.workers} worker(s)"
             + (", API rate limits raised out of the way (MEMWORKER_RATE_*=1000000)" if stack.raised_limits else "")
-            if stack.process is not None else "- stack: an existing one (--api-url), with its own settings")
-    return "\n".join([
-        f"- command: `{command}`",
-        *lines,
-        f"- when: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; commit {git_commit()}",
-        f"- machine: {os.cpu_count()} CPUs, {platform.python_implementation()} {platform.python_version()}, "
-        f"load average (1/5/15 min) before {load_before}, after {loadavg()}",
-        "- the machine was shared with other work during the run; treat the figures as noisy",
-    ])
+            if stack.process is not None
+            else "- stack: an existing one (--api-url), with its own settings"
+        )
+    return "\n".join(
+        [
+            f"- command: `{command}`",
+            *lines,
+            f"- when: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}; commit {git_commit()}",
+            f"- machine: {os.cpu_count()} CPUs, {platform.python_implementation()} {platform.python_version()}, "
+            f"load average (1/5/15 min) before {load_before}, after {loadavg()}",
+            "- the machine was shared with other work during the run; treat the figures as noisy",
+        ]
+    )
 
 
 def command_line() -> str:
@@ -285,28 +338,110 @@ def write_report(name: str, text: str) -> Path:
 
 # --- deterministic agent text ------------------------------------------------------------------
 
-_NAMES = ["Alice", "Bruno", "Chen", "Dana", "Elif", "Farid", "Grace", "Hiro", "Ines", "Jonas", "Kofi",
-          "Lena", "Mateo", "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tara", "Uma", "Viktor"]
-_SERVICES = ["billing", "search", "auth", "checkout", "notifications", "ingest", "reporting", "gateway",
-             "scheduler", "inventory", "payments", "analytics"]
-_COMPONENTS = ["connection pool", "Redis cache", "Kafka consumer", "nginx proxy", "cron job", "DNS resolver",
-               "load balancer", "Postgres replica", "S3 bucket policy", "feature flag", "rate limiter",
-               "TLS certificate", "webhook handler", "CI runner"]
-_CAUSES = ["an expired certificate", "a missing environment variable", "a stale cache entry",
-           "a race in the retry loop", "an unbounded query", "a full disk", "a wrong timezone setting",
-           "a dropped index", "a memory leak", "a misconfigured timeout", "a schema drift"]
+_NAMES = [
+    "Alice",
+    "Bruno",
+    "Chen",
+    "Dana",
+    "Elif",
+    "Farid",
+    "Grace",
+    "Hiro",
+    "Ines",
+    "Jonas",
+    "Kofi",
+    "Lena",
+    "Mateo",
+    "Nadia",
+    "Omar",
+    "Priya",
+    "Quinn",
+    "Rosa",
+    "Sven",
+    "Tara",
+    "Uma",
+    "Viktor",
+]
+_SERVICES = [
+    "billing",
+    "search",
+    "auth",
+    "checkout",
+    "notifications",
+    "ingest",
+    "reporting",
+    "gateway",
+    "scheduler",
+    "inventory",
+    "payments",
+    "analytics",
+]
+_COMPONENTS = [
+    "connection pool",
+    "Redis cache",
+    "Kafka consumer",
+    "nginx proxy",
+    "cron job",
+    "DNS resolver",
+    "load balancer",
+    "Postgres replica",
+    "S3 bucket policy",
+    "feature flag",
+    "rate limiter",
+    "TLS certificate",
+    "webhook handler",
+    "CI runner",
+]
+_CAUSES = [
+    "an expired certificate",
+    "a missing environment variable",
+    "a stale cache entry",
+    "a race in the retry loop",
+    "an unbounded query",
+    "a full disk",
+    "a wrong timezone setting",
+    "a dropped index",
+    "a memory leak",
+    "a misconfigured timeout",
+    "a schema drift",
+]
 _PROJECTS = ["Apollo", "Borealis", "Cobalt", "Delta", "Ember", "Falcon", "Granite", "Helix", "Iris", "Juniper"]
 _CHANNELS = ["email", "phone", "Slack", "SMS", "video calls", "the support portal"]
-_TOPICS = ["SSO login", "invoice totals", "data export", "password reset", "API rate limits",
-           "dashboard latency", "refund request", "mobile sync", "webhook retries", "plan upgrade"]
+_TOPICS = [
+    "SSO login",
+    "invoice totals",
+    "data export",
+    "password reset",
+    "API rate limits",
+    "dashboard latency",
+    "refund request",
+    "mobile sync",
+    "webhook retries",
+    "plan upgrade",
+]
 _CITIES = ["Berlin", "Lisbon", "Toronto", "Osaka", "Nairobi", "Austin", "Warsaw", "Dublin", "Seoul", "Lyon"]
 _FOODS = ["ramen", "tapas", "sushi", "vegan curry", "espresso", "green tea", "pizza", "falafel"]
 _DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
-_TOOLS = ["kubectl rollout restart", "terraform apply", "pg_repack", "git bisect", "redis-cli flushdb",
-          "helm upgrade", "pytest -x", "docker compose up"]
-_ACTIONS = ["migrate the queue to Redis streams", "pin the client library", "add a read replica",
-            "roll back the release", "split the monolith job", "enable request tracing",
-            "move the cron to the scheduler", "raise the pool size to 20"]
+_TOOLS = [
+    "kubectl rollout restart",
+    "terraform apply",
+    "pg_repack",
+    "git bisect",
+    "redis-cli flushdb",
+    "helm upgrade",
+    "pytest -x",
+    "docker compose up",
+]
+_ACTIONS = [
+    "migrate the queue to Redis streams",
+    "pin the client library",
+    "add a read replica",
+    "roll back the release",
+    "split the monolith job",
+    "enable request tracing",
+    "move the cron to the scheduler",
+    "raise the pool size to 20",
+]
 
 _TEMPLATES = [
     "The customer {name} prefers {channel} over {channel2} for follow-ups.",
@@ -328,8 +463,15 @@ _TEMPLATES = [
     "The {component} for {service} is shared with the {service2} team.",
     "{name} works from {city} and is usually online until {hour}:00.",
 ]
-_CHITCHAT = ["Thanks, that sounds good!", "Hi there!", "Great, thank you.", "Okay, got it.",
-             "No problem.", "Can you check that for me?", "Sounds good to me."]
+_CHITCHAT = [
+    "Thanks, that sounds good!",
+    "Hi there!",
+    "Great, thank you.",
+    "Okay, got it.",
+    "No problem.",
+    "Can you check that for me?",
+    "Sounds good to me.",
+]
 
 
 class TextMaker:
@@ -340,18 +482,31 @@ class TextMaker:
 
     def _slots(self) -> dict[str, Any]:
         r = self.rng
-        name, service, channel, food = (r.choice(_NAMES), r.choice(_SERVICES), r.choice(_CHANNELS),
-                                        r.choice(_FOODS))
+        name, service, channel, food = (r.choice(_NAMES), r.choice(_SERVICES), r.choice(_CHANNELS), r.choice(_FOODS))
         return {
-            "name": name, "service": service, "service2": r.choice([s for s in _SERVICES if s != service]),
-            "channel": channel, "channel2": r.choice([c for c in _CHANNELS if c != channel]),
-            "food": food, "food2": r.choice([f for f in _FOODS if f != food]),
-            "ticket": r.randint(1000, 99999), "topic": r.choice(_TOPICS), "project": r.choice(_PROJECTS),
-            "action": r.choice(_ACTIONS), "day": r.choice(_DAYS), "component": r.choice(_COMPONENTS),
-            "tool": r.choice(_TOOLS), "cause": r.choice(_CAUSES), "city": r.choice(_CITIES),
+            "name": name,
+            "service": service,
+            "service2": r.choice([s for s in _SERVICES if s != service]),
+            "channel": channel,
+            "channel2": r.choice([c for c in _CHANNELS if c != channel]),
+            "food": food,
+            "food2": r.choice([f for f in _FOODS if f != food]),
+            "ticket": r.randint(1000, 99999),
+            "topic": r.choice(_TOPICS),
+            "project": r.choice(_PROJECTS),
+            "action": r.choice(_ACTIONS),
+            "day": r.choice(_DAYS),
+            "component": r.choice(_COMPONENTS),
+            "tool": r.choice(_TOOLS),
+            "cause": r.choice(_CAUSES),
+            "city": r.choice(_CITIES),
             "version": f"v{r.randint(1, 9)}.{r.randint(0, 30)}.{r.randint(0, 9)}",
-            "hour": r.randint(7, 22), "minute": r.randint(0, 59), "amount": r.randint(2, 90) * 1000,
-            "quarter": r.randint(1, 4), "ms": r.randint(20, 400), "ms2": r.randint(20, 900),
+            "hour": r.randint(7, 22),
+            "minute": r.randint(0, 59),
+            "amount": r.randint(2, 90) * 1000,
+            "quarter": r.randint(1, 4),
+            "ms": r.randint(20, 400),
+            "ms2": r.randint(20, 900),
         }
 
     def sentence(self) -> str:
@@ -360,11 +515,18 @@ class TextMaker:
     def query(self) -> str:
         """A short recall query made of the same vocabulary, e.g. 'Priya billing outage root cause'."""
         s = self._slots()
-        shapes = ["what does {name} prefer for follow-ups", "why did the {service} outage happen",
-                  "who owns the {project} migration", "how to fix the {component} in {service}",
-                  "{topic} ticket for {project}", "when does {name} send the {topic} summary",
-                  "{service} latency after the {component} change", "where does {name} work from",
-                  "budget for {project}", "what did we decide before the {day} release"]
+        shapes = [
+            "what does {name} prefer for follow-ups",
+            "why did the {service} outage happen",
+            "who owns the {project} migration",
+            "how to fix the {component} in {service}",
+            "{topic} ticket for {project}",
+            "when does {name} send the {topic} summary",
+            "{service} latency after the {component} change",
+            "where does {name} work from",
+            "budget for {project}",
+            "what did we decide before the {day} release",
+        ]
         return self.rng.choice(shapes).format(**s)
 
     def episode(self, min_sentences: int = 3, max_sentences: int = 8) -> list[str]:
@@ -380,7 +542,7 @@ class TextMaker:
         messages, role, i = [], "user", 0
         while i < len(sentences):
             take = self.rng.randint(1, 3)
-            messages.append({"role": role, "content": " ".join(sentences[i:i + take])})
+            messages.append({"role": role, "content": " ".join(sentences[i : i + take])})
             role = "assistant" if role == "user" else "user"
             i += take
         return {"messages": messages}

@@ -14,7 +14,7 @@ hours ago (the 30-minute time gate is open). The tenant's policy has consolidati
 loading, so the stack's beat cannot start early.
 
 1. single passes, in this process (idle stack): --single extra agents of the same shape in
-   their own tenant; one pass each through memworker.consolidation.run_pass, the code a
+   their own tenant; one pass each through memworker.sleep.consolidation.run_pass, the code a
    worker runs, with the same embedding model; duration_ms from each report.
 2. fleet: the tenant is switched on and this script sends one `memworker.consolidation_sweep`
    (what beat sends every minute). It claims every agent (all are due by the time gate) and
@@ -26,6 +26,7 @@ loading, so the stack's beat cannot start early.
    per agent per minute, so 50 memories take three passes over at least three minutes).
 
 Prints markdown tables and writes bench/results/consolidation.md."""
+
 from __future__ import annotations
 
 import argparse
@@ -34,7 +35,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,21 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (TextMaker, command_line, create_tenant, environment_note, fmt, loadavg, md_table,  # noqa: E402
-                     owner_connect, progress, start_stack, stop_stack, summary, write_report)
+from _common import (  # noqa: E402
+    TextMaker,
+    command_line,
+    create_tenant,
+    environment_note,
+    fmt,
+    loadavg,
+    md_table,
+    owner_connect,
+    progress,
+    start_stack,
+    stop_stack,
+    summary,
+    write_report,
+)
 
 
 @dataclass
@@ -55,7 +69,8 @@ class Corpus:
 
 
 def make_corpus(pool_size: int, seed: int) -> Corpus:
-    from memworker import embeddings, reflection
+    from memworker import reflection
+    from memworker.models import embeddings
     from memworker.settings import Settings
 
     maker = TextMaker(seed)
@@ -70,8 +85,9 @@ def make_corpus(pool_size: int, seed: int) -> Corpus:
     started = time.perf_counter()
     vectors = model.embed(texts)
     print(f"embedded {len(texts)} distinct sentences in {time.perf_counter() - started:.0f}s", flush=True)
-    return Corpus(texts, vectors, [list(reflection.entities_of(t)) for t in texts],
-                  [list(reflection.topics_of(t)) for t in texts])
+    return Corpus(
+        texts, vectors, [list(reflection.entities_of(t)) for t in texts], [list(reflection.topics_of(t)) for t in texts]
+    )
 
 
 def load_fleet(conn: Any, tenant_id: str, agents: list[str], per_agent: int, corpus: Corpus, seed: int) -> int:
@@ -82,35 +98,74 @@ def load_fleet(conn: Any, tenant_id: str, agents: list[str], per_agent: int, cor
 
     tid = uuid.UUID(tenant_id)
     rng = random.Random(seed)
-    created_agents = datetime.now(timezone.utc) - timedelta(hours=2)
+    created_agents = datetime.now(UTC) - timedelta(hours=2)
     with conn.cursor() as cur, cur.copy("COPY agents (tenant_id, id, created_at) FROM STDIN") as copy:
         for a in agents:
             copy.write_row((tid, a, created_agents))
     n = 0
     for agent in progress(agents, desc="COPY fleet", unit="agent"):
         picks = rng.sample(range(len(corpus.texts)), per_agent)
-        start = datetime.now(timezone.utc) - timedelta(minutes=90)
+        start = datetime.now(UTC) - timedelta(minutes=90)
         mem_rows, term_rows = [], []
         for j, k in enumerate(picks):
             text = corpus.texts[k]
             tf, doc_len = term_frequencies(text)
             mid = uuid.UUID(int=rng.getrandbits(128), version=4)
             created = start + timedelta(seconds=j)
-            mem_rows.append((mid, tid, agent, text, reflection._kind(text), "L1", 0.5, 0.7, created, created,
-                             [f"bench:{agent}:{j}"], f"bench:{agent}:{j}", content_hash(text), doc_len,
-                             corpus.entities[k], corpus.topics[k], corpus.vectors[k]))
+            mem_rows.append(
+                (
+                    mid,
+                    tid,
+                    agent,
+                    text,
+                    reflection._kind(text),
+                    "L1",
+                    0.5,
+                    0.7,
+                    created,
+                    created,
+                    [f"bench:{agent}:{j}"],
+                    f"bench:{agent}:{j}",
+                    content_hash(text),
+                    doc_len,
+                    corpus.entities[k],
+                    corpus.topics[k],
+                    corpus.vectors[k],
+                )
+            )
             term_rows += [(tid, agent, term, mid, c) for term, c in tf.items()]
         with conn.transaction(), conn.cursor() as cur:
-            with cur.copy("COPY memories (id, tenant_id, agent_id, text, kind, tier, salience, confidence, "
-                          "created_at, valid_from, provenance, source_key, content_hash, doc_len, entities, "
-                          "topics, embedding) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(["uuid", "uuid", "text", "text", "text", "text", "float4", "float4",
-                                "timestamptz", "timestamptz", "text[]", "text", "text", "int4", "text[]",
-                                "text[]", "vector"])
+            with cur.copy(
+                "COPY memories (id, tenant_id, agent_id, text, kind, tier, salience, confidence, "
+                "created_at, valid_from, provenance, source_key, content_hash, doc_len, entities, "
+                "topics, embedding) FROM STDIN (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(
+                    [
+                        "uuid",
+                        "uuid",
+                        "text",
+                        "text",
+                        "text",
+                        "text",
+                        "float4",
+                        "float4",
+                        "timestamptz",
+                        "timestamptz",
+                        "text[]",
+                        "text",
+                        "text",
+                        "int4",
+                        "text[]",
+                        "text[]",
+                        "vector",
+                    ]
+                )
                 for row in mem_rows:
                     copy.write_row(row)
-            with cur.copy("COPY memory_terms (tenant_id, agent_id, term, memory_id, tf) "
-                          "FROM STDIN (FORMAT BINARY)") as copy:
+            with cur.copy(
+                "COPY memory_terms (tenant_id, agent_id, term, memory_id, tf) FROM STDIN (FORMAT BINARY)"
+            ) as copy:
                 copy.set_types(["uuid", "text", "text", "uuid", "int4"])
                 for row in term_rows:
                     copy.write_row(row)
@@ -121,14 +176,18 @@ def load_fleet(conn: Any, tenant_id: str, agents: list[str], per_agent: int, cor
 
 
 def set_enabled(conn: Any, tenant_id: str, on: bool) -> None:
-    conn.execute("UPDATE memworker.tenants SET policy = jsonb_set(policy, '{consolidation_enabled}', %s::jsonb) "
-                 "WHERE id = %s", ("true" if on else "false", tenant_id))
+    conn.execute(
+        "UPDATE memworker.tenants SET policy = jsonb_set(policy, '{consolidation_enabled}', %s::jsonb) WHERE id = %s",
+        ("true" if on else "false", tenant_id),
+    )
 
 
 def single_passes(owner_url: str, tenant_id: str, agents: list[str]) -> list[float]:
     """One pass per agent in this process, as a worker runs it; duration_ms of each."""
-    from memworker import consolidation, db, embeddings
+    from memworker.models import embeddings
     from memworker.settings import Settings
+    from memworker.sleep import consolidation
+    from memworker.storage import db
 
     settings = Settings()
     model = embeddings.load(settings.embedding_model)
@@ -138,10 +197,13 @@ def single_passes(owner_url: str, tenant_id: str, agents: list[str]) -> list[flo
     try:
         for agent in progress(agents, desc="single passes", unit="agent"):
             with db.tenant_tx(pool, tenant_id) as conn:
-                run_id = consolidation.request_run(conn, tenant_id=uuid.UUID(tenant_id), agent_id=agent, trigger="bench")
+                run_id = consolidation.request_run(
+                    conn, tenant_id=uuid.UUID(tenant_id), agent_id=agent, trigger="bench"
+                )
             # force: the tenant stays switched off so that the stack's beat leaves these agents alone
-            r = consolidation.run_pass(pool, model, None, settings, tenant_id=uuid.UUID(tenant_id), agent_id=agent,
-                                       run_id=run_id, force=True)
+            r = consolidation.run_pass(
+                pool, model, None, settings, tenant_id=uuid.UUID(tenant_id), agent_id=agent, run_id=run_id, force=True
+            )
             if r.status != "done":
                 raise RuntimeError(f"pass for {agent}: {r.status} {r.skipped_reason or r.error}")
             out.append(float(r.duration_ms))
@@ -151,11 +213,14 @@ def single_passes(owner_url: str, tenant_id: str, agents: list[str]) -> list[flo
 
 
 def _fleet_state(conn: Any, tenant_id: str) -> dict[str, Any]:
-    left = conn.execute("SELECT count(*) AS n FROM memworker.memories WHERE tenant_id = %s "
-                        "AND consolidated_at IS NULL", (tenant_id,)).fetchone()["n"]
-    runs = conn.execute("SELECT count(*) FILTER (WHERE status IN ('queued', 'running')) AS open, "
-                        "count(*) AS n FROM memworker.consolidation_runs WHERE tenant_id = %s",
-                        (tenant_id,)).fetchone()
+    left = conn.execute(
+        "SELECT count(*) AS n FROM memworker.memories WHERE tenant_id = %s AND consolidated_at IS NULL", (tenant_id,)
+    ).fetchone()["n"]
+    runs = conn.execute(
+        "SELECT count(*) FILTER (WHERE status IN ('queued', 'running')) AS open, "
+        "count(*) AS n FROM memworker.consolidation_runs WHERE tenant_id = %s",
+        (tenant_id,),
+    ).fetchone()
     return {"left": left, "open": runs["open"], "runs": runs["n"]}
 
 
@@ -169,7 +234,7 @@ def fleet_sweep(stack: Any, tenant_id: str, total: int, args: argparse.Namespace
     with owner_connect(stack) as conn:
         set_enabled(conn, tenant_id, True)
         started = time.perf_counter()
-        sent = datetime.now(timezone.utc)
+        sent = datetime.now(UTC)
         key = "beat:" + sent.replace(second=0, microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
         app.send_task("memworker.consolidation_sweep", args=[sent.isoformat()], queue="maintenance")
         # Only this sweep's runs count: the stack's own beat claims agents again (a pass that leaves
@@ -178,9 +243,12 @@ def fleet_sweep(stack: Any, tenant_id: str, total: int, args: argparse.Namespace
         done_before = 0
         while time.perf_counter() - started < args.timeout:
             time.sleep(1.0)
-            row = conn.execute("SELECT count(*) AS n, count(*) FILTER (WHERE status IN ('queued', 'running')) AS open, "
-                               "max(finished_at) AS last FROM memworker.consolidation_runs "
-                               "WHERE tenant_id = %s AND run_key = %s", (tenant_id, key)).fetchone()
+            row = conn.execute(
+                "SELECT count(*) AS n, count(*) FILTER (WHERE status IN ('queued', 'running')) AS open, "
+                "max(finished_at) AS last FROM memworker.consolidation_runs "
+                "WHERE tenant_id = %s AND run_key = %s",
+                (tenant_id, key),
+            ).fetchone()
             bar.update(row["n"] - row["open"] - done_before)
             done_before = row["n"] - row["open"]
             if row["n"] >= args.agents and row["open"] == 0:
@@ -189,7 +257,9 @@ def fleet_sweep(stack: Any, tenant_id: str, total: int, args: argparse.Namespace
         out["sweep_s"] = (row["last"] - sent).total_seconds() if row["last"] else float("nan")
         stats = conn.execute(
             "SELECT sum(items_reviewed) AS items, array_agg(duration_ms) AS durations FROM memworker.consolidation_runs "
-            "WHERE tenant_id = %s AND run_key = %s AND status = 'done'", (tenant_id, key)).fetchone()
+            "WHERE tenant_id = %s AND run_key = %s AND status = 'done'",
+            (tenant_id, key),
+        ).fetchone()
         out["sweep_items"] = int(stats["items"] or 0)
         out["sweep_durations"] = [float(d) for d in stats["durations"] or [] if d is not None]
         if args.drain:
@@ -197,8 +267,9 @@ def fleet_sweep(stack: Any, tenant_id: str, total: int, args: argparse.Namespace
                 state = _fleet_state(conn, tenant_id)
                 if state["left"] == 0 and state["open"] == 0:
                     break
-                app.send_task("memworker.consolidation_sweep", args=[datetime.now(timezone.utc).isoformat()],
-                              queue="maintenance")
+                app.send_task(
+                    "memworker.consolidation_sweep", args=[datetime.now(UTC).isoformat()], queue="maintenance"
+                )
                 time.sleep(args.tick)
             out["drain_s"] = time.perf_counter() - started
         out["left"] = _fleet_state(conn, tenant_id)["left"]
@@ -206,14 +277,22 @@ def fleet_sweep(stack: Any, tenant_id: str, total: int, args: argparse.Namespace
             "SELECT status, count(*) AS n, sum(items_reviewed) AS items, sum(connections_made) AS conns, "
             "sum(insights_written) AS insights, sum(conclusions_written) AS conclusions, "
             "array_agg(duration_ms) AS durations FROM memworker.consolidation_runs WHERE tenant_id = %s "
-            "GROUP BY status", (tenant_id,)).fetchall()
+            "GROUP BY status",
+            (tenant_id,),
+        ).fetchall()
     app.close()
     by_status = {r["status"]: r for r in runs}
     done = by_status.get("done") or {"n": 0, "items": 0, "conns": 0, "insights": 0, "conclusions": 0, "durations": []}
-    return {**out, "statuses": {s: r["n"] for s, r in by_status.items()},
-            "passes": done["n"], "items": int(done["items"] or 0), "connections": int(done["conns"] or 0),
-            "insights": int(done["insights"] or 0), "conclusions": int(done["conclusions"] or 0),
-            "durations": [float(d) for d in done["durations"] or [] if d is not None]}
+    return {
+        **out,
+        "statuses": {s: r["n"] for s, r in by_status.items()},
+        "passes": done["n"],
+        "items": int(done["items"] or 0),
+        "connections": int(done["conns"] or 0),
+        "insights": int(done["insights"] or 0),
+        "conclusions": int(done["conclusions"] or 0),
+        "durations": [float(d) for d in done["durations"] or [] if d is not None],
+    }
 
 
 def run_one(workers: int, args: argparse.Namespace, corpus: Corpus, do_single: bool) -> dict[str, Any]:
@@ -242,49 +321,119 @@ def run_one(workers: int, args: argparse.Namespace, corpus: Corpus, do_single: b
 
 
 def report(args: argparse.Namespace, results: list[dict[str, Any]], load_before: str) -> str:
-    lines = ["# Consolidation (sleep) benchmark", "",
-             f"{args.agents:,} agents x {args.memories} new memories each (offline: rules, no LLM), "
-             "default policy (window 20, min 3, max 5 connections); `memworker up --workers N`, one "
-             "process per worker (`-c 1`), all on this machine with Postgres and Redis.", ""]
+    lines = [
+        "# Consolidation (sleep) benchmark",
+        "",
+        f"{args.agents:,} agents x {args.memories} new memories each (offline: rules, no LLM), "
+        "default policy (window 20, min 3, max 5 connections); `memworker up --workers N`, one "
+        "process per worker (`-c 1`), all on this machine with Postgres and Redis.",
+        "",
+    ]
     single = next((r["single"] for r in results if r["single"]), [])
     if single:
         s = summary(single)
-        lines += ["## One pass per agent (in-process, idle stack, 20-memory window)", "",
-                  md_table(["passes", "p50 ms", "p95 ms", "p99 ms", "mean ms", "max ms"],
-                           [[int(s["n"]), fmt(s["p50"]), fmt(s["p95"]), fmt(s["p99"]), fmt(s["mean"]),
-                             fmt(s["max"])]]), ""]
+        lines += [
+            "## One pass per agent (in-process, idle stack, 20-memory window)",
+            "",
+            md_table(
+                ["passes", "p50 ms", "p95 ms", "p99 ms", "mean ms", "max ms"],
+                [[int(s["n"]), fmt(s["p50"]), fmt(s["p95"]), fmt(s["p99"]), fmt(s["mean"]), fmt(s["max"])]],
+            ),
+            "",
+        ]
     rows = []
     for r in results:
         d = summary(r["sweep_durations"]) if r["sweep_durations"] else {"p50": float("nan"), "p95": float("nan")}
         first = r["sweep_items"]
-        rows.append([r["workers"], f"{args.agents:,}", f"{r['sweep_s']:.1f}", fmt(args.agents / r["sweep_s"]),
-                     f"{first:,}", fmt(first / r["sweep_s"]), fmt(d["p50"]), fmt(d["p95"])])
-    lines += ["## Fleet: one sweep, one pass per agent", "",
-              "Time from sending the sweep until the last of its passes finished (finished_at of its "
-              "runs, keyed by its window); each pass takes a 20-memory window of the agent's 50.", "",
-              md_table(["workers", "passes", "total s", "passes/s", "memories consolidated", "memories/s",
-                        "pass p50 ms", "pass p95 ms"], rows), ""]
+        rows.append(
+            [
+                r["workers"],
+                f"{args.agents:,}",
+                f"{r['sweep_s']:.1f}",
+                fmt(args.agents / r["sweep_s"]),
+                f"{first:,}",
+                fmt(first / r["sweep_s"]),
+                fmt(d["p50"]),
+                fmt(d["p95"]),
+            ]
+        )
+    lines += [
+        "## Fleet: one sweep, one pass per agent",
+        "",
+        "Time from sending the sweep until the last of its passes finished (finished_at of its "
+        "runs, keyed by its window); each pass takes a 20-memory window of the agent's 50.",
+        "",
+        md_table(
+            [
+                "workers",
+                "passes",
+                "total s",
+                "passes/s",
+                "memories consolidated",
+                "memories/s",
+                "pass p50 ms",
+                "pass p95 ms",
+            ],
+            rows,
+        ),
+        "",
+    ]
     if len(results) == 2 and results[1]["sweep_s"]:
         ratio = results[0]["sweep_s"] / results[1]["sweep_s"]
         lines += [f"**Ratio time(1 worker) / time(2 workers): {ratio:.2f}x.**", ""]
     if all("drain_s" in r for r in results):
-        drain = [[r["workers"], f"{r['memories']:,}", f"{r['drain_s']:.1f}", fmt(r["memories"] / r["drain_s"]),
-                  f"{r['passes']:,}", f"{r['insights']:,}", f"{r['conclusions']:,}", f"{r['connections']:,}",
-                  r["left"], ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items()))] for r in results]
-        lines += ["## Fleet: until every memory is consolidated (--drain)", "",
-                  md_table(["workers", "memories", "total s", "memories/s", "passes", "insights", "conclusions",
-                            "connections", "left", "runs"], drain), ""]
+        drain = [
+            [
+                r["workers"],
+                f"{r['memories']:,}",
+                f"{r['drain_s']:.1f}",
+                fmt(r["memories"] / r["drain_s"]),
+                f"{r['passes']:,}",
+                f"{r['insights']:,}",
+                f"{r['conclusions']:,}",
+                f"{r['connections']:,}",
+                r["left"],
+                ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items())),
+            ]
+            for r in results
+        ]
+        lines += [
+            "## Fleet: until every memory is consolidated (--drain)",
+            "",
+            md_table(
+                [
+                    "workers",
+                    "memories",
+                    "total s",
+                    "memories/s",
+                    "passes",
+                    "insights",
+                    "conclusions",
+                    "connections",
+                    "left",
+                    "runs",
+                ],
+                drain,
+            ),
+            "",
+        ]
         if len(results) == 2 and results[1]["drain_s"]:
             lines += [f"Drain ratio time(1) / time(2): {results[0]['drain_s'] / results[1]['drain_s']:.2f}x.", ""]
-    lines += ["Notes:",
-              "- pass p50/p95 are the passes' own duration_ms inside the workers (one transaction each, "
-              "including embedding the insight and conclusions with MiniLM on CPU).",
-              "- an agent left with >= 3 waiting memories after a pass is requested again and taken by the next "
-              "sweep window (one a minute; --drain sends one every --tick s, but a window key admits one pass per "
-              "agent per minute), so 50 memories take three passes.",
-              "- loading (COPY of memories, entities/topics, postings) is not in the total: "
-              + ", ".join(f"{r['workers']} worker(s): {r['load_s']:.0f}s" for r in results) + ".",
-              "", "## Environment", "", environment_note(load_before, command_line())]
+    lines += [
+        "Notes:",
+        "- pass p50/p95 are the passes' own duration_ms inside the workers (one transaction each, "
+        "including embedding the insight and conclusions with MiniLM on CPU).",
+        "- an agent left with >= 3 waiting memories after a pass is requested again and taken by the next "
+        "sweep window (one a minute; --drain sends one every --tick s, but a window key admits one pass per "
+        "agent per minute), so 50 memories take three passes.",
+        "- loading (COPY of memories, entities/topics, postings) is not in the total: "
+        + ", ".join(f"{r['workers']} worker(s): {r['load_s']:.0f}s" for r in results)
+        + ".",
+        "",
+        "## Environment",
+        "",
+        environment_note(load_before, command_line()),
+    ]
     return "\n".join(lines)
 
 

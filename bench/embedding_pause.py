@@ -4,7 +4,7 @@ Run:  python bench/embedding_pause.py                    # 6 rounds of 25 calls 
       python bench/embedding_pause.py --rounds 2         # quicker
 
 One short recall query (bench/_common.TextMaker.query) is embedded per call (embed(), no
-query cache) with the embedder the API builds (memworker.embeddings.for_settings of
+query cache) with the embedder the API builds (memworker.models.embeddings.for_settings of
 Settings.from_env: the product's backend and thread count), in this process, no stack.
 Before each call the bench either does nothing (back to back), sleeps, or spins (a busy loop
 that touches almost no memory) for --pauses milliseconds. Each case runs as a block of
@@ -20,6 +20,7 @@ costing about as much as a sleep says it is the time between calls, not our own 
 between, that loses them (the cache is shared with the machine's other tenants).
 
 Prints markdown and writes bench/results/embedding_pause.md (--no-write: print only)."""
+
 from __future__ import annotations
 
 import argparse
@@ -54,6 +55,7 @@ def spin_for(ms: float) -> Callable[[], None]:
         end = time.perf_counter() + ms / 1000
         while time.perf_counter() < end:
             pass
+
     return spin
 
 
@@ -65,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=5)
     p.add_argument("--no-write", action="store_true", help="print only; do not write bench/results")
     args = p.parse_args(argv)
-    from memworker import embeddings
+    from memworker.models import embeddings
     from memworker.settings import Settings
 
     load_before = loadavg()
@@ -87,21 +89,27 @@ def main(argv: list[str] | None = None) -> int:
                 embedder.embed([query])
                 times[name].append((time.perf_counter() - t) * 1000)
     base = percentile(times["back to back"], 50)
-    rows = [[name, len(v), fmt(percentile(v, 50), 2), fmt(percentile(v, 95), 2),
-             fmt(percentile(v, 50) / base, 2)] for name, v in times.items()]
-    text = "\n".join([
-        "# A pause before a query embedding",
-        "",
-        (f"The product's embedder ({settings.embedding_backend} backend, {settings.embedding_threads} "
-        f"thread(s)), one short recall query per call; {args.rounds} rounds, each one block of "
-        f"{args.block} calls in a row per case, the blocks in a shuffled order. ms:"),
-        "",
-        md_table(["case", "n", "p50", "p95", "p50 / back to back"], rows),
-        "",
-        "## Environment",
-        "",
-        environment_note(load_before, command_line()),
-    ])
+    rows = [
+        [name, len(v), fmt(percentile(v, 50), 2), fmt(percentile(v, 95), 2), fmt(percentile(v, 50) / base, 2)]
+        for name, v in times.items()
+    ]
+    text = "\n".join(
+        [
+            "# A pause before a query embedding",
+            "",
+            (
+                f"The product's embedder ({settings.embedding_backend} backend, {settings.embedding_threads} "
+                f"thread(s)), one short recall query per call; {args.rounds} rounds, each one block of "
+                f"{args.block} calls in a row per case, the blocks in a shuffled order. ms:"
+            ),
+            "",
+            md_table(["case", "n", "p50", "p95", "p50 / back to back"], rows),
+            "",
+            "## Environment",
+            "",
+            environment_note(load_before, command_line()),
+        ]
+    )
     print(text)
     if not args.no_write:
         print(f"\nwritten to {write_report('embedding_pause.md', text)}")

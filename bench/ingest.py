@@ -11,7 +11,7 @@ generates realistic multi-sentence agent episodes deterministically (--seed; abo
 given as user/assistant messages, about one sentence in five chit-chat), then:
 
 1. bare embedder: the offline reflector (in this process) turns every episode into the
-   items a worker would embed; memworker.embeddings.for_settings(Settings()).embed, the
+   items a worker would embed; memworker.models.embeddings.for_settings(Settings()).embed, the
    worker's embedder (the same model, backend, batch size and thread count), runs on those
    texts in batches of 64 while the stack is idle -> texts/s, and with the items per episode, the episodes/s
    ceiling of one worker's embedder;
@@ -29,6 +29,7 @@ created_at per episode, both read from the episodes table through the owner URL 
 stack.json (created_at is the accepting transaction's start, i.e. just before the 202;
 stored_at is the start of the transaction that stores it). It prints a markdown table and
 writes bench/results/ingest.md."""
+
 from __future__ import annotations
 
 import argparse
@@ -42,9 +43,23 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (Stack, TextMaker, add_stack_args, command_line, create_tenant, environment_note,  # noqa: E402
-                     fmt, loadavg, md_table, owner_connect, progress, stack_from_args, summary,
-                     write_report)
+from _common import (  # noqa: E402
+    Stack,
+    TextMaker,
+    add_stack_args,
+    command_line,
+    create_tenant,
+    environment_note,
+    fmt,
+    loadavg,
+    md_table,
+    owner_connect,
+    progress,
+    stack_from_args,
+    summary,
+    write_report,
+)
+
 from memworker import Client  # noqa: E402
 
 EMBED_BATCH = 64
@@ -53,6 +68,7 @@ LATE_S = 60.0
 
 
 # --- workload -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Work:
@@ -63,11 +79,13 @@ class Work:
 def make_workload(n: int, agents: int, seed: int, prefix: str) -> list[Work]:
     """n episodes spread round-robin over the agents; about half as message lists."""
     maker = TextMaker(seed)
-    return [Work(f"{prefix}-{i % agents:03d}", maker.episode_body(as_messages=maker.rng.random() < 0.5))
-            for i in range(n)]
+    return [
+        Work(f"{prefix}-{i % agents:03d}", maker.episode_body(as_messages=maker.rng.random() < 0.5)) for i in range(n)
+    ]
 
 
 # --- the bare embedder -----------------------------------------------------------------------
+
 
 @dataclass
 class EmbedderFigures:
@@ -101,7 +119,7 @@ def reflected_texts(work: list[Work]) -> list[list[str]]:
 
 def measure_embedder(items: list[list[str]], sample: int, figures: EmbedderFigures | None = None) -> EmbedderFigures:
     """Texts/s of the bare embedder on the reflected texts, batches of 64 (added to figures)."""
-    from memworker.embeddings import for_settings
+    from memworker.models.embeddings import for_settings
     from memworker.settings import Settings
 
     # the worker's model, backend, batch size and thread count: the ceiling one worker can reach
@@ -110,7 +128,7 @@ def measure_embedder(items: list[list[str]], sample: int, figures: EmbedderFigur
     embedder.embed(texts[:EMBED_BATCH])  # warm-up
     started = time.perf_counter()
     for i in progress(range(0, len(texts), EMBED_BATCH), desc="bare embedder", unit="batch"):
-        embedder.embed(texts[i:i + EMBED_BATCH])
+        embedder.embed(texts[i : i + EMBED_BATCH])
     rate = len(texts) / (time.perf_counter() - started)
     if figures is not None:
         figures.runs.append(rate)
@@ -119,6 +137,7 @@ def measure_embedder(items: list[list[str]], sample: int, figures: EmbedderFigur
 
 
 # --- posting ----------------------------------------------------------------------------------
+
 
 @dataclass
 class Phase:
@@ -137,8 +156,11 @@ def post_batches(client: Client, work: list[Work], chunk: int) -> Phase:
         by_agent.setdefault(w.agent, []).append(w.body)
     requests = []
     for start in range(0, max(len(v) for v in by_agent.values()), chunk):
-        requests += [(agent, bodies[start:start + chunk]) for agent, bodies in by_agent.items()
-                     if bodies[start:start + chunk]]
+        requests += [
+            (agent, bodies[start : start + chunk])
+            for agent, bodies in by_agent.items()
+            if bodies[start : start + chunk]
+        ]
     started = time.perf_counter()
     for agent, bodies in progress(requests, desc="POST batch", unit="req"):
         t = time.perf_counter()
@@ -164,6 +186,7 @@ def post_singles(client: Client, work: list[Work], name: str, rate: float | None
 
 # --- waiting and reading the record --------------------------------------------------------------
 
+
 def wait_stored(conn: Any, phase: Phase, timeout: float) -> None:
     """Poll the episodes table until every episode of the phase is stored or dead (or timeout)."""
     started = time.perf_counter()
@@ -171,8 +194,11 @@ def wait_stored(conn: Any, phase: Phase, timeout: float) -> None:
     bar = progress(total=total, desc=f"stored ({phase.name})", unit="ep")
     done = 0
     while time.perf_counter() - started < timeout:
-        row = conn.execute("SELECT count(*) FILTER (WHERE status IN ('stored', 'dead')) AS done "
-                           "FROM episodes WHERE id = ANY(%s::uuid[])", (phase.episode_ids,)).fetchone()
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE status IN ('stored', 'dead')) AS done "
+            "FROM episodes WHERE id = ANY(%s::uuid[])",
+            (phase.episode_ids,),
+        ).fetchone()
         bar.update(row["done"] - done)
         done = row["done"]
         if done >= total:
@@ -182,7 +208,9 @@ def wait_stored(conn: Any, phase: Phase, timeout: float) -> None:
     phase.waited_s = time.perf_counter() - started
     phase.rows = conn.execute(
         "SELECT id, status, attempts, created_at, enqueued_at, stored_at, cardinality(memory_ids) AS n_memories "
-        "FROM episodes WHERE id = ANY(%s::uuid[])", (phase.episode_ids,)).fetchall()
+        "FROM episodes WHERE id = ANY(%s::uuid[])",
+        (phase.episode_ids,),
+    ).fetchall()
 
 
 @dataclass
@@ -209,14 +237,23 @@ def figures(phase: Phase) -> PhaseFigures:
         first = min(r["created_at"] for r in phase.rows)
         last = max(r["stored_at"] for r in stored)
         rate = len(stored) / max((last - first).total_seconds(), 1e-9)
-    resent = sum(1 for r in phase.rows if r["enqueued_at"] and
-                 (r["enqueued_at"] - r["created_at"]).total_seconds() > 1.0)
+    resent = sum(
+        1 for r in phase.rows if r["enqueued_at"] and (r["enqueued_at"] - r["created_at"]).total_seconds() > 1.0
+    )
     return PhaseFigures(
-        phase.name, len(phase.episode_ids), len(stored), len(phase.episode_ids) - len(stored), rate,
-        summary(lat), summary([s * 1000 for s in phase.request_s]),
+        phase.name,
+        len(phase.episode_ids),
+        len(stored),
+        len(phase.episode_ids) - len(stored),
+        rate,
+        summary(lat),
+        summary([s * 1000 for s in phase.request_s]),
         len(phase.episode_ids) / phase.post_wall_s if phase.post_wall_s else float("nan"),
         sum(r["n_memories"] for r in stored) / len(stored) if stored else float("nan"),
-        max((r["attempts"] for r in phase.rows), default=0), resent, sum(1 for x in lat if x > LATE_S))
+        max((r["attempts"] for r in phase.rows), default=0),
+        resent,
+        sum(1 for x in lat if x > LATE_S),
+    )
 
 
 def worker_task_stats(stack: Stack, batch_max: int) -> str:
@@ -227,22 +264,26 @@ def worker_task_stats(stack: Stack, batch_max: int) -> str:
     sizes: list[int] = []
     empty = 0
     for log in sorted((stack.data_dir / "logs").glob("worker*.log")):
-        for m in re.finditer(r"ingest tenant=\S+ stored=(\d+) failed=(\d+) dead=(\d+) skipped=(\d+)",
-                             log.read_text(errors="replace")):
+        for m in re.finditer(
+            r"ingest tenant=\S+ stored=(\d+) failed=(\d+) dead=(\d+) skipped=(\d+)", log.read_text(errors="replace")
+        ):
             if int(m.group(1)):
                 sizes.append(int(m.group(1)))
             else:
                 empty += 1
     if not sizes:
         return "no ingest task lines found in the worker logs"
-    return (f"{len(sizes)} ingest tasks stored episodes, {sum(sizes) / len(sizes):.1f} per task on average, "
-            f"max {max(sizes)} (claims of at most MEMWORKER_INGEST_BATCH_MAX = {batch_max} at a time); "
-            f"{empty} tasks found nothing left to claim (an earlier task's batch had taken their episodes)")
+    return (
+        f"{len(sizes)} ingest tasks stored episodes, {sum(sizes) / len(sizes):.1f} per task on average, "
+        f"max {max(sizes)} (claims of at most MEMWORKER_INGEST_BATCH_MAX = {batch_max} at a time); "
+        f"{empty} tasks found nothing left to claim (an earlier task's batch had taken their episodes)"
+    )
 
 
 @dataclass
 class OverflowCheck:
     """One batch request larger than MEMWORKER_INGEST_BATCH_MAX on an idle system."""
+
     size: int
     stored: int
     queued: int
@@ -260,39 +301,83 @@ def overflow_check(client: Client, conn: Any, work: list[Work], wait_s: float) -
     started = time.perf_counter()
     while True:
         time.sleep(1.0)
-        row = conn.execute("SELECT count(*) FILTER (WHERE status = 'stored') AS stored, "
-                           "count(*) FILTER (WHERE status = 'queued') AS queued FROM episodes "
-                           "WHERE id = ANY(%s::uuid[])", (ids,)).fetchone()
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE status = 'stored') AS stored, "
+            "count(*) FILTER (WHERE status = 'queued') AS queued FROM episodes "
+            "WHERE id = ANY(%s::uuid[])",
+            (ids,),
+        ).fetchone()
         if row["stored"] == len(ids) or time.perf_counter() - started > wait_s:
             return OverflowCheck(len(ids), row["stored"], row["queued"], time.perf_counter() - started)
 
 
 # --- report ------------------------------------------------------------------------------------------
 
-def report(args: argparse.Namespace, emb: EmbedderFigures, phases: list[PhaseFigures], stack: Stack,
-           load_before: str, tasks_note: str, overflow: OverflowCheck | None, batch_max: int) -> str:
+
+def report(
+    args: argparse.Namespace,
+    emb: EmbedderFigures,
+    phases: list[PhaseFigures],
+    stack: Stack,
+    load_before: str,
+    tasks_note: str,
+    overflow: OverflowCheck | None,
+    batch_max: int,
+) -> str:
     ceiling = emb.episodes_per_s
     main = phases[0]
     share = main.episodes_per_s / ceiling if ceiling else float("nan")
     head = md_table(
         ["measure", "value"],
-        [["bare embedder, batch 64 (texts/s): before / after the phases",
-          " / ".join(fmt(r) for r in emb.runs)],
-         ["items embedded per episode (offline reflector)", fmt(emb.items_per_episode, 2)],
-         ["embedder ceiling (episodes/s) = best texts/s / items per episode", fmt(ceiling)],
-         [f"end to end, {main.name}, {stack.workers} worker(s) (episodes/s)", fmt(main.episodes_per_s)],
-         ["share of the embedder ceiling (target >= 60%)",
-          f"{share:.0%} ({'meets' if share >= TARGET_SHARE else 'misses'} the target)"]])
+        [
+            ["bare embedder, batch 64 (texts/s): before / after the phases", " / ".join(fmt(r) for r in emb.runs)],
+            ["items embedded per episode (offline reflector)", fmt(emb.items_per_episode, 2)],
+            ["embedder ceiling (episodes/s) = best texts/s / items per episode", fmt(ceiling)],
+            [f"end to end, {main.name}, {stack.workers} worker(s) (episodes/s)", fmt(main.episodes_per_s)],
+            [
+                "share of the embedder ceiling (target >= 60%)",
+                f"{share:.0%} ({'meets' if share >= TARGET_SHARE else 'misses'} the target)",
+            ],
+        ],
+    )
     rows = []
     for p in phases:
         lat = p.latency
-        rows.append([p.name, p.episodes, p.stored, fmt(p.episodes_per_s),
-                     f"{p.episodes_per_s / ceiling:.0%}" if ceiling else "n/a",
-                     fmt(lat["p50"], 2), fmt(lat["p95"], 2), fmt(lat["max"], 2), fmt(p.request_ms["p50"]),
-                     fmt(p.accept_per_s), fmt(p.memories_per_episode, 2), p.resent, p.late])
-    table = md_table(["path", "episodes", "stored", "episodes/s", "of ceiling",
-                      "202->stored p50 (s)", "p95 (s)", "max (s)", "POST p50 (ms)", "accepted/s",
-                      "memories/episode", "re-sent by reconciler", f"stored > {LATE_S:.0f}s late"], rows)
+        rows.append(
+            [
+                p.name,
+                p.episodes,
+                p.stored,
+                fmt(p.episodes_per_s),
+                f"{p.episodes_per_s / ceiling:.0%}" if ceiling else "n/a",
+                fmt(lat["p50"], 2),
+                fmt(lat["p95"], 2),
+                fmt(lat["max"], 2),
+                fmt(p.request_ms["p50"]),
+                fmt(p.accept_per_s),
+                fmt(p.memories_per_episode, 2),
+                p.resent,
+                p.late,
+            ]
+        )
+    table = md_table(
+        [
+            "path",
+            "episodes",
+            "stored",
+            "episodes/s",
+            "of ceiling",
+            "202->stored p50 (s)",
+            "p95 (s)",
+            "max (s)",
+            "POST p50 (ms)",
+            "accepted/s",
+            "memories/episode",
+            "re-sent by reconciler",
+            f"stored > {LATE_S:.0f}s late",
+        ],
+        rows,
+    )
     lines = [
         "# Ingest throughput",
         "",
@@ -317,7 +402,8 @@ def report(args: argparse.Namespace, emb: EmbedderFigures, phases: list[PhaseFig
         lines.append(
             f"- batch larger than MEMWORKER_INGEST_BATCH_MAX ({batch_max}): one request of {overflow.size} episodes "
             f"to an idle stack had {overflow.stored} stored and {overflow.queued} still queued after "
-            f"{overflow.waited_s:.0f}s. {'Still queued: the surplus waits for the reconciler (MEMWORKER_EPISODE_LEASE_S).' if overflow.queued else 'All stored: the task came back for the surplus.'}")
+            f"{overflow.waited_s:.0f}s. {'Still queued: the surplus waits for the reconciler (MEMWORKER_EPISODE_LEASE_S).' if overflow.queued else 'All stored: the task came back for the surplus.'}"
+        )
     bad = [p for p in phases if p.not_stored]
     if bad:
         lines.append("- NOT STORED within the timeout: " + ", ".join(f"{p.name}: {p.not_stored}" for p in bad))
@@ -338,8 +424,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--paced-rate", type=float, default=1.0, help="episodes per second in the paced phase")
     p.add_argument("--agents", type=int, default=20)
     p.add_argument("--chunk", type=int, default=50, help="episodes per batch request")
-    p.add_argument("--overflow", type=int, default=100,
-                   help="size of one extra batch request checking what happens above the batch max (0: skip)")
+    p.add_argument(
+        "--overflow",
+        type=int,
+        default=100,
+        help="size of one extra batch request checking what happens above the batch max (0: skip)",
+    )
     p.add_argument("--overflow-wait", type=float, default=120.0, help="seconds the overflow check waits at most")
     p.add_argument("--workers", type=int, default=1, help="worker processes of the stack we start")
     p.add_argument("--seed", type=int, default=7)
@@ -350,11 +440,11 @@ def main(argv: list[str] | None = None) -> int:
     load_before = loadavg()
 
     work = make_workload(args.episodes + args.paced + args.overflow, args.agents, args.seed, "ingest")
-    batch_work = work[:args.episodes - args.single]
-    single_work = work[args.episodes - args.single:args.episodes]
-    paced_work = work[args.episodes:args.episodes + args.paced]
-    overflow_work = work[args.episodes + args.paced:]
-    items = reflected_texts(work[:args.episodes + args.paced])
+    batch_work = work[: args.episodes - args.single]
+    single_work = work[args.episodes - args.single : args.episodes]
+    paced_work = work[args.episodes : args.episodes + args.paced]
+    overflow_work = work[args.episodes + args.paced :]
+    items = reflected_texts(work[: args.episodes + args.paced])
 
     with stack_from_args(args, workers=args.workers, raise_limits=True) as stack:
         tenant_id, key = create_tenant(stack, f"bench-ingest-{int(time.time())}")
@@ -364,10 +454,11 @@ def main(argv: list[str] | None = None) -> int:
         phases: list[PhaseFigures] = []
         overflow = None
         with Client(stack.api_url, key, timeout=120) as client:
-            runs: list[Callable[[], Phase]] = [lambda: post_batches(client, batch_work, args.chunk),
-                    lambda: post_singles(client, single_work, "single"),
-                    lambda: post_singles(client, paced_work, f"paced single ({args.paced_rate:g}/s)",
-                                         args.paced_rate)]
+            runs: list[Callable[[], Phase]] = [
+                lambda: post_batches(client, batch_work, args.chunk),
+                lambda: post_singles(client, single_work, "single"),
+                lambda: post_singles(client, paced_work, f"paced single ({args.paced_rate:g}/s)", args.paced_rate),
+            ]
             for sizes, run in zip((batch_work, single_work, paced_work), runs, strict=True):
                 if not sizes:
                     continue
@@ -375,17 +466,22 @@ def main(argv: list[str] | None = None) -> int:
                 wait_stored(conn, phase, args.timeout)
                 phases.append(figures(phase))
                 f = phases[-1]
-                print(f"{f.name}: {f.stored}/{f.episodes} stored, {f.episodes_per_s:.1f} episodes/s, "
-                      f"latency p50 {f.latency['p50']:.2f}s p95 {f.latency['p95']:.2f}s", flush=True)
+                print(
+                    f"{f.name}: {f.stored}/{f.episodes} stored, {f.episodes_per_s:.1f} episodes/s, "
+                    f"latency p50 {f.latency['p50']:.2f}s p95 {f.latency['p95']:.2f}s",
+                    flush=True,
+                )
             measure_embedder(items, args.embed_sample, emb)
             print(f"bare embedder again: {emb.runs[-1]:.1f} texts/s", flush=True)
             if overflow_work:
                 overflow = overflow_check(client, conn, overflow_work, args.overflow_wait)
-                print(f"overflow check: {overflow.stored}/{overflow.size} stored, {overflow.queued} queued "
-                      f"after {overflow.waited_s:.0f}s", flush=True)
+                print(
+                    f"overflow check: {overflow.stored}/{overflow.size} stored, {overflow.queued} queued "
+                    f"after {overflow.waited_s:.0f}s",
+                    flush=True,
+                )
         conn.close()
-        text = report(args, emb, phases, stack, load_before, worker_task_stats(stack, batch_max), overflow,
-                      batch_max)
+        text = report(args, emb, phases, stack, load_before, worker_task_stats(stack, batch_max), overflow, batch_max)
     print()
     print(text)
     print(f"\nwritten to {write_report('ingest.md', text)}")

@@ -18,6 +18,7 @@ scores.
 It prints a markdown table (system x R@5, R@10, NDCG@10 for categories 1-4 together and per
 category), the published reference baselines, and writes the same report to
 bench/results/locomo_recall.md (keeping that file's "What we tried" section)."""
+
 from __future__ import annotations
 
 import argparse
@@ -52,14 +53,17 @@ RESULTS = Path(__file__).resolve().parent / "results" / "locomo_recall.md"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 K = 10
 REFERENCE = {  # published turn-level baselines, categories 1-4: (R@5, R@10)
-    "BM25": (0.439, 0.518), "MiniLM dense": (0.350, 0.439),
-    "RRF (k=60)": (0.462, 0.564), "weighted sum 0.5/0.5": (0.512, 0.598),
+    "BM25": (0.439, 0.518),
+    "MiniLM dense": (0.350, 0.439),
+    "RRF (k=60)": (0.462, 0.564),
+    "weighted sum 0.5/0.5": (0.512, 0.598),
 }
 TRIED_MARK = "## What we tried"
 EMBED_CACHE = Path(tempfile.gettempdir()) / "memworker-bench-embeddings"
 
 
 # --- data -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -95,8 +99,11 @@ def memory_text(turn: dict[str, Any]) -> str:
 
 
 def _turns(conv: dict[str, Any]) -> list[Turn]:
-    sessions = sorted((int(m.group(1)), key) for key in conv
-                      if (m := re.fullmatch(r"session_(\d+)", key)) and isinstance(conv[key], list))
+    sessions = sorted(
+        (int(m.group(1)), key)
+        for key in conv
+        if (m := re.fullmatch(r"session_(\d+)", key)) and isinstance(conv[key], list)
+    )
     out = []
     for n, key in sessions:
         date = str(conv.get(f"session_{n}_date_time", ""))
@@ -130,6 +137,7 @@ def load_locomo(path: Path = DATA, limit: int | None = None) -> list[Conversatio
 
 
 # --- metrics ----------------------------------------------------------------------------
+
 
 def recall_at(ranked: Sequence[str], evidence: Sequence[str], k: int) -> float:
     return len(set(ranked[:k]) & set(evidence)) / len(evidence)
@@ -231,7 +239,7 @@ def model_path() -> str:
 def embed_cached(texts: list[str], use_cache: bool = True) -> np.ndarray:
     """MiniLM vectors of texts (unit length), cached on disk by model and texts: the model is
     deterministic, and reruns on a busy 2-core machine should not pay for them twice."""
-    from memworker import embeddings
+    from memworker.models import embeddings
 
     key = hashlib.sha256("\x00".join([model_path(), *texts]).encode()).hexdigest()[:20]
     path = EMBED_CACHE / f"{key}.npy"
@@ -272,6 +280,7 @@ def run_baselines(convs: list[Conversation], use_cache: bool = True) -> dict[str
 
 # --- memworker through its API ----------------------------------------------------------
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -283,8 +292,16 @@ def memworker_stack(keep: bool = False) -> Iterator[Callable[[], tuple[str, str]
     """Start `memworker up` on a temporary data dir; yield a function that waits until it
     is up and returns (api_url, api_key); stop it on exit."""
     data_dir = Path(tempfile.mkdtemp(prefix="bench-locomo-"))
-    argv = ["memworker", "--data-dir", str(data_dir), "up", "--port", str(free_port()),
-            "--flower-port", str(free_port())]
+    argv = [
+        "memworker",
+        "--data-dir",
+        str(data_dir),
+        "up",
+        "--port",
+        str(free_port()),
+        "--flower-port",
+        str(free_port()),
+    ]
     log = open(data_dir / "up.log", "w+b")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
@@ -301,8 +318,7 @@ def memworker_stack(keep: bool = False) -> Iterator[Callable[[], tuple[str, str]
             shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def _wait_up(proc: subprocess.Popen[bytes], data_dir: Path,
-             timeout: float = 240) -> tuple[str, str]:
+def _wait_up(proc: subprocess.Popen[bytes], data_dir: Path, timeout: float = 240) -> tuple[str, str]:
     deadline = time.monotonic() + timeout
     path = data_dir / "up.log"
     while time.monotonic() < deadline:
@@ -320,26 +336,30 @@ def agent_id(conv: Conversation, suffix: str) -> str:
     return f"locomo-{conv.sample_id}-{suffix}"
 
 
-def load_memworker(client: Client, convs: list[Conversation], suffix: str,
-                   batch: int = 500) -> None:
+def load_memworker(client: Client, convs: list[Conversation], suffix: str, batch: int = 500) -> None:
     n_turns = sum(len(c.turns) for c in convs)
     with bar(total=n_turns, desc="memworker: load turns", unit="turn") as b:
         for c in convs:
             for i in range(0, len(c.turns), batch):
-                chunk = c.turns[i:i + batch]
-                client.add_memories(agent_id(c, suffix), [
-                    {"text": t.text, "kind": "event",
-                     "metadata": {"dia_id": t.dia_id, "speaker": t.speaker,
-                                  "session_date": t.session_date}}
-                    for t in chunk])
+                chunk = c.turns[i : i + batch]
+                client.add_memories(
+                    agent_id(c, suffix),
+                    [
+                        {
+                            "text": t.text,
+                            "kind": "event",
+                            "metadata": {"dia_id": t.dia_id, "speaker": t.speaker, "session_date": t.session_date},
+                        }
+                        for t in chunk
+                    ],
+                )
                 b.update(len(chunk))
 
 
 Rankings = list[list[str]]  # top-10 dia_ids per question, in question order
 
 
-def ask_memworker(client: Client, convs: list[Conversation],
-                  suffix: str) -> tuple[Rankings, list[float]]:
+def ask_memworker(client: Client, convs: list[Conversation], suffix: str) -> tuple[Rankings, list[float]]:
     """Top-10 dia_ids per question (question order) and the server's took_ms per recall."""
     rankings, took = [], []
     with bar(total=sum(len(c.questions) for c in convs), desc="memworker: ask", unit="q") as b:
@@ -352,8 +372,7 @@ def ask_memworker(client: Client, convs: list[Conversation],
     return rankings, took
 
 
-def run_memworker(convs: list[Conversation], api_url: str,
-                  api_key: str) -> tuple[Rankings, list[float]]:
+def run_memworker(convs: list[Conversation], api_url: str, api_key: str) -> tuple[Rankings, list[float]]:
     suffix = time.strftime("%Y%m%d%H%M%S") + f"-{os.getpid()}"
     client = Client(api_url, api_key, timeout=120)
     try:
@@ -365,13 +384,13 @@ def run_memworker(convs: list[Conversation], api_url: str,
 
 # --- report -----------------------------------------------------------------------------
 
+
 def table(results: dict[str, dict[str, Scores]]) -> str:
     groups = ["all"] + [f"cat{c}" for c in CATEGORIES]
     head = ["system"] + [f"{_label(g)} {m}" for g in groups for m in ("R@5", "R@10", "NDCG@10")]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, res in results.items():
-        cells = [f"{res[g][m]:.3f}" if g in res else "-"
-                 for g in groups for m in ("R@5", "R@10", "NDCG@10")]
+        cells = [f"{res[g][m]:.3f}" if g in res else "-" for g in groups for m in ("R@5", "R@10", "NDCG@10")]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -386,37 +405,39 @@ def reference_table() -> str:
     return "\n".join(lines)
 
 
-def report(results: dict[str, dict[str, Scores]], convs: list[Conversation], took: list[float],
-           elapsed: float) -> str:
+def report(results: dict[str, dict[str, Scores]], convs: list[Conversation], took: list[float], elapsed: float) -> str:
     n_q = sum(len(c.questions) for c in convs)
-    counts = ", ".join(f"cat {c}: {results['memworker']['cat' + str(c)]['n']}" for c in CATEGORIES
-                       if f"cat{c}" in results["memworker"])
+    counts = ", ".join(
+        f"cat {c}: {results['memworker']['cat' + str(c)]['n']}" for c in CATEGORIES if f"cat{c}" in results["memworker"]
+    )
     skipped_ids = [e for c in convs for e in c.skipped_ids]
     p = Policy()
-    return "\n".join([
-        "# LoCoMo turn-level recall (memworker vs baselines)",
-        "",
-        f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns (one memory each), "
-        f"{n_q} questions of categories 1-4 with evidence ({counts}); "
-        f"{len(skipped_ids)} malformed/unknown evidence ids skipped "
-        f"({', '.join(map(repr, skipped_ids))}), "
-        f"questions skipped: {sum(c.no_evidence for c in convs)} without evidence, "
-        f"{sum(c.skipped_questions for c in convs)} left without valid evidence.",
-        f"Memory text: `Speaker: text` (+ ` [image: caption]`), clipped to 280 chars; k={K}. "
-        f"Recall latency (server took_ms): median {np.median(took):.1f} ms, p95 "
-        f"{np.percentile(took, 95):.1f} ms. Run time {elapsed:.0f} s (load average at the end "
-        f"{os.getloadavg()[1]:.1f} on {os.cpu_count()} CPUs; latency and time depend on it).",
-        f"memworker defaults: bm25 weight {p.recall_bm25_weight}, vector weight "
-        f"{p.recall_vector_weight}, prior weight {p.recall_prior_weight}, vector floor "
-        f"{p.recall_vector_floor}, candidates {p.recall_candidates}.",
-        "",
-        table(results),
-        "",
-        "Published reference baselines (for comparison):",
-        "",
-        reference_table(),
-        "",
-    ])
+    return "\n".join(
+        [
+            "# LoCoMo turn-level recall (memworker vs baselines)",
+            "",
+            f"{len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns (one memory each), "
+            f"{n_q} questions of categories 1-4 with evidence ({counts}); "
+            f"{len(skipped_ids)} malformed/unknown evidence ids skipped "
+            f"({', '.join(map(repr, skipped_ids))}), "
+            f"questions skipped: {sum(c.no_evidence for c in convs)} without evidence, "
+            f"{sum(c.skipped_questions for c in convs)} left without valid evidence.",
+            f"Memory text: `Speaker: text` (+ ` [image: caption]`), clipped to 280 chars; k={K}. "
+            f"Recall latency (server took_ms): median {np.median(took):.1f} ms, p95 "
+            f"{np.percentile(took, 95):.1f} ms. Run time {elapsed:.0f} s (load average at the end "
+            f"{os.getloadavg()[1]:.1f} on {os.cpu_count()} CPUs; latency and time depend on it).",
+            f"memworker defaults: bm25 weight {p.recall_bm25_weight}, vector weight "
+            f"{p.recall_vector_weight}, prior weight {p.recall_prior_weight}, vector floor "
+            f"{p.recall_vector_floor}, candidates {p.recall_candidates}.",
+            "",
+            table(results),
+            "",
+            "Published reference baselines (for comparison):",
+            "",
+            reference_table(),
+            "",
+        ]
+    )
 
 
 def write_results(text: str, path: Path = RESULTS) -> None:
@@ -425,12 +446,13 @@ def write_results(text: str, path: Path = RESULTS) -> None:
     if path.exists():
         old = path.read_text()
         if TRIED_MARK in old:
-            tried = old[old.index(TRIED_MARK):]
+            tried = old[old.index(TRIED_MARK) :]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text + ("\n" + tried if tried else ""))
 
 
 # --- main -------------------------------------------------------------------------------
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -439,10 +461,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--conversations", type=int, help="only the first N conversations (quick runs)")
     ap.add_argument("--out", type=Path, default=RESULTS, help="markdown report to write")
-    ap.add_argument("--keep-data-dir", action="store_true",
-                    help="keep the temporary stack's data dir")
-    ap.add_argument("--no-cache", action="store_true",
-                    help=f"re-embed the baselines' texts instead of using {EMBED_CACHE}")
+    ap.add_argument("--keep-data-dir", action="store_true", help="keep the temporary stack's data dir")
+    ap.add_argument(
+        "--no-cache", action="store_true", help=f"re-embed the baselines' texts instead of using {EMBED_CACHE}"
+    )
     args = ap.parse_args(argv)
     if bool(args.api_url) != bool(args.api_key):
         ap.error("--api-url and --api-key go together")
@@ -450,8 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     convs = load_locomo(args.data, args.conversations)
     questions = [q for c in convs for q in c.questions]
     given = (args.api_url, args.api_key)
-    stack = (contextlib.nullcontext(lambda: given) if args.api_url
-             else memworker_stack(keep=args.keep_data_dir))
+    stack = contextlib.nullcontext(lambda: given) if args.api_url else memworker_stack(keep=args.keep_data_dir)
     with stack as wait_up:
         baseline_rankings = run_baselines(convs, not args.no_cache)  # while the stack starts
         mw_rankings, took = run_memworker(convs, *wait_up())

@@ -10,6 +10,7 @@ the access counts of its top 10 in question order), then prints R@5 / R@10 for a
 configurations (one line each; --split also shows conversations 1-5 and 6-10 separately,
 to see whether a choice holds on both halves). Embeddings are cached as in locomo_recall.py.
 The final figures must come from bench/locomo_recall.py, through the API."""
+
 from __future__ import annotations
 
 import argparse
@@ -32,21 +33,68 @@ from memworker.policy import Policy  # noqa: E402
 # Stop lists: "seed" is memworker's list before tuning (without the interrogatives),
 # "current" is memworker.tokens.STOP_WORDS as it is now, "seed+wh" adds the interrogatives to
 # the seed list, and "extended" adds further general-English function words to that.
-WH = frozenset("how when where why whose".split())
+WH = frozenset(["how", "when", "where", "why", "whose"])
 EXTENDED = frozenset(
-    "about above after again against all also any because before below between both down "
-    "during each few from further here how more most other out over own same some under "
-    "until up when where why while whose again once only nor off".split()
+    [
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "also",
+        "any",
+        "because",
+        "before",
+        "below",
+        "between",
+        "both",
+        "down",
+        "during",
+        "each",
+        "few",
+        "from",
+        "further",
+        "here",
+        "how",
+        "more",
+        "most",
+        "other",
+        "out",
+        "over",
+        "own",
+        "same",
+        "some",
+        "under",
+        "until",
+        "up",
+        "when",
+        "where",
+        "why",
+        "while",
+        "whose",
+        "again",
+        "once",
+        "only",
+        "nor",
+        "off",
+    ]
 )
 SEED_STOP = tokens.STOP_WORDS - WH
-STOP_LISTS = {"current": tokens.STOP_WORDS, "seed": SEED_STOP, "none": frozenset(),
-              "seed+wh": SEED_STOP | WH, "extended": SEED_STOP | WH | EXTENDED}
+STOP_LISTS = {
+    "current": tokens.STOP_WORDS,
+    "seed": SEED_STOP,
+    "none": frozenset(),
+    "seed+wh": SEED_STOP | WH,
+    "extended": SEED_STOP | WH | EXTENDED,
+}
 _P = Policy()
 
 
 @dataclass(frozen=True)
 class Config:
     """Defaults: memworker's current defaults (policy.py, tokens.py, queries.sql)."""
+
     name: str = "current defaults"
     stem: bool = True
     stop: str = "current"  # a key of STOP_LISTS
@@ -67,6 +115,7 @@ class Config:
 
 # --- tokenization variants --------------------------------------------------------------
 
+
 def tokenizer(cfg: Config) -> Callable[[str], list[str]]:
     stop = STOP_LISTS[cfg.stop]
 
@@ -77,10 +126,12 @@ def tokenizer(cfg: Config) -> Callable[[str], list[str]]:
             return tokens.tokenize(text, stem=cfg.stem)
         finally:
             tokens.STOP_WORDS = saved
+
     return tok
 
 
 # --- data with cached embeddings --------------------------------------------------------
+
 
 @dataclass
 class Corpus:
@@ -91,11 +142,14 @@ class Corpus:
 
 def load() -> list[Corpus]:
     convs = lr.load_locomo()
-    return [Corpus(c, lr.embed_cached([t.text for t in c.turns]),
-                   lr.embed_cached([q.text for q in c.questions])) for c in convs]
+    return [
+        Corpus(c, lr.embed_cached([t.text for t in c.turns]), lr.embed_cached([q.text for q in c.questions]))
+        for c in convs
+    ]
 
 
 # --- the ranking, as in queries.sql:recall ----------------------------------------------
+
 
 class TermIndex:
     def __init__(self, docs: list[list[str]]) -> None:
@@ -120,12 +174,11 @@ class TermIndex:
         return out
 
 
-def rank(cfg: Config, bm: np.ndarray, cos: np.ndarray, access: np.ndarray,
-         k: int = lr.K) -> np.ndarray:
+def rank(cfg: Config, bm: np.ndarray, cos: np.ndarray, access: np.ndarray, k: int = lr.K) -> np.ndarray:
     """Indices of the top k, best first."""
     has_terms = np.flatnonzero(bm > 0)
-    by_bm25 = has_terms[np.argsort(-bm[has_terms], kind="stable")[:cfg.candidates]]
-    by_vec = np.argsort(-cos, kind="stable")[:cfg.candidates]
+    by_bm25 = has_terms[np.argsort(-bm[has_terms], kind="stable")[: cfg.candidates]]
+    by_vec = np.argsort(-cos, kind="stable")[: cfg.candidates]
     cand = np.union1d(by_bm25, by_vec)
     cand = cand[(bm[cand] > 0) | (cos[cand] >= cfg.floor)]
     if len(cand) == 0:
@@ -186,10 +239,12 @@ def evaluate(cfg: Config, corpora: list[Corpus]) -> list[tuple[list[str], lr.Que
 def line(cfg: Config, results: list[tuple[list[str], lr.Question, int]], split: bool) -> str:
     def rs(items: list[tuple[list[str], lr.Question, int]]) -> str:
         s = lr.summarise([r for r, _, _ in items], [q for _, q, _ in items])
-        cats = " ".join(f"c{c}={s[f'cat{c}']['R@5']:.3f}/{s[f'cat{c}']['R@10']:.3f}"
-                        for c in lr.CATEGORIES if f"cat{c}" in s)
+        cats = " ".join(
+            f"c{c}={s[f'cat{c}']['R@5']:.3f}/{s[f'cat{c}']['R@10']:.3f}" for c in lr.CATEGORIES if f"cat{c}" in s
+        )
         a = s["all"]
         return f"{a['R@5']:.3f}/{a['R@10']:.3f} ndcg {a['NDCG@10']:.3f} [{cats}]"
+
     text = f"{cfg.name:<44} {rs(results)}"
     if split:
         half_a = rs([x for x in results if x[2] < 5])[:11]
@@ -200,8 +255,7 @@ def line(cfg: Config, results: list[tuple[list[str], lr.Question, int]], split: 
 
 # --- the configurations ----------------------------------------------------------------
 
-SEED = Config(name="seed defaults", stop="seed", w_bm25=0.4, w_vector=0.6, w_prior=0.03, floor=0.15,
-              candidates=60)
+SEED = Config(name="seed defaults", stop="seed", w_bm25=0.4, w_vector=0.6, w_prior=0.03, floor=0.15, candidates=60)
 
 
 def configs() -> Iterator[Config]:
@@ -221,8 +275,7 @@ def around(base: Config, tag: str) -> Iterator[Config]:
             yield v(base, name=f"{tag} stop list {stop}", stop=stop)
     for w in (0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7):
         if w != base.w_bm25:
-            yield v(base, name=f"{tag} bm25 {w} / vector {1 - w:.2f}", w_bm25=w,
-                    w_vector=round(1 - w, 2))
+            yield v(base, name=f"{tag} bm25 {w} / vector {1 - w:.2f}", w_bm25=w, w_vector=round(1 - w, 2))
     for p in (0.0, 0.01, 0.02, 0.05, 0.1):
         yield v(base, name=f"{tag} prior {p}", w_prior=p)
     yield v(base, name=f"{tag} no access bumps", bump=False)
@@ -246,8 +299,14 @@ def grid() -> Iterator[Config]:
         for vnorm in ("minmax", "raw", "max"):
             for w in (0.4, 0.5, 0.6):
                 for p in (0.0, 0.01, 0.03):
-                    yield Config(name=f"G stop={stop} v={vnorm} w={w} p={p}", stop=stop,
-                                 vector_norm=vnorm, w_bm25=w, w_vector=round(1 - w, 2), w_prior=p)
+                    yield Config(
+                        name=f"G stop={stop} v={vnorm} w={w} p={p}",
+                        stop=stop,
+                        vector_norm=vnorm,
+                        w_bm25=w,
+                        w_vector=round(1 - w, 2),
+                        w_prior=p,
+                    )
 
 
 def main(argv: list[str] | None = None) -> int:

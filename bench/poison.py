@@ -12,6 +12,7 @@ embedded MEMWORKER_EPISODE_MAX_ATTEMPTS times, with backoff, before it goes dead
 
 Prints the figures and writes bench/results/poison.md; docs/faults.md states the bound they
 are held to."""
+
 from __future__ import annotations
 
 import argparse
@@ -55,16 +56,20 @@ def poison_text(i: int, size: int = 30_000) -> str:
     out: list[str] = []
     n = 0
     while n < size:
-        s = (f"POISON record {i}-{len(out)}: the {rng.choice(['billing', 'search', 'ledger', 'auth'])} batch "
-             f"carried a malformed payload of {rng.randrange(10_000)} bytes from node {rng.randrange(40)}. ")
+        s = (
+            f"POISON record {i}-{len(out)}: the {rng.choice(['billing', 'search', 'ledger', 'auth'])} batch "
+            f"carried a malformed payload of {rng.randrange(10_000)} bytes from node {rng.randrange(40)}. "
+        )
         out.append(s)
         n += len(s)
     return "".join(out)[:size]
 
 
-def paced(client: HistoryClient, tenant: str, rate: float, seconds: float, prefix: str,
-          text: Callable[[int], str] | None) -> threading.Thread:
+def paced(
+    client: HistoryClient, tenant: str, rate: float, seconds: float, prefix: str, text: Callable[[int], str] | None
+) -> threading.Thread:
     """Post at a steady rate (by schedule, so a slow answer does not lower it) in a thread."""
+
     def run() -> None:
         rng = random.Random(prefix)
         start = time.monotonic()
@@ -80,8 +85,10 @@ def paced(client: HistoryClient, tenant: str, rate: float, seconds: float, prefi
     return th
 
 
-TASK_LINE = re.compile(r"Task memworker\.ingest\[[^\]]+\] succeeded in ([\d.]+)s: \{'stored': (\d+), "
-                       r"'failed': (\d+), 'dead': (\d+)")
+TASK_LINE = re.compile(
+    r"Task memworker\.ingest\[[^\]]+\] succeeded in ([\d.]+)s: \{'stored': (\d+), "
+    r"'failed': (\d+), 'dead': (\d+)"
+)
 
 
 def log_sizes(stack: FaultStack) -> list[int]:
@@ -107,8 +114,11 @@ def worker_time(stack: FaultStack, since: list[int]) -> tuple[float, float, floa
 
 def latencies(stack: FaultStack, prefix: str) -> list[float]:
     """stored_at - created_at (the database's clock) of the phase's stored episodes."""
-    rows = stack.query("SELECT extract(epoch FROM stored_at - created_at)::float8 FROM memworker.episodes "
-                       "WHERE idempotency_key LIKE %s AND status = 'stored'", f"{prefix}-%")
+    rows = stack.query(
+        "SELECT extract(epoch FROM stored_at - created_at)::float8 FROM memworker.episodes "
+        "WHERE idempotency_key LIKE %s AND status = 'stored'",
+        f"{prefix}-%",
+    )
     return [r[0] for r in rows]
 
 
@@ -116,8 +126,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=60.0, help="length of each phase")
     ap.add_argument("--rate", type=float, default=2.0, help="alice's normal episodes per second")
-    ap.add_argument("--poison-rates", type=lambda v: [float(x) for x in v.split(",")], default=[0.5, 2.0],
-                    help="charlie's poison episodes per second, one phase each (comma-separated)")
+    ap.add_argument(
+        "--poison-rates",
+        type=lambda v: [float(x) for x in v.split(",")],
+        default=[0.5, 2.0],
+        help="charlie's poison episodes per second, one phase each (comma-separated)",
+    )
     args = ap.parse_args()
     load_before = loadavg()
     stack = FaultStack(lease_s=60, max_attempts=MAX_ATTEMPTS)  # offline reflector: huge costs real CPU
@@ -139,8 +153,22 @@ def main() -> None:
         base_util = (busy[0] + busy[1]) / (2 * (time.monotonic() - started))
 
         base = latencies(stack, "base")
-        rows = [["baseline: alice alone", "-", len(base), fmt(percentile(base, 50), 2),
-                 fmt(percentile(base, 95), 2), fmt(max(base), 2), "-", "-", "-", f"{base_util:.0%} / 0%", "-", "-"]]
+        rows = [
+            [
+                "baseline: alice alone",
+                "-",
+                len(base),
+                fmt(percentile(base, 50), 2),
+                fmt(percentile(base, 95), 2),
+                fmt(max(base), 2),
+                "-",
+                "-",
+                "-",
+                f"{base_util:.0%} / 0%",
+                "-",
+                "-",
+            ]
+        ]
         verdicts = []
         for k, rate in enumerate(args.poison_rates):
             print(f"poison at {rate:g}/s ...", flush=True)
@@ -154,52 +182,97 @@ def main() -> None:
             normal_s, poison_s, longest = worker_time(stack, offsets)
             span = 2 * (time.monotonic() - started)
             mix = latencies(stack, f"mix{k}")
-            (dead, stored, lo, hi, attempts), = stack.query(
+            ((dead, stored, lo, hi, attempts),) = stack.query(
                 "SELECT count(*) FILTER (WHERE status = 'dead'), count(*) FILTER (WHERE status = 'stored'), "
                 "min(attempts), max(attempts), sum(attempts) FROM memworker.episodes WHERE idempotency_key LIKE %s",
-                f"poison{k}-%")
-            to_dead = [r[0] for r in stack.query(
-                "SELECT extract(epoch FROM enqueued_at - created_at)::float8 FROM memworker.episodes "
-                "WHERE idempotency_key LIKE %s AND status = 'dead'", f"poison{k}-%")]
+                f"poison{k}-%",
+            )
+            to_dead = [
+                r[0]
+                for r in stack.query(
+                    "SELECT extract(epoch FROM enqueued_at - created_at)::float8 FROM memworker.episodes "
+                    "WHERE idempotency_key LIKE %s AND status = 'dead'",
+                    f"poison{k}-%",
+                )
+            ]
             p95 = percentile(mix, 95)
             bound = percentile(base, 95) + BOUND_S
             in_scope = rate <= BOUND_POISON_SHARE * args.rate
             met = p95 <= bound and (lo, hi) == (MAX_ATTEMPTS, MAX_ATTEMPTS) and not stored
             if in_scope:
                 verdicts.append(met)
-            rows.append([f"alice while charlie's poison flows at {rate:g}/s", f"{dead} / {stored}", len(mix),
-                         fmt(percentile(mix, 50), 2), fmt(p95, 2), fmt(max(mix), 2), f"{lo} / {hi}", attempts,
-                         f"{fmt(percentile(to_dead, 50), 1)} / {fmt(max(to_dead), 1)}",
-                         f"{normal_s / span:.0%} / {poison_s / span:.0%}", fmt(longest, 1),
-                         f"{fmt(bound, 2)}: {'met' if met else 'NOT MET'}" if in_scope
-                         else f"{fmt(bound, 2)}: out of its scope ({'met' if met else 'not met'})"])
+            rows.append(
+                [
+                    f"alice while charlie's poison flows at {rate:g}/s",
+                    f"{dead} / {stored}",
+                    len(mix),
+                    fmt(percentile(mix, 50), 2),
+                    fmt(p95, 2),
+                    fmt(max(mix), 2),
+                    f"{lo} / {hi}",
+                    attempts,
+                    f"{fmt(percentile(to_dead, 50), 1)} / {fmt(max(to_dead), 1)}",
+                    f"{normal_s / span:.0%} / {poison_s / span:.0%}",
+                    fmt(longest, 1),
+                    f"{fmt(bound, 2)}: {'met' if met else 'NOT MET'}"
+                    if in_scope
+                    else f"{fmt(bound, 2)}: out of its scope ({'met' if met else 'not met'})",
+                ]
+            )
 
         refused = [op for op in client.ops if op.state != "ok"]
         size = len(poison_text(0).encode())
-        text = "\n".join([
-            "# Poison episodes beside another tenant's traffic", "",
-            (f"alice posts normal episodes at {args.rate:g}/s for {args.seconds:g} s per phase: first alone "
-             f"(baseline), then while charlie posts huge poison episodes ({size:,} bytes, every sentence fails "
-             f"to store) at each rate below; 2 workers of concurrency 1, offline reflector, max attempts "
-             f"{MAX_ATTEMPTS}. All phases in one run, on one stack."),
-            "",
-            md_table(["phase", "poison dead / stored", "alice episodes", "alice 202->stored p50 (s)", "p95 (s)",
-                      "max (s)", "attempts per poison (min / max)", "poison attempts", "poison 202->dead p50 / max (s)",
-                      "worker time: normal / poison", "longest poison task (s)",
-                      f"bound on p95: baseline p95 + {BOUND_S:g} s"], rows),
-            "",
-            "- 202->stored: stored_at - created_at of alice's episodes (the database's clock).",
-            ("- 202->dead: the time of the last failed attempt (enqueued_at) - created_at; the backoff between "
-             "attempts is 2, 4, 8, 16 s, so about 30 s at best."),
-            ("- worker time: the seconds the 2 workers spent in ingest tasks that stored episodes / that only "
-             "failed them (poison), over the phase's wall time x 2 (from the workers' task logs)."),
-            f"- requests not answered 202 in the whole run: {len(refused)}.",
-            (f"- the bound (docs/faults.md), for poison up to {BOUND_POISON_SHARE:g} x the other tenant's rate: "
-             f"every poison episode dead after exactly {MAX_ATTEMPTS} attempts, and the other tenant's "
-             f"202->stored p95 at most {BOUND_S:g} s above its p95 without poison: "
-             + ("met." if verdicts and all(verdicts) else "NOT met (see the table).")),
-            "", "## Environment", "", environment_note(load_before, command_line()),
-        ])
+        text = "\n".join(
+            [
+                "# Poison episodes beside another tenant's traffic",
+                "",
+                (
+                    f"alice posts normal episodes at {args.rate:g}/s for {args.seconds:g} s per phase: first alone "
+                    f"(baseline), then while charlie posts huge poison episodes ({size:,} bytes, every sentence fails "
+                    f"to store) at each rate below; 2 workers of concurrency 1, offline reflector, max attempts "
+                    f"{MAX_ATTEMPTS}. All phases in one run, on one stack."
+                ),
+                "",
+                md_table(
+                    [
+                        "phase",
+                        "poison dead / stored",
+                        "alice episodes",
+                        "alice 202->stored p50 (s)",
+                        "p95 (s)",
+                        "max (s)",
+                        "attempts per poison (min / max)",
+                        "poison attempts",
+                        "poison 202->dead p50 / max (s)",
+                        "worker time: normal / poison",
+                        "longest poison task (s)",
+                        f"bound on p95: baseline p95 + {BOUND_S:g} s",
+                    ],
+                    rows,
+                ),
+                "",
+                "- 202->stored: stored_at - created_at of alice's episodes (the database's clock).",
+                (
+                    "- 202->dead: the time of the last failed attempt (enqueued_at) - created_at; the backoff between "
+                    "attempts is 2, 4, 8, 16 s, so about 30 s at best."
+                ),
+                (
+                    "- worker time: the seconds the 2 workers spent in ingest tasks that stored episodes / that only "
+                    "failed them (poison), over the phase's wall time x 2 (from the workers' task logs)."
+                ),
+                f"- requests not answered 202 in the whole run: {len(refused)}.",
+                (
+                    f"- the bound (docs/faults.md), for poison up to {BOUND_POISON_SHARE:g} x the other tenant's rate: "
+                    f"every poison episode dead after exactly {MAX_ATTEMPTS} attempts, and the other tenant's "
+                    f"202->stored p95 at most {BOUND_S:g} s above its p95 without poison: "
+                    + ("met." if verdicts and all(verdicts) else "NOT met (see the table).")
+                ),
+                "",
+                "## Environment",
+                "",
+                environment_note(load_before, command_line()),
+            ]
+        )
         print(text)
         print(f"wrote {write_report('poison.md', text)}")
     finally:

@@ -11,7 +11,7 @@ so the corpus goes straight into the stack's database as the owner (the URL in
 stack.json), under a fresh tenant made with `memworker tenant create`: agents rows first,
 then memories (deterministic short sentences from a fixed vocabulary, random unit float32
 vectors of 384 dims, created_at spread over 90 days, content_hash and doc_len as
-memworker.store.insert_memory computes them, unique source_key) and their BM25 postings
+memworker.storage.store.insert_memory computes them, unique source_key) and their BM25 postings
 (memworker.memory_terms, one row per (memory, term) with tf from
 memworker.tokens.term_frequencies), all with binary COPY, one agent per transaction over
 --load-connections owner connections in parallel (at most one agent's rows per connection in
@@ -19,7 +19,7 @@ memory); then ANALYZE. The load time, the database size and the bench process's 
 are reported. memory_events rows (the audit trail) are not written: recall never reads them.
 
 Bare costs, measured in this process while the stack is idle:
-  (a) one query embedding: the embedder the API builds (memworker.embeddings.for_settings of
+  (a) one query embedding: the embedder the API builds (memworker.models.embeddings.for_settings of
       Settings.from_env: the product's backend and thread count, MEMWORKER_EMBEDDING_BACKEND /
       MEMWORKER_EMBEDDING_THREADS, 1 thread by default) on one short, never-seen query (no cache);
   (b) one plain SQL vector top-10 for one agent (SELECT id FROM memworker.memories WHERE
@@ -46,6 +46,7 @@ and the report says in how many of the N the target held: on a shared machine on
 verdict is not the whole story.
 
 Prints markdown tables and writes bench/results/recall_latency.md (--no-write: print only)."""
+
 from __future__ import annotations
 
 import argparse
@@ -59,7 +60,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -67,20 +68,37 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (Stack, TextMaker, add_stack_args, command_line, create_tenant, environment_note,  # noqa: E402
-                     fmt, loadavg, md_table, owner_connect, percentile, progress, stack_from_args, summary,
-                     write_report)
+from _common import (  # noqa: E402
+    Stack,
+    TextMaker,
+    add_stack_args,
+    command_line,
+    create_tenant,
+    environment_note,
+    fmt,
+    loadavg,
+    md_table,
+    owner_connect,
+    percentile,
+    progress,
+    stack_from_args,
+    summary,
+    write_report,
+)
+
 from memworker import Client  # noqa: E402
 from memworker.sdk import ApiError  # noqa: E402
 
 DIM = 384
 K = 10
 KINDS = ("fact", "fact", "fact", "preference", "decision", "method", "conclusion", "event")
-PLAIN_TOPK = ("SELECT id FROM memworker.memories WHERE tenant_id = %s AND agent_id = %s "
-              "ORDER BY embedding <=> %s LIMIT 10")
+PLAIN_TOPK = (
+    "SELECT id FROM memworker.memories WHERE tenant_id = %s AND agent_id = %s ORDER BY embedding <=> %s LIMIT 10"
+)
 
 
 # --- corpus -----------------------------------------------------------------------------------
+
 
 def agent_ids(n: int) -> list[str]:
     return [f"recall-agent-{i:04d}" for i in range(n)]
@@ -110,8 +128,9 @@ class Loaded:
 _TOKENIZE_LOCK = threading.Lock()
 
 
-def agent_rows(tid: uuid.UUID, agent: str, index: int, per_agent: int, seed: int,
-               now: datetime) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+def agent_rows(
+    tid: uuid.UUID, agent: str, index: int, per_agent: int, seed: int, now: datetime
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """One agent's memories rows and BM25 postings, from generators seeded by (seed, index), so
     the corpus is the same whatever the number of loader connections or their order."""
     from memworker.memories import content_hash
@@ -128,9 +147,25 @@ def agent_rows(tid: uuid.UUID, agent: str, index: int, per_agent: int, seed: int
             tf, doc_len = term_frequencies(text)
         mid = uuid.UUID(int=id_rng.getrandbits(128), version=4)
         created = now - timedelta(seconds=id_rng.uniform(0, 90 * 86400))
-        mem_rows.append((mid, tid, agent, text, id_rng.choice(KINDS), "L1" if i % 10 else "L2",
-                         0.5, 0.7, created, created, [f"bench:{agent}:{i}"], f"bench:{agent}:{i}",
-                         content_hash(text), doc_len, vecs[i]))
+        mem_rows.append(
+            (
+                mid,
+                tid,
+                agent,
+                text,
+                id_rng.choice(KINDS),
+                "L1" if i % 10 else "L2",
+                0.5,
+                0.7,
+                created,
+                created,
+                [f"bench:{agent}:{i}"],
+                f"bench:{agent}:{i}",
+                content_hash(text),
+                doc_len,
+                vecs[i],
+            )
+        )
         term_rows += [(tid, agent, term, mid, n) for term, n in tf.items()]
     return mem_rows, term_rows
 
@@ -138,32 +173,56 @@ def agent_rows(tid: uuid.UUID, agent: str, index: int, per_agent: int, seed: int
 def copy_agent(conn: Any, mem_rows: list[tuple[Any, ...]], term_rows: list[tuple[Any, ...]]) -> None:
     """One agent's rows in one transaction, binary COPY (memories first: postings reference them)."""
     with conn.transaction(), conn.cursor() as cur:
-        with cur.copy("COPY memories (id, tenant_id, agent_id, text, kind, tier, salience, confidence, "
-                      "created_at, valid_from, provenance, source_key, content_hash, doc_len, embedding) "
-                      "FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["uuid", "uuid", "text", "text", "text", "text", "float4", "float4",
-                            "timestamptz", "timestamptz", "text[]", "text", "text", "int4", "vector"])
+        with cur.copy(
+            "COPY memories (id, tenant_id, agent_id, text, kind, tier, salience, confidence, "
+            "created_at, valid_from, provenance, source_key, content_hash, doc_len, embedding) "
+            "FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(
+                [
+                    "uuid",
+                    "uuid",
+                    "text",
+                    "text",
+                    "text",
+                    "text",
+                    "float4",
+                    "float4",
+                    "timestamptz",
+                    "timestamptz",
+                    "text[]",
+                    "text",
+                    "text",
+                    "int4",
+                    "vector",
+                ]
+            )
             for row in mem_rows:
                 copy.write_row(row)
-        with cur.copy("COPY memory_terms (tenant_id, agent_id, term, memory_id, tf) "
-                      "FROM STDIN (FORMAT BINARY)") as copy:
+        with cur.copy(
+            "COPY memory_terms (tenant_id, agent_id, term, memory_id, tf) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
             copy.set_types(["uuid", "text", "text", "uuid", "int4"])
             for posting in term_rows:
                 copy.write_row(posting)
 
 
-def load_corpus(stack: Stack, tenant_id: str, agents: list[str], per_agent: int, seed: int,
-                connections: int = 2) -> Loaded:
+def load_corpus(
+    stack: Stack, tenant_id: str, agents: list[str], per_agent: int, seed: int, connections: int = 2
+) -> Loaded:
     """COPY agents, then memories and postings one agent per transaction over `connections`
     owner connections in parallel (threads: while one builds its next agent's rows in Python,
     the other's backend inserts; at most one agent's rows per connection in memory), then
     ANALYZE."""
     tid = uuid.UUID(tenant_id)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     loaded = Loaded()
     started = time.perf_counter()
-    with owner_connect(stack, tenant_id) as conn, conn.cursor() as cur, \
-            cur.copy("COPY agents (tenant_id, id) FROM STDIN") as copy:
+    with (
+        owner_connect(stack, tenant_id) as conn,
+        conn.cursor() as cur,
+        cur.copy("COPY agents (tenant_id, id) FROM STDIN") as copy,
+    ):
         for a in agents:
             copy.write_row((tid, a))
     lock = threading.Lock()
@@ -188,14 +247,16 @@ def load_corpus(stack: Stack, tenant_id: str, agents: list[str], per_agent: int,
     with owner_connect(stack) as conn:
         for table in ("agents", "memories", "memory_terms"):
             conn.execute(f"ANALYZE memworker.{table}")
-        loaded.db_size = str(conn.execute(
-            "SELECT pg_size_pretty(pg_database_size(current_database())) AS s").fetchone()["s"])
+        loaded.db_size = str(
+            conn.execute("SELECT pg_size_pretty(pg_database_size(current_database())) AS s").fetchone()["s"]
+        )
     loaded.seconds = time.perf_counter() - started
     loaded.rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     return loaded
 
 
 # --- queries ------------------------------------------------------------------------------------
+
 
 class Queries:
     """Never-repeating recall queries from the corpus vocabulary (thread-safe)."""
@@ -210,14 +271,17 @@ class Queries:
             while True:
                 q = self.maker.query()
                 if q in self.seen:  # vary it until it is new: the cache must never hit
-                    q = f"{q} {self.maker.rng.choice(['today', 'again', 'please', 'now', 'lately'])} " \
+                    q = (
+                        f"{q} {self.maker.rng.choice(['today', 'again', 'please', 'now', 'lately'])} "
                         f"{self.maker.rng.randint(1, 10**6)}"
+                    )
                 if q not in self.seen:
                     self.seen.add(q)
                     return q
 
 
 # --- bare costs --------------------------------------------------------------------------------
+
 
 def product_settings() -> Any:
     """Settings as the stack we start reads them (Settings.from_env: MEMWORKER_EMBEDDING_BACKEND,
@@ -232,7 +296,7 @@ def bare_embedding_ms(queries: Queries, n: int, threads: int | None = None) -> l
     (embeddings.for_settings of product_settings()); with threads, the same backend at that
     thread count instead (a reference only; for torch, whose threads are the process's, the
     product's count is set back afterwards)."""
-    from memworker import embeddings
+    from memworker.models import embeddings
 
     product = product_settings()
     settings = product if threads is None else product.replace(embedding_threads=threads)
@@ -267,13 +331,14 @@ def bare_topk_ms(stack: Stack, tenant_id: str, agents: list[str], n: int, seed: 
     return out
 
 
-def bare_pair_ms(stack: Stack, tenant_id: str, agents: list[str], queries: Queries, n: int,
-                 seed: int) -> tuple[list[float], list[float]]:
+def bare_pair_ms(
+    stack: Stack, tenant_id: str, agents: list[str], queries: Queries, n: int, seed: int
+) -> tuple[list[float], list[float]]:
     """(a) then (b) in turn, as one recall needs them: a never-seen query embedded by the
     product's embedder, then the plain top-10 for a random agent with that vector; each step
     timed. Back to back, (a) reads a model its previous call just read; in turn, as in a
     request, the other step (and whatever else shares the machine's cache) runs in between."""
-    from memworker import embeddings
+    from memworker.models import embeddings
 
     embedder = embeddings.for_settings(product_settings())
     r = random.Random(seed + 3)
@@ -303,13 +368,15 @@ class GivenVector:
         return self.vec
 
 
-def recall_statement_ms(stack: Stack, tenant_id: str, agents: list[str], queries: Queries,
-                        n: int, seed: int) -> list[float]:
+def recall_statement_ms(
+    stack: Stack, tenant_id: str, agents: list[str], queries: Queries, n: int, seed: int
+) -> list[float]:
     """(c) memworker.recall.serve as the API calls it (the app role, a pooled connection, the
     tenant transaction, queries.sql: recall with the access bump, the commit), default policy,
     with a random query vector given instead of an embedding."""
-    from memworker import db, recall
+    from memworker import recall
     from memworker.policy import Policy
+    from memworker.storage import db
 
     app_url = stack.info.get("database_url")
     if not app_url:
@@ -324,8 +391,14 @@ def recall_statement_ms(stack: Stack, tenant_id: str, agents: list[str], queries
             query = recall.Query(queries.fresh(), K)
             given.vec = unit_vectors(rng, 1)[0]
             t = time.perf_counter()
-            recall.serve(pool, given, tenant_id=uuid.UUID(tenant_id), agent_id=r.choice(agents),  # type: ignore[arg-type]
-                         query=query, policy=Policy())
+            recall.serve(
+                pool,
+                given,
+                tenant_id=uuid.UUID(tenant_id),
+                agent_id=r.choice(agents),  # type: ignore[arg-type]
+                query=query,
+                policy=Policy(),
+            )
             if i:  # the first is a warm-up
                 out.append((time.perf_counter() - t) * 1000)
     finally:
@@ -334,6 +407,7 @@ def recall_statement_ms(stack: Stack, tenant_id: str, agents: list[str], queries
 
 
 # --- recall through the API ------------------------------------------------------------------
+
 
 @dataclass
 class Run:
@@ -353,8 +427,16 @@ class Run:
         return len(self.client_ms) / self.wall_s if self.wall_s else float("nan")
 
 
-def run_recalls(stack: Stack, key: str, agents: list[str], name: str, clients: int, per_client: int,
-                next_query: Callable[[], str], seed: int) -> Run:
+def run_recalls(
+    stack: Stack,
+    key: str,
+    agents: list[str],
+    name: str,
+    clients: int,
+    per_client: int,
+    next_query: Callable[[], str],
+    seed: int,
+) -> Run:
     """`clients` threads, each with its own Client, each sending per_client recalls back to back."""
     run = Run(name, clients)
     lock = threading.Lock()
@@ -402,11 +484,13 @@ def cached_queries(queries: Queries, n: int) -> Callable[[], str]:
     def pick() -> str:
         with lock:
             return r.choice(pool)
+
     pick.pool = pool  # type: ignore[attr-defined]
     return pick
 
 
 # --- report -----------------------------------------------------------------------------------------
+
 
 @dataclass
 class Repetition:
@@ -426,13 +510,15 @@ class Repetition:
         return self.p50_ms / self.budget_ms
 
 
-def repeat_target(stack: Stack, key: str, tenant_id: str, agents: list[str], queries: Queries,
-                  args: argparse.Namespace, index: int) -> Repetition:
+def repeat_target(
+    stack: Stack, key: str, tenant_id: str, agents: list[str], queries: Queries, args: argparse.Namespace, index: int
+) -> Repetition:
     seed = args.seed + 100 * index  # other agents and vectors than the first measurement
     a = percentile(bare_embedding_ms(queries, args.bare), 50)
     b = percentile(bare_topk_ms(stack, tenant_id, agents, args.bare, seed), 50)
-    run = run_recalls(stack, key, agents, f"1 client, uncached (repetition {index + 1})", 1, args.requests,
-                      queries.fresh, seed)
+    run = run_recalls(
+        stack, key, agents, f"1 client, uncached (repetition {index + 1})", 1, args.requests, queries.fresh, seed
+    )
     return Repetition(a, b, percentile(run.server_ms, 50))
 
 
@@ -440,93 +526,163 @@ def repetitions_section(reps: list[Repetition]) -> list[str]:
     """The target checked once per repetition, and how often it held."""
     if len(reps) < 2:
         return []
-    rows = [[i + 1, fmt(r.a_ms, 2), fmt(r.b_ms, 2), fmt(r.budget_ms, 2), fmt(r.p50_ms, 2), fmt(r.ratio, 2),
-             "yes" if r.ratio <= 1 else "no"] for i, r in enumerate(reps)]
+    rows = [
+        [
+            i + 1,
+            fmt(r.a_ms, 2),
+            fmt(r.b_ms, 2),
+            fmt(r.budget_ms, 2),
+            fmt(r.p50_ms, 2),
+            fmt(r.ratio, 2),
+            "yes" if r.ratio <= 1 else "no",
+        ]
+        for i, r in enumerate(reps)
+    ]
     met = sum(r.ratio <= 1 for r in reps)
     median = percentile([r.ratio for r in reps], 50)
-    return ["## The target, repeated in this run",
-            "",
-            (f"(a) and (b) measured again, then {len(reps) - 1} more 1-client uncached run(s), one after "
-             "the other on the same stack and corpus (repetition 1 is the measurement above). ms:"),
-            "",
-            md_table(["repetition", "(a)", "(b)", "target 2 x (a + b)", "server p50", "p50 / target", "met"], rows),
-            "",
-            f"Met in {met} of {len(reps)}; median p50 / target {median:.2f}.",
-            ""]
+    return [
+        "## The target, repeated in this run",
+        "",
+        (
+            f"(a) and (b) measured again, then {len(reps) - 1} more 1-client uncached run(s), one after "
+            "the other on the same stack and corpus (repetition 1 is the measurement above). ms:"
+        ),
+        "",
+        md_table(["repetition", "(a)", "(b)", "target 2 x (a + b)", "server p50", "p50 / target", "met"], rows),
+        "",
+        f"Met in {met} of {len(reps)}; median p50 / target {median:.2f}.",
+        "",
+    ]
 
 
-def report(args: argparse.Namespace, loaded: Loaded, bare: dict[str, list[float]], backend: str,
-           threads: dict[str, int], runs: list[Run], load_before: str, stack: Stack,
-           reps: list[Repetition]) -> str:
+def report(
+    args: argparse.Namespace,
+    loaded: Loaded,
+    bare: dict[str, list[float]],
+    backend: str,
+    threads: dict[str, int],
+    runs: list[Run],
+    load_before: str,
+    stack: Stack,
+    reps: list[Repetition],
+) -> str:
     a, b = percentile(bare["a"], 50), percentile(bare["b"], 50)
     budget = 2 * (a + b)
     single = next((r for r in runs if r.clients == 1 and "uncached" in r.name), None)
-    measures = [(f"(a) one query embedding, uncached: the product's embedder ({backend} backend, "
-                 f"{threads['product']} thread(s), MEMWORKER_EMBEDDING_THREADS)", bare["a"]),
-                ("(b) plain SQL vector top-10, one agent", bare["b"]),
-                ("(c) the recall statement alone, as the API runs it (recall.serve: app role, RLS, bump, commit)", bare["c"])]
+    measures = [
+        (
+            f"(a) one query embedding, uncached: the product's embedder ({backend} backend, "
+            f"{threads['product']} thread(s), MEMWORKER_EMBEDDING_THREADS)",
+            bare["a"],
+        ),
+        ("(b) plain SQL vector top-10, one agent", bare["b"]),
+        ("(c) the recall statement alone, as the API runs it (recall.serve: app role, RLS, bump, commit)", bare["c"]),
+    ]
     if bare.get("a_in_turn"):
-        measures += [("(a, in turn) reference only: (a) when each embedding is followed by one (b)", bare["a_in_turn"]),
-                     ("(b, in turn) reference only: (b) right after each (a)", bare["b_in_turn"])]
+        measures += [
+            ("(a, in turn) reference only: (a) when each embedding is followed by one (b)", bare["a_in_turn"]),
+            ("(b, in turn) reference only: (b) right after each (a)", bare["b_in_turn"]),
+        ]
     if bare.get("a_default"):
-        measures.append((f"(a') reference only: (a) with {threads['default']} threads, one per CPU "
-                         "(not the product's setting)", bare["a_default"]))
-    bare_rows = [[label, len(v), fmt(percentile(v, 50), 2), fmt(percentile(v, 95), 2), fmt(percentile(v, 99), 2)]
-                 for label, v in measures]
+        measures.append(
+            (
+                f"(a') reference only: (a) with {threads['default']} threads, one per CPU (not the product's setting)",
+                bare["a_default"],
+            )
+        )
+    bare_rows = [
+        [label, len(v), fmt(percentile(v, 50), 2), fmt(percentile(v, 95), 2), fmt(percentile(v, 99), 2)]
+        for label, v in measures
+    ]
     run_rows = []
     for r in runs:
         s, c = summary(r.server_ms), summary(r.client_ms)
-        run_rows.append([r.name, r.clients, len(r.client_ms), r.error_text, fmt(r.qps), fmt(s["p50"], 2),
-                         fmt(s["p95"], 2), fmt(s["p99"], 2), fmt(c["p50"], 2), fmt(c["p95"], 2), fmt(c["p99"], 2)])
+        run_rows.append(
+            [
+                r.name,
+                r.clients,
+                len(r.client_ms),
+                r.error_text,
+                fmt(r.qps),
+                fmt(s["p50"], 2),
+                fmt(s["p95"], 2),
+                fmt(s["p99"], 2),
+                fmt(c["p50"], 2),
+                fmt(c["p95"], 2),
+                fmt(c["p99"], 2),
+            ]
+        )
     if single is None:
-        target = (f"Target: server-side p50 (1 client, uncached) <= 2 x (a + b) = **{budget:.2f} ms**; "
-                  "not checked: no 1-client run (--clients).")
+        target = (
+            f"Target: server-side p50 (1 client, uncached) <= 2 x (a + b) = **{budget:.2f} ms**; "
+            "not checked: no 1-client run (--clients)."
+        )
     else:
         p50 = percentile(single.server_ms, 50)
         verdict = "meets" if p50 <= budget else "misses"
-        target = (f"Target: server-side p50 (1 client, uncached) <= 2 x (a + b) = 2 x ({a:.2f} + {b:.2f}) = "
-                  f"**{budget:.2f} ms**; measured **{p50:.2f} ms**: {verdict} the target.")
+        target = (
+            f"Target: server-side p50 (1 client, uncached) <= 2 x (a + b) = 2 x ({a:.2f} + {b:.2f}) = "
+            f"**{budget:.2f} ms**; measured **{p50:.2f} ms**: {verdict} the target."
+        )
         if bare.get("a_in_turn"):
             a_in, b_in = percentile(bare["a_in_turn"], 50), percentile(bare["b_in_turn"], 50)
-            target += (f" For reference, with the bare costs taken in turn: 2 x ({a_in:.2f} + {b_in:.2f}) = "
-                       f"{2 * (a_in + b_in):.2f} ms; the measured p50 is {p50 / (a_in + b_in):.2f} x their sum.")
+            target += (
+                f" For reference, with the bare costs taken in turn: 2 x ({a_in:.2f} + {b_in:.2f}) = "
+                f"{2 * (a_in + b_in):.2f} ms; the measured p50 is {p50 / (a_in + b_in):.2f} x their sum."
+            )
     rate = loaded.memories / loaded.seconds if loaded.seconds else float("nan")
-    return "\n".join([
-        "# Recall latency",
-        "",
-        f"{args.agents:,} agents x {args.memories:,} memories = {loaded.memories:,} memories "
-        f"({loaded.postings:,} postings); recall k={K}, default policy; seed {args.seed}.",
-        "",
-        f"Load: binary COPY over {args.load_connections} owner connection(s), one agent per transaction, "
-        f"then ANALYZE: **{loaded.seconds:.0f} s** ({fmt(rate, 0)} memories/s); database {loaded.db_size} "
-        f"afterwards; peak memory of the bench process {loaded.rss_mb:.0f} MB.",
-        "",
-        "## Bare costs (same run, stack idle), ms",
-        "",
-        md_table(["measure", "n", "p50", "p95", "p99"], bare_rows),
-        "",
-        target,
-        "",
-        "## Recall through the API, ms",
-        "",
-        md_table(["run", "clients", "answered", "errors", "QPS", "server p50", "server p95", "server p99",
-                  "client p50", "client p95", "client p99"], run_rows),
-        "",
-        "- server = the response's took_ms (after authentication: agent check, policy, query embedding,",
-        "  the recall statement); client = the whole HTTP call from a Python Client (httpx, keep-alive).",
-        "- uncached: every request a query never seen before, so the API embeds it; cached: "
-        f"{args.cached_pool} queries, embedded once before the run, repeated.",
-        *embedding_in_request(runs, percentile(bare["a"], 50)),
-        f"- 1 client: {args.requests} recalls; N clients: {args.concurrent_requests} recalls in all "
-        "(each client sends its share back to back; one API process answers them all).",
-        "- the corpus vectors are random unit vectors, so the vector side finds nothing above the",
-        "  policy's vector floor; the statement still scans and sorts every live memory of the agent.",
-        "",
-        *repetitions_section(reps),
-        "## Environment",
-        "",
-        environment_note(load_before, command_line(), stack),
-    ])
+    return "\n".join(
+        [
+            "# Recall latency",
+            "",
+            f"{args.agents:,} agents x {args.memories:,} memories = {loaded.memories:,} memories "
+            f"({loaded.postings:,} postings); recall k={K}, default policy; seed {args.seed}.",
+            "",
+            f"Load: binary COPY over {args.load_connections} owner connection(s), one agent per transaction, "
+            f"then ANALYZE: **{loaded.seconds:.0f} s** ({fmt(rate, 0)} memories/s); database {loaded.db_size} "
+            f"afterwards; peak memory of the bench process {loaded.rss_mb:.0f} MB.",
+            "",
+            "## Bare costs (same run, stack idle), ms",
+            "",
+            md_table(["measure", "n", "p50", "p95", "p99"], bare_rows),
+            "",
+            target,
+            "",
+            "## Recall through the API, ms",
+            "",
+            md_table(
+                [
+                    "run",
+                    "clients",
+                    "answered",
+                    "errors",
+                    "QPS",
+                    "server p50",
+                    "server p95",
+                    "server p99",
+                    "client p50",
+                    "client p95",
+                    "client p99",
+                ],
+                run_rows,
+            ),
+            "",
+            "- server = the response's took_ms (after authentication: agent check, policy, query embedding,",
+            "  the recall statement); client = the whole HTTP call from a Python Client (httpx, keep-alive).",
+            "- uncached: every request a query never seen before, so the API embeds it; cached: "
+            f"{args.cached_pool} queries, embedded once before the run, repeated.",
+            *embedding_in_request(runs, percentile(bare["a"], 50)),
+            f"- 1 client: {args.requests} recalls; N clients: {args.concurrent_requests} recalls in all "
+            "(each client sends its share back to back; one API process answers them all).",
+            "- the corpus vectors are random unit vectors, so the vector side finds nothing above the",
+            "  policy's vector floor; the statement still scans and sorts every live memory of the agent.",
+            "",
+            *repetitions_section(reps),
+            "## Environment",
+            "",
+            environment_note(load_before, command_line(), stack),
+        ]
+    )
 
 
 def embedding_in_request(runs: list[Run], a_ms: float) -> list[str]:
@@ -536,8 +692,10 @@ def embedding_in_request(runs: list[Run], a_ms: float) -> list[str]:
     if "1 client, uncached" not in p50 or "1 client, cached" not in p50:
         return []
     inside = p50["1 client, uncached"] - p50["1 client, cached"]
-    return [f"- 1 client, uncached minus cached p50: {inside:.2f} ms, what the query embedding costs inside "
-            f"a request; {inside / a_ms:.2f} x (a) measured back to back."]
+    return [
+        f"- 1 client, uncached minus cached p50: {inside:.2f} ms, what the query embedding costs inside "
+        f"a request; {inside / a_ms:.2f} x (a) measured back to back."
+    ]
 
 
 def client_counts(text: str) -> list[int]:
@@ -554,15 +712,24 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--agents", type=int, default=1000)
     p.add_argument("--memories", type=int, default=1000, help="memories per agent")
-    p.add_argument("--clients", type=client_counts, default=[1, 16, 64],
-                   help="comma list of concurrent client counts (default 1,16,64)")
+    p.add_argument(
+        "--clients",
+        type=client_counts,
+        default=[1, 16, 64],
+        help="comma list of concurrent client counts (default 1,16,64)",
+    )
     p.add_argument("--requests", type=int, default=400, help="recalls of each 1-client run")
-    p.add_argument("--concurrent-requests", type=int, default=800,
-                   help="recalls of each run with more than one client, in all")
+    p.add_argument(
+        "--concurrent-requests", type=int, default=800, help="recalls of each run with more than one client, in all"
+    )
     p.add_argument("--bare", type=int, default=200, help="samples of each bare cost")
-    p.add_argument("--repeats", type=int, default=1,
-                   help="check the 1-client target this many times in the run: (a), (b) and a "
-                        "1-client uncached run again after the others (default 1: once)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="check the 1-client target this many times in the run: (a), (b) and a "
+        "1-client uncached run again after the others (default 1: once)",
+    )
     p.add_argument("--cached-pool", type=int, default=20, help="distinct queries of the cached runs")
     p.add_argument("--load-connections", type=int, default=2, help="owner connections loading the corpus")
     p.add_argument("--seed", type=int, default=11)
@@ -580,8 +747,11 @@ def main(argv: list[str] | None = None) -> int:
     with stack_from_args(args, raise_limits=True) as stack:
         tenant_id, key = create_tenant(stack, f"bench-recall-{int(time.time())}")
         loaded = load_corpus(stack, tenant_id, agents, args.memories, args.seed, args.load_connections)
-        print(f"loaded {loaded.memories:,} memories and {loaded.postings:,} postings in {loaded.seconds:.0f}s "
-              f"({loaded.db_size}, peak RSS {loaded.rss_mb:.0f} MB)", flush=True)
+        print(
+            f"loaded {loaded.memories:,} memories and {loaded.postings:,} postings in {loaded.seconds:.0f}s "
+            f"({loaded.db_size}, peak RSS {loaded.rss_mb:.0f} MB)",
+            flush=True,
+        )
 
         bare = {"a": bare_embedding_ms(queries, args.bare)}
         if threads["default"] != threads["product"]:
@@ -589,8 +759,11 @@ def main(argv: list[str] | None = None) -> int:
         bare["b"] = bare_topk_ms(stack, tenant_id, agents, args.bare, args.seed)
         bare["c"] = recall_statement_ms(stack, tenant_id, agents, queries, args.bare, args.seed)
         bare["a_in_turn"], bare["b_in_turn"] = bare_pair_ms(stack, tenant_id, agents, queries, args.bare, args.seed)
-        print(f"bare: (a) {percentile(bare['a'], 50):.2f} ms ({backend}, {threads['product']} thread(s)), "
-              f"(b) {percentile(bare['b'], 50):.2f} ms, (c) {percentile(bare['c'], 50):.2f} ms (p50)", flush=True)
+        print(
+            f"bare: (a) {percentile(bare['a'], 50):.2f} ms ({backend}, {threads['product']} thread(s)), "
+            f"(b) {percentile(bare['b'], 50):.2f} ms, (c) {percentile(bare['c'], 50):.2f} ms (p50)",
+            flush=True,
+        )
 
         cached = cached_queries(queries, args.cached_pool)
         with Client(stack.api_url, key, timeout=60) as client:
@@ -603,17 +776,23 @@ def main(argv: list[str] | None = None) -> int:
             for kind, pick in (("uncached", queries.fresh), ("cached", cached)):
                 runs.append(run_recalls(stack, key, agents, f"{label}, {kind}", n, per_client, pick, args.seed))
                 r = runs[-1]
-                print(f"{r.name}: server p50 {percentile(r.server_ms, 50):.1f} ms, {fmt(r.qps)} QPS, "
-                      f"errors {r.error_text}", flush=True)
+                print(
+                    f"{r.name}: server p50 {percentile(r.server_ms, 50):.1f} ms, {fmt(r.qps)} QPS, "
+                    f"errors {r.error_text}",
+                    flush=True,
+                )
         reps = []
         single = next((r for r in runs if r.name == "1 client, uncached"), None)
         if single is not None:
-            reps.append(Repetition(percentile(bare["a"], 50), percentile(bare["b"], 50),
-                                   percentile(single.server_ms, 50)))
+            reps.append(
+                Repetition(percentile(bare["a"], 50), percentile(bare["b"], 50), percentile(single.server_ms, 50))
+            )
             for i in range(1, args.repeats):
                 reps.append(repeat_target(stack, key, tenant_id, agents, queries, args, i))
-                print(f"repetition {i + 1}: server p50 {reps[-1].p50_ms:.2f} ms, "
-                      f"{reps[-1].ratio:.2f} x the target", flush=True)
+                print(
+                    f"repetition {i + 1}: server p50 {reps[-1].p50_ms:.2f} ms, {reps[-1].ratio:.2f} x the target",
+                    flush=True,
+                )
         text = report(args, loaded, bare, backend, threads, runs, load_before, stack, reps)
     print()
     print(text)

@@ -26,6 +26,7 @@ the dia_ids its provenance (A) or metadata (B) points to; recall@10 is the share
 question's evidence dia_ids covered by the 10 memories returned. It also reports the
 "reachable" share: evidence covered by any memory the agent stored at all (the ceiling
 recall could reach). Writes bench/results/reflect_vs_raw.md."""
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (Stack, add_stack_args, command_line, create_tenant, environment_note, fmt,  # noqa: E402
-                     loadavg, md_table, percentile, progress, stack_from_args, write_report)
+from _common import (  # noqa: E402
+    Stack,
+    add_stack_args,
+    command_line,
+    create_tenant,
+    environment_note,
+    fmt,
+    loadavg,
+    md_table,
+    percentile,
+    progress,
+    stack_from_args,
+    write_report,
+)
+
 from memworker import Client  # noqa: E402
 
 DATA = Path("/work/shared/benchdata/locomo/locomo10.json")
@@ -54,6 +68,7 @@ _DIA = re.compile(r"^D(\d+):(\d+)$")
 
 
 # --- data ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -110,10 +125,13 @@ def load(path: Path, limit: int | None) -> list[Conversation]:
     convs = []
     for raw in json.loads(path.read_text())[:limit]:
         c = raw["conversation"]
-        numbers = sorted(int(m.group(1)) for key in c
-                         if (m := re.fullmatch(r"session_(\d+)", key)) and isinstance(c[key], list))
-        sessions = [(str(c.get(f"session_{n}_date_time", "")),
-                     [Turn(t["dia_id"], turn_text(t)) for t in c[f"session_{n}"]]) for n in numbers]
+        numbers = sorted(
+            int(m.group(1)) for key in c if (m := re.fullmatch(r"session_(\d+)", key)) and isinstance(c[key], list)
+        )
+        sessions = [
+            (str(c.get(f"session_{n}_date_time", "")), [Turn(t["dia_id"], turn_text(t)) for t in c[f"session_{n}"]])
+            for n in numbers
+        ]
         conv = Conversation(str(raw["sample_id"]), sessions)
         known = {t.dia_id for t in conv.turns}
         for qa in raw["qa"]:
@@ -131,10 +149,11 @@ def load(path: Path, limit: int | None) -> list[Conversation]:
 
 # --- A: the reflective write -------------------------------------------------------------------
 
+
 def episode_chunks(turns: list[Turn], per_episode: int) -> list[list[Turn]]:
     """The session as one chunk, or chunks of per_episode turns; each under the content limit."""
     size = per_episode if per_episode > 0 else len(turns)
-    chunks = [turns[i:i + size] for i in range(0, len(turns), size)]
+    chunks = [turns[i : i + size] for i in range(0, len(turns), size)]
     out: list[list[Turn]] = []
     while chunks:
         chunk = chunks.pop(0)
@@ -152,9 +171,14 @@ def post_episodes(client: Client, agent: str, conv: Conversation, per_episode: i
     bodies, dia_lists = [], []
     for n, (date, turns) in enumerate(conv.sessions, start=1):
         for j, chunk in enumerate(episode_chunks(turns, per_episode)):
-            bodies.append({"messages": [{"role": "user", "content": t.text} for t in chunk],
-                           "session_id": f"session_{n}", "idempotency_key": f"{conv.sample_id}:s{n}:c{j}",
-                           "metadata": {"session_date": date}})
+            bodies.append(
+                {
+                    "messages": [{"role": "user", "content": t.text} for t in chunk],
+                    "session_id": f"session_{n}",
+                    "idempotency_key": f"{conv.sample_id}:s{n}:c{j}",
+                    "metadata": {"session_date": date},
+                }
+            )
             dia_lists.append([t.dia_id for t in chunk])
     accepted = client.add_episodes(agent, bodies)
     return {a["episode_id"]: dias for a, dias in zip(accepted, dia_lists, strict=True)}
@@ -198,14 +222,23 @@ def covered_by_provenance(memory: dict[str, Any], episodes: dict[str, list[str]]
 
 # --- B: raw turns ------------------------------------------------------------------------------------
 
+
 def post_raw(client: Client, agent: str, conv: Conversation) -> int:
     from memworker.memories import clip
 
     turns = conv.turns
     for i in range(0, len(turns), RAW_BATCH):
-        client.add_memories(agent, [{"text": clip(t.text), "metadata": {"dia_id": t.dia_id},
-                                     "idempotency_key": f"{conv.sample_id}:{t.dia_id}"}
-                                    for t in turns[i:i + RAW_BATCH]])
+        client.add_memories(
+            agent,
+            [
+                {
+                    "text": clip(t.text),
+                    "metadata": {"dia_id": t.dia_id},
+                    "idempotency_key": f"{conv.sample_id}:{t.dia_id}",
+                }
+                for t in turns[i : i + RAW_BATCH]
+            ],
+        )
     return len(turns)
 
 
@@ -215,6 +248,7 @@ def covered_by_metadata(memory: dict[str, Any]) -> set[str]:
 
 
 # --- asking -----------------------------------------------------------------------------------------
+
 
 def all_memories(client: Client, agent: str) -> list[dict[str, Any]]:
     out, cursor = [], None
@@ -260,65 +294,98 @@ def evaluate(client: Client, side: Side, agent: str, conv: Conversation, covers:
 
 # --- report ----------------------------------------------------------------------------------------
 
-def report(args: argparse.Namespace, convs: list[Conversation], a: Side, b: Side, statuses: dict[str, int],
-           n_episodes: int, reflector: str, load_before: str, total_convs: int, stack: Stack) -> str:
+
+def report(
+    args: argparse.Namespace,
+    convs: list[Conversation],
+    a: Side,
+    b: Side,
+    statuses: dict[str, int],
+    n_episodes: int,
+    reflector: str,
+    load_before: str,
+    total_convs: int,
+    stack: Stack,
+) -> str:
     groups: list[tuple[str, int | None]] = [("all (1-4)", None)] + [(f"{c} {n}", c) for c, n in CATEGORIES.items()]
-    rows = [[label, a.count(cat), fmt(a.mean(a.recall, cat), 3), fmt(b.mean(b.recall, cat), 3),
-             fmt(a.mean(a.reachable, cat), 3), fmt(b.mean(b.reachable, cat), 3)] for label, cat in groups]
+    rows = [
+        [
+            label,
+            a.count(cat),
+            fmt(a.mean(a.recall, cat), 3),
+            fmt(b.mean(b.recall, cat), 3),
+            fmt(a.mean(a.reachable, cat), 3),
+            fmt(b.mean(b.reachable, cat), 3),
+        ]
+        for label, cat in groups
+    ]
     turns = sum(len(c.turns) for c in convs)
     size_rows = [
         ["memories stored", f"{a.memories:,}", f"{b.memories:,}"],
         ["memories per turn", fmt(a.memories / turns, 3), fmt(b.memories / turns, 3)],
         ["characters stored (memory text)", f"{a.chars:,}", f"{b.chars:,}"],
         ["write time, s (A: POST until all stored; B: POST memories/batch)", fmt(a.write_s), fmt(b.write_s)],
-        ["recall took_ms p50 / p95 (B asks second: its query embedding is a cache hit)",
-         f"{fmt(percentile(a.took_ms, 50))} / {fmt(percentile(a.took_ms, 95))}",
-         f"{fmt(percentile(b.took_ms, 50))} / {fmt(percentile(b.took_ms, 95))}"],
+        [
+            "recall took_ms p50 / p95 (B asks second: its query embedding is a cache hit)",
+            f"{fmt(percentile(a.took_ms, 50))} / {fmt(percentile(a.took_ms, 95))}",
+            f"{fmt(percentile(b.took_ms, 50))} / {fmt(percentile(b.took_ms, 95))}",
+        ],
     ]
-    subset = "" if len(convs) == total_convs else \
-        f" **Subset: {len(convs)} of {total_convs} conversations (--conversations {len(convs)}).**"
+    subset = (
+        ""
+        if len(convs) == total_convs
+        else f" **Subset: {len(convs)} of {total_convs} conversations (--conversations {len(convs)}).**"
+    )
     dropped_q = sum(c.dropped_questions for c in convs)
     dropped_ids = sum(c.dropped_ids for c in convs)
-    return "\n".join([
-        "# Reflective write vs raw turns (LoCoMo)",
-        "",
-        f"{len(convs)} conversations ({', '.join(c.sample_id for c in convs)}), {turns:,} turns, "
-        f"{n_episodes} episodes ({'whole sessions' if args.turns_per_episode <= 0 else f'{args.turns_per_episode} turns each'})"
-        f", reflector: {reflector}; recall k={K}, default policy.{subset}",
-        "",
-        "A = reflective write (episodes -> worker -> memories); B = every turn stored raw as a direct memory.",
-        "",
-        md_table(["questions", "n", "A recall@10", "B recall@10", "A reachable", "B reachable"], rows),
-        "",
-        md_table(["", "A reflect", "B raw"], size_rows),
-        "",
-        "- recall@10: share of a question's evidence dia_ids covered by the 10 memories returned; a",
-        "  reflected memory covers the turns named by its provenance (message indexes), a raw one its own turn.",
-        "- reachable: share of the evidence covered by any memory the agent stored at all: what recall",
-        "  could reach with perfect ranking.",
-        f"- episodes by final status: {', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}.",
-        f"- evidence: {dropped_ids} malformed or unknown dia_ids dropped; {dropped_q} questions left without "
-        "evidence skipped.",
-        "- LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0 (/work/shared/benchdata/locomo/SOURCE.md).",
-        "",
-        "## Environment",
-        "",
-        environment_note(load_before, command_line(), stack),
-    ])
+    return "\n".join(
+        [
+            "# Reflective write vs raw turns (LoCoMo)",
+            "",
+            f"{len(convs)} conversations ({', '.join(c.sample_id for c in convs)}), {turns:,} turns, "
+            f"{n_episodes} episodes ({'whole sessions' if args.turns_per_episode <= 0 else f'{args.turns_per_episode} turns each'})"
+            f", reflector: {reflector}; recall k={K}, default policy.{subset}",
+            "",
+            "A = reflective write (episodes -> worker -> memories); B = every turn stored raw as a direct memory.",
+            "",
+            md_table(["questions", "n", "A recall@10", "B recall@10", "A reachable", "B reachable"], rows),
+            "",
+            md_table(["", "A reflect", "B raw"], size_rows),
+            "",
+            "- recall@10: share of a question's evidence dia_ids covered by the 10 memories returned; a",
+            "  reflected memory covers the turns named by its provenance (message indexes), a raw one its own turn.",
+            "- reachable: share of the evidence covered by any memory the agent stored at all: what recall",
+            "  could reach with perfect ranking.",
+            f"- episodes by final status: {', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}.",
+            f"- evidence: {dropped_ids} malformed or unknown dia_ids dropped; {dropped_q} questions left without "
+            "evidence skipped.",
+            "- LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0 (/work/shared/benchdata/locomo/SOURCE.md).",
+            "",
+            "## Environment",
+            "",
+            environment_note(load_before, command_line(), stack),
+        ]
+    )
 
 
 def reflector_name(client: Client, agent: str) -> str:
     """The reflector that stored the agent's episodes (from the episode records)."""
-    names = {client.get_episode(agent, ep["episode_id"]).get("reflector")
-             for ep in client.list_episodes(agent_id=agent, limit=3)}
+    names = {
+        client.get_episode(agent, ep["episode_id"]).get("reflector")
+        for ep in client.list_episodes(agent_id=agent, limit=3)
+    }
     return ", ".join(sorted(n for n in names if n)) or "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--conversations", type=int, default=None, help="only the first N conversations")
-    p.add_argument("--turns-per-episode", type=int, default=0,
-                   help="split sessions into episodes of this many turns (0: one episode per session)")
+    p.add_argument(
+        "--turns-per-episode",
+        type=int,
+        default=0,
+        help="split sessions into episodes of this many turns (0: one episode per session)",
+    )
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for episodes to be stored")
     p.add_argument("--data", type=Path, default=DATA)
     add_stack_args(p)
@@ -340,15 +407,18 @@ def main(argv: list[str] | None = None) -> int:
             episodes: dict[str, dict[str, list[str]]] = {}
             for c in progress(convs, desc="A: POST episodes", unit="conv"):
                 episodes[c.sample_id] = post_episodes(client, agent_a[c.sample_id], c, args.turns_per_episode)
-            statuses = wait_stored(client, list(agent_a.values()),
-                                   {c.sample_id: len(episodes[c.sample_id]) for c in convs}, args.timeout)
+            statuses = wait_stored(
+                client, list(agent_a.values()), {c.sample_id: len(episodes[c.sample_id]) for c in convs}, args.timeout
+            )
             a.write_s = time.perf_counter() - started
             started = time.perf_counter()
             for c in progress(convs, desc="B: POST raw turns", unit="conv"):
                 post_raw(client, agent_b[c.sample_id], c)
             b.write_s = time.perf_counter() - started
-            print(f"A: episodes stored in {a.write_s:.0f}s (statuses {statuses}); B: turns written in "
-                  f"{b.write_s:.0f}s", flush=True)
+            print(
+                f"A: episodes stored in {a.write_s:.0f}s (statuses {statuses}); B: turns written in {b.write_s:.0f}s",
+                flush=True,
+            )
             reflector = reflector_name(client, agent_a[convs[0].sample_id])
             bar = progress(total=2 * sum(len(c.questions) for c in convs), desc="recall", unit="q")
             for c in convs:
@@ -356,8 +426,18 @@ def main(argv: list[str] | None = None) -> int:
                 evaluate(client, a, agent_a[c.sample_id], c, lambda m, eps=eps: covered_by_provenance(m, eps), bar)
                 evaluate(client, b, agent_b[c.sample_id], c, covered_by_metadata, bar)
             bar.close()
-        text = report(args, convs, a, b, statuses, sum(len(e) for e in episodes.values()), reflector,
-                      load_before, total_convs, stack)
+        text = report(
+            args,
+            convs,
+            a,
+            b,
+            statuses,
+            sum(len(e) for e in episodes.values()),
+            reflector,
+            load_before,
+            total_convs,
+            stack,
+        )
     print()
     print(text)
     print(f"\nwritten to {write_report('reflect_vs_raw.md', text)}")

@@ -4,11 +4,12 @@ work), an hourly sweep an hour later, and the daily one (when decay rewrites row
 
 Rows are loaded directly as the owner (INSERT ... SELECT, no embedding model: vectors come
 from a pool of random unit vectors), then the sweeps run exactly as the beat runs them
-(memworker.retention.sweep_agent through the app role's pool, row-level security on), with
+(memworker.lifecycle.retention.sweep_agent through the app role's pool, row-level security on), with
 --workers threads sweeping agents in parallel. Writes bench/results/retention.md.
 
     python bench/retention.py                       # embedded Postgres in a temp dir
     python bench/retention.py --agents 50 --memories 1000 --no-report   # a quick look"""
+
 from __future__ import annotations
 
 import argparse
@@ -29,7 +30,11 @@ from pgvector.psycopg import register_vector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
-from memworker import db, embedded, migrate, retention, tokens  # noqa: E402
+
+from memworker import tokens  # noqa: E402
+from memworker.lifecycle import retention
+from memworker.local import embedded
+from memworker.storage import db, migrate
 
 # The per-agent mix (fractions of M): what a fleet looks like after 100 days without a sweep.
 POLICY = {"max_episodic": 150}  # tenant defaults in the bench: the cap binds for most agents
@@ -103,7 +108,9 @@ GROUP BY m.tenant_id, m.agent_id, w, m.id
 """
 
 
-def load(owner_url: str, *, tenants: int, agents: int, memories: int, seed: int) -> tuple[list[tuple[UUID, str]], datetime, float]:
+def load(
+    owner_url: str, *, tenants: int, agents: int, memories: int, seed: int
+) -> tuple[list[tuple[UUID, str]], datetime, float]:
     """Create the tenants and agents and load their memories; returns (agents, clock, seconds)."""
     started = time.perf_counter()
     vocab = vocabulary(3000, seed)
@@ -122,18 +129,31 @@ def load(owner_url: str, *, tenants: int, agents: int, memories: int, seed: int)
         now = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
         per_tenant = agents // tenants
         for t in range(tenants):
-            (tid,) = conn.execute("INSERT INTO memworker.tenants (name, policy) VALUES (%s, %s) RETURNING id",
-                                  (f"bench-{t}", psycopg.types.json.Jsonb(POLICY))).fetchone()  # type: ignore[misc]
+            (tid,) = conn.execute(
+                "INSERT INTO memworker.tenants (name, policy) VALUES (%s, %s) RETURNING id",
+                (f"bench-{t}", psycopg.types.json.Jsonb(POLICY)),
+            ).fetchone()  # type: ignore[misc]
             ids = [f"agent-{t}-{a}" for a in range(per_tenant + (1 if t < agents % tenants else 0))]
             conn.execute("INSERT INTO memworker.agents (tenant_id, id) SELECT %s, unnest(%s::text[])", (tid, ids))
             conn.execute("ALTER TABLE memworker.agents ADD COLUMN IF NOT EXISTS n int")  # scratch: the agent number
             conn.execute("UPDATE memworker.agents SET n = abs(hashtext(id)) %% 100000 WHERE tenant_id = %s", (tid,))
-            conn.execute(LOAD_SQL, {"tenant_id": tid, "now": now, "days": DAYS, "memories": memories,
-                                    "vocab": vocab, "base": BASE_VECTORS})
+            conn.execute(
+                LOAD_SQL,
+                {
+                    "tenant_id": tid,
+                    "now": now,
+                    "days": DAYS,
+                    "memories": memories,
+                    "vocab": vocab,
+                    "base": BASE_VECTORS,
+                },
+            )
             conn.execute(TERMS_SQL, {"tenant_id": tid})
             out += [(tid, a) for a in ids]
-            print(f"  loaded tenant {t + 1}/{tenants}: {len(ids)} agents, {time.perf_counter() - started:.0f} s",
-                  flush=True)
+            print(
+                f"  loaded tenant {t + 1}/{tenants}: {len(ids)} agents, {time.perf_counter() - started:.0f} s",
+                flush=True,
+            )
         conn.execute("ALTER TABLE memworker.agents DROP COLUMN n")
         conn.execute("VACUUM ANALYZE")
     return out, now, time.perf_counter() - started
@@ -145,8 +165,9 @@ def sweep_all(app_url: str, agents: list[tuple[UUID, str]], now: datetime, worke
         started = time.perf_counter()
 
         def one(agent: tuple[UUID, str]) -> retention.Report:
-            return retention.sweep_agent(pool, tenant_id=agent[0], agent_id=agent[1], now=now,
-                                         run_key=f"bench:{key}", trigger="bench")
+            return retention.sweep_agent(
+                pool, tenant_id=agent[0], agent_id=agent[1], now=now, run_key=f"bench:{key}", trigger="bench"
+            )
 
         with ThreadPoolExecutor(workers) as ex:
             reports = list(ex.map(one, agents))
@@ -165,9 +186,18 @@ def summarise(name: str, result: dict[str, Any]) -> dict[str, Any]:
         for k, v in r.phase_ms.items():
             phases[k] = phases.get(k, 0) + v
     ms = [r.duration_ms for r in reports]
-    return {"name": name, "wall": result["wall"], "agents": len(reports), "statuses": statuses, "total": total,
-            "changed": sum(r.changed for r in reports), "p50": _common.percentile(ms, 50),
-            "p95": _common.percentile(ms, 95), "max": max(ms), "phases": phases}
+    return {
+        "name": name,
+        "wall": result["wall"],
+        "agents": len(reports),
+        "statuses": statuses,
+        "total": total,
+        "changed": sum(r.changed for r in reports),
+        "p50": _common.percentile(ms, 50),
+        "p95": _common.percentile(ms, 95),
+        "max": max(ms),
+        "phases": phases,
+    }
 
 
 def main() -> int:
@@ -192,16 +222,19 @@ def main() -> int:
         migrate.migrate(owner_url)
         app_url = db.app_url(owner_url) if not args.admin_database_url else owner_url
         print(f"loading {args.agents} agents x {args.memories} memories ...", flush=True)
-        agents, now, load_s = load(owner_url, tenants=args.tenants, agents=args.agents, memories=args.memories,
-                                   seed=args.seed)
+        agents, now, load_s = load(
+            owner_url, tenants=args.tenants, agents=args.agents, memories=args.memories, seed=args.seed
+        )
         with psycopg.connect(owner_url) as conn:
             rows = conn.execute("SELECT count(*) FROM memworker.memories").fetchone()[0]  # type: ignore[index]
             size = conn.execute("SELECT pg_size_pretty(pg_database_size(current_database()))").fetchone()[0]  # type: ignore[index]
         print(f"loaded {rows:,} memories in {load_s:.0f} s ({size}); sweeping ...", flush=True)
         runs = []
-        for name, when, key in (("first sweep (100-day backlog)", now, "first"),
-                                ("hourly sweep, 1 h later", now + timedelta(hours=1), "hourly"),
-                                ("daily sweep, 25 h later (decay step)", now + timedelta(hours=25), "daily")):
+        for name, when, key in (
+            ("first sweep (100-day backlog)", now, "first"),
+            ("hourly sweep, 1 h later", now + timedelta(hours=1), "hourly"),
+            ("daily sweep, 25 h later (decay step)", now + timedelta(hours=25), "daily"),
+        ):
             s = summarise(name, sweep_all(app_url, agents, when, args.workers, key))
             runs.append(s)
             print(f"{name}: {s['wall']:.1f} s, {s['changed']:,} rows changed, statuses {s['statuses']}", flush=True)
@@ -217,23 +250,52 @@ def main() -> int:
     return 0
 
 
-def render(args: argparse.Namespace, rows: int, size: str, load_s: float, runs: list[dict[str, Any]],
-           load_before: str) -> str:
+def render(
+    args: argparse.Namespace, rows: int, size: str, load_s: float, runs: list[dict[str, Any]], load_before: str
+) -> str:
     scanned = [r["total"]["scanned"] for r in runs]
     table = _common.md_table(
-        ["sweep", "agents", "wall (s)", "agents/s", "live rows scanned", "rows scanned/s", "rows changed",
-         "rows changed/s", "per agent p50 (ms)", "p95 (ms)", "max (ms)", "statuses"],
-        [[r["name"], r["agents"], _common.fmt(r["wall"]), _common.fmt(r["agents"] / r["wall"]),
-          f"{n:,}", _common.fmt(n / r["wall"], 0), f"{r['changed']:,}", _common.fmt(r["changed"] / r["wall"], 0),
-          _common.fmt(r["p50"], 0), _common.fmt(r["p95"], 0), _common.fmt(r["max"], 0),
-          ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items()))] for r, n in zip(runs, scanned)])
-    counts = _common.md_table(["sweep"] + [k for k in retention.COUNTS if k not in ("scanned",)],
-                              [[r["name"]] + [f"{r['total'][k]:,}" for k in retention.COUNTS if k != "scanned"]
-                               for r in runs])
+        [
+            "sweep",
+            "agents",
+            "wall (s)",
+            "agents/s",
+            "live rows scanned",
+            "rows scanned/s",
+            "rows changed",
+            "rows changed/s",
+            "per agent p50 (ms)",
+            "p95 (ms)",
+            "max (ms)",
+            "statuses",
+        ],
+        [
+            [
+                r["name"],
+                r["agents"],
+                _common.fmt(r["wall"]),
+                _common.fmt(r["agents"] / r["wall"]),
+                f"{n:,}",
+                _common.fmt(n / r["wall"], 0),
+                f"{r['changed']:,}",
+                _common.fmt(r["changed"] / r["wall"], 0),
+                _common.fmt(r["p50"], 0),
+                _common.fmt(r["p95"], 0),
+                _common.fmt(r["max"], 0),
+                ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items())),
+            ]
+            for r, n in zip(runs, scanned)
+        ],
+    )
+    counts = _common.md_table(
+        ["sweep"] + [k for k in retention.COUNTS if k not in ("scanned",)],
+        [[r["name"]] + [f"{r['total'][k]:,}" for k in retention.COUNTS if k != "scanned"] for r in runs],
+    )
     phase_names = list(runs[0]["phases"])
-    phases = _common.md_table(["sweep"] + [f"{p} (s)" for p in phase_names],
-                              [[r["name"]] + [_common.fmt(r["phases"].get(p, 0) / 1000 / args.workers)
-                                              for p in phase_names] for r in runs])
+    phases = _common.md_table(
+        ["sweep"] + [f"{p} (s)" for p in phase_names],
+        [[r["name"]] + [_common.fmt(r["phases"].get(p, 0) / 1000 / args.workers) for p in phase_names] for r in runs],
+    )
     return f"""# Retention sweep
 
 {args.agents:,} agents x {args.memories:,} memories ({rows:,} rows, {args.tenants} tenants; database {size}
@@ -254,7 +316,7 @@ Time per phase (summed over agents, divided by the worker count: roughly wall se
 - The data: per agent, memories created uniformly over the last {DAYS} days; 5 % L0, 80 % L1,
   14 % L2, 1 % L3; 3 % insights and 2 % conclusions; 40 % never recalled; 5 % past their TTL;
   one near-duplicate per 10 memories, and per 100 an old and a changed version of one fact
-  ("service N uses version 3.0" then "... 3.x" at confidence 0.95). Tenant policy: max_episodic {POLICY['max_episodic']}, the rest default.
+  ("service N uses version 3.0" then "... 3.x" at confidence 0.95). Tenant policy: max_episodic {POLICY["max_episodic"]}, the rest default.
   Vectors come from a pool of {BASE_VECTORS} random unit vectors (duplicates share theirs).
 - The first sweep is the worst case: a fleet that never had retention, so every rule has
   work and every row is new to the merge/contradiction check. The hourly sweep is the

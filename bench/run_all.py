@@ -21,6 +21,7 @@ what each bench wrote. A bench that fails, times out (--section-timeout) or writ
 is recorded as such, with the tail of its output, and the suite goes on. Every bench's output
 (progress bars included) is copied to stderr and to a log in the scratch folder (--logs to
 keep it); the report goes to stdout and to --out."""
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -74,6 +75,7 @@ class Outcome:
 
 
 # --- headlines: one line per section for the summary table (best effort: "" if not found) ---
+
 
 def _row(markdown: str, first_cell: str) -> list[str]:
     """The cells of the first table row whose first cell starts with first_cell."""
@@ -131,30 +133,87 @@ def _locomo_headline(md: str) -> str:
 
 
 SECTIONS = [
-    Section("ingest", "Ingest throughput vs the embedder's limit", "ingest.py",
-            full=(), quick=("--episodes", "200", "--single", "40", "--paced", "5", "--agents", "5",
-                            "--overflow", "40", "--overflow-wait", "60", "--embed-sample", "128", "--timeout", "300"),
-            result="ingest.md", headline=_ingest_headline),
-    Section("recall_latency", "Recall latency", "recall_latency.py",
-            full=("--agents", "1000", "--memories", "1000", "--clients", "1,16,64", "--repeats", "3"),
-            quick=("--agents", "20", "--memories", "500", "--clients", "1,16,64", "--requests", "50",
-                   "--concurrent-requests", "128", "--bare", "30"),
-            result="recall_latency.md", headline=_recall_headline),
-    Section("consolidation", "Consolidation fleet sweep, 1 vs 2 workers", "consolidation.py",
-            full=("--agents", "1000", "--workers", "1,2"),
-            quick=("--agents", "50", "--single", "10", "--pool", "500", "--workers", "1,2", "--timeout", "600"),
-            result="consolidation.md", headline=_consolidation_headline),
-    Section("retention", "Retention sweep", "retention.py",
-            full=(), quick=("--agents", "30", "--memories", "300"),
-            result="retention.md", headline=_retention_headline),
-    Section("locomo_recall", "LoCoMo recall", "locomo_recall.py",
-            full=(), quick=("--conversations", "1"),
-            result="locomo_recall.md", headline=_locomo_headline),
+    Section(
+        "ingest",
+        "Ingest throughput vs the embedder's limit",
+        "ingest.py",
+        full=(),
+        quick=(
+            "--episodes",
+            "200",
+            "--single",
+            "40",
+            "--paced",
+            "5",
+            "--agents",
+            "5",
+            "--overflow",
+            "40",
+            "--overflow-wait",
+            "60",
+            "--embed-sample",
+            "128",
+            "--timeout",
+            "300",
+        ),
+        result="ingest.md",
+        headline=_ingest_headline,
+    ),
+    Section(
+        "recall_latency",
+        "Recall latency",
+        "recall_latency.py",
+        full=("--agents", "1000", "--memories", "1000", "--clients", "1,16,64", "--repeats", "3"),
+        quick=(
+            "--agents",
+            "20",
+            "--memories",
+            "500",
+            "--clients",
+            "1,16,64",
+            "--requests",
+            "50",
+            "--concurrent-requests",
+            "128",
+            "--bare",
+            "30",
+        ),
+        result="recall_latency.md",
+        headline=_recall_headline,
+    ),
+    Section(
+        "consolidation",
+        "Consolidation fleet sweep, 1 vs 2 workers",
+        "consolidation.py",
+        full=("--agents", "1000", "--workers", "1,2"),
+        quick=("--agents", "50", "--single", "10", "--pool", "500", "--workers", "1,2", "--timeout", "600"),
+        result="consolidation.md",
+        headline=_consolidation_headline,
+    ),
+    Section(
+        "retention",
+        "Retention sweep",
+        "retention.py",
+        full=(),
+        quick=("--agents", "30", "--memories", "300"),
+        result="retention.md",
+        headline=_retention_headline,
+    ),
+    Section(
+        "locomo_recall",
+        "LoCoMo recall",
+        "locomo_recall.py",
+        full=(),
+        quick=("--conversations", "1"),
+        result="locomo_recall.md",
+        headline=_locomo_headline,
+    ),
 ]
 BY_NAME = {s.name: s for s in SECTIONS}
 
 
 # --- running one bench ---------------------------------------------------------------------------
+
 
 def log(msg: str) -> None:
     print(f"[run_all {datetime.now().strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -207,13 +266,23 @@ def _reap_leftovers(section: Section, proc: subprocess.Popen[bytes]) -> None:
 def run_section(section: Section, argv: list[str], out_dir: Path, log_path: Path, timeout_s: float) -> Outcome:
     """Runs one bench, its output copied to stderr and log_path as it comes."""
     outcome = Outcome(section, argv, load_before=loadavg(), commit=git_commit())
-    env = {**os.environ, "MEMWORKER_BENCH_RESULTS": str(out_dir),
-           # the editable install may not point at this checkout: the benches import memworker from it
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    env = {
+        **os.environ,
+        "MEMWORKER_BENCH_RESULTS": str(out_dir),
+        # the editable install may not point at this checkout: the benches import memworker from it
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+    }
     started = time.monotonic()
     with open(log_path, "wb") as logf:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=ROOT, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+        )
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         os.set_blocking(fd, False)
@@ -283,6 +352,7 @@ def _drain(fd: int) -> bytes:
 
 # --- the report ----------------------------------------------------------------------------------
 
+
 def machine() -> str:
     mem = "n/a"
     cpu = platform.processor() or platform.machine()
@@ -296,8 +366,10 @@ def machine() -> str:
             cpu = model.group(1).strip()
     except OSError:
         pass
-    return (f"{os.cpu_count()} CPUs ({cpu}), {mem} memory, {platform.system()} {platform.release()}, "
-            f"{platform.python_implementation()} {platform.python_version()}")
+    return (
+        f"{os.cpu_count()} CPUs ({cpu}), {mem} memory, {platform.system()} {platform.release()}, "
+        f"{platform.python_implementation()} {platform.python_version()}"
+    )
 
 
 def demote(markdown: str, levels: int = 2) -> str:
@@ -317,35 +389,61 @@ def _duration(seconds: float) -> str:
     return f"{m} min {s:02d} s" if m else f"{s} s"
 
 
-def render(outcomes: list[Outcome], args: argparse.Namespace, command: str, started_at: datetime,
-           total_s: float, load_start: str, load_end: str, commit: str) -> str:
+def render(
+    outcomes: list[Outcome],
+    args: argparse.Namespace,
+    command: str,
+    started_at: datetime,
+    total_s: float,
+    load_start: str,
+    load_end: str,
+    commit: str,
+) -> str:
     mode = "--quick: smoke sizes, not comparable with a full run" if args.quick else "full: the sizes of issue 9"
     lines = [
         "# memworker benchmark report",
         "",
         f"- date: {started_at.strftime('%Y-%m-%d %H:%M UTC')}; total {_duration(total_s)}",
-        f"- git commit: {commit} at the start" + ("" if all(o.commit == commit for o in outcomes) else
-                                                   " (it changed during the run: see each section)"),
+        f"- git commit: {commit} at the start"
+        + ("" if all(o.commit == commit for o in outcomes) else " (it changed during the run: see each section)"),
         f"- machine: {machine()}",
         f"- load average (1/5/15 min): {load_start} at the start, {load_end} at the end",
         f"- command: `{command}` ({mode})",
-        ("- each section ran alone, one after the other, each bench in its own process with its own "
-         "embedded stack; the machine may be shared with other work, so compare figures within a "
-         "section (same run), not across reports"),
+        (
+            "- each section ran alone, one after the other, each bench in its own process with its own "
+            "embedded stack; the machine may be shared with other work, so compare figures within a "
+            "section (same run), not across reports"
+        ),
         "",
         "## Summary",
         "",
-        md_table(["section", "status", "duration", "load before", "load after", "headline"],
-                 [[f"[{o.section.name}](#{i}-{_anchor(o.section.title)})", o.status, _duration(o.seconds),
-                   o.load_before, o.load_after, (o.section.headline(o.markdown) if o.markdown else "") or "-"]
-                  for i, o in enumerate(outcomes, 1)]),
+        md_table(
+            ["section", "status", "duration", "load before", "load after", "headline"],
+            [
+                [
+                    f"[{o.section.name}](#{i}-{_anchor(o.section.title)})",
+                    o.status,
+                    _duration(o.seconds),
+                    o.load_before,
+                    o.load_after,
+                    (o.section.headline(o.markdown) if o.markdown else "") or "-",
+                ]
+                for i, o in enumerate(outcomes, 1)
+            ],
+        ),
         "",
     ]
     for i, o in enumerate(outcomes, 1):
-        lines += [f"## {i}. {o.section.title}", "",
-                  f"- bench: `{' '.join(shlex.quote(a) for a in _display_argv(o.argv))}`",
-                  (f"- status: **{o.status}**; duration {_duration(o.seconds)}; load average before "
-                   f"{o.load_before}, after {o.load_after}; commit {o.commit}"), ""]
+        lines += [
+            f"## {i}. {o.section.title}",
+            "",
+            f"- bench: `{' '.join(shlex.quote(a) for a in _display_argv(o.argv))}`",
+            (
+                f"- status: **{o.status}**; duration {_duration(o.seconds)}; load average before "
+                f"{o.load_before}, after {o.load_after}; commit {o.commit}"
+            ),
+            "",
+        ]
         if o.tail:
             lines += [f"Last {len(o.tail)} lines of its output:", "", "```", *o.tail, "```", ""]
         if o.markdown:
@@ -370,6 +468,7 @@ def _display_argv(argv: list[str]) -> list[str]:
 
 # --- main --------------------------------------------------------------------------------------------
 
+
 def section_list(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in BY_NAME]
@@ -393,10 +492,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run of a few minutes")
     p.add_argument("--only", type=section_list, help="comma list of sections to run (in the suite's order)")
     p.add_argument("--skip", type=section_list, default=[], help="comma list of sections to leave out")
-    p.add_argument("--extra", action="append", default=[], metavar="SECTION=ARGS",
-                   help="more arguments for one bench, appended to its defaults (repeatable)")
-    p.add_argument("--section-timeout", type=float, default=3 * 3600.0,
-                   help="seconds after which a bench is stopped and recorded as timed out")
+    p.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="SECTION=ARGS",
+        help="more arguments for one bench, appended to its defaults (repeatable)",
+    )
+    p.add_argument(
+        "--section-timeout",
+        type=float,
+        default=3 * 3600.0,
+        help="seconds after which a bench is stopped and recorded as timed out",
+    )
     p.add_argument("--out", type=Path, default=RESULTS / "report.md", help="the combined report to write")
     p.add_argument("--no-write", action="store_true", help="print the report only")
     p.add_argument("--logs", type=Path, help="keep each bench's output log in this folder")
@@ -406,14 +514,16 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [s for s in SECTIONS if (args.only is None or s.name in args.only) and s.name not in args.skip]
     if args.list:
         for s in SECTIONS:
-            print(f"{s.name:15} python bench/{s.script} {' '.join(s.full) or '(defaults)'}\n{'':15} --quick: "
-                  f"{' '.join(s.quick)}")
+            print(
+                f"{s.name:15} python bench/{s.script} {' '.join(s.full) or '(defaults)'}\n{'':15} --quick: "
+                f"{' '.join(s.quick)}"
+            )
         return 0
     if not chosen:
         raise SystemExit("no section left to run")
 
     command = "python " + " ".join([os.path.relpath(sys.argv[0], ROOT)] + [shlex.quote(a) for a in sys.argv[1:]])
-    started_at, started, load_start, commit = datetime.now(timezone.utc), time.monotonic(), loadavg(), git_commit()
+    started_at, started, load_start, commit = datetime.now(UTC), time.monotonic(), loadavg(), git_commit()
     scratch = Path(tempfile.mkdtemp(prefix="memworker-run-all-"))
     outcomes: list[Outcome] = []
     try:

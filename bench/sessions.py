@@ -14,10 +14,11 @@ count) twice, then contexts at budgets 4000 and 500 (their query embedding is ca
 would be after the recall: compare them with the second recall). Then 200 episodes and every context call's log go into an
 archive; archive and restore are timed, and the compressed and raw sizes reported.
 
-Tokenizer load: a fresh Python process each, (1) memworker.budget (tokenizers, from the
+Tokenizer load: a fresh Python process each, (1) memworker.models.budget (tokenizers, from the
 model folder's tokenizer.json) and (2) transformers.AutoTokenizer on the same folder.
 
 Prints markdown tables and writes bench/results/sessions.md."""
+
 from __future__ import annotations
 
 import argparse
@@ -29,35 +30,65 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (ROOT, TextMaker, add_stack_args, command_line, environment_note, fmt, loadavg,  # noqa: E402
-                     md_table, percentile, stack_from_args, write_report)
+from _common import (  # noqa: E402
+    ROOT,
+    TextMaker,
+    add_stack_args,
+    command_line,
+    environment_note,
+    fmt,
+    loadavg,
+    md_table,
+    percentile,
+    stack_from_args,
+    write_report,
+)
+
 from memworker import Client  # noqa: E402
 
 
 def _load_seconds(code: str) -> float:
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True,
-                         env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "TOKENIZERS_PARALLELISM": "false"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "TOKENIZERS_PARALLELISM": "false"},
+    )
     return float(out.stdout.strip().splitlines()[-1])
 
 
 def tokenizer_rows() -> list[list[str]]:
-    own = ("import time; t = time.perf_counter(); from memworker import budget; from memworker.settings import "
-           "Settings; c = budget.counter(Settings().embedding_model); c('warm up'); print(time.perf_counter() - t)")
-    auto = ("import time; t = time.perf_counter(); from transformers import AutoTokenizer; from memworker.settings "
-            "import Settings; tk = AutoTokenizer.from_pretrained(Settings().embedding_model, local_files_only=True); "
-            "tk.encode('warm up'); print(time.perf_counter() - t)")
-    from memworker import budget
+    own = (
+        "import time; t = time.perf_counter(); from memworker import budget; from memworker.settings import "
+        "Settings; c = budget.counter(Settings().embedding_model); c('warm up'); print(time.perf_counter() - t)"
+    )
+    auto = (
+        "import time; t = time.perf_counter(); from transformers import AutoTokenizer; from memworker.settings "
+        "import Settings; tk = AutoTokenizer.from_pretrained(Settings().embedding_model, local_files_only=True); "
+        "tk.encode('warm up'); print(time.perf_counter() - t)"
+    )
+    from memworker.models import budget
     from memworker.settings import Settings
 
-    rows = [["memworker.budget (tokenizers, tokenizer.json)", fmt(_load_seconds(own), 2)],
-            ["transformers.AutoTokenizer (same folder)", fmt(_load_seconds(auto), 2)]]
+    rows = [
+        ["memworker.models.budget (tokenizers, tokenizer.json)", fmt(_load_seconds(own), 2)],
+        ["transformers.AutoTokenizer (same folder)", fmt(_load_seconds(auto), 2)],
+    ]
     maker = TextMaker(3)
-    samples = {"README.md (markdown, code)": (ROOT / "README.md").read_text(),
-               "1,000 generated agent sentences": " ".join(maker.sentence() for _ in range(1000))}
+    samples = {
+        "README.md (markdown, code)": (ROOT / "README.md").read_text(),
+        "1,000 generated agent sentences": " ".join(maker.sentence() for _ in range(1000)),
+    }
     for name, text in samples.items():
         n = budget.count(text, Settings().embedding_model)
-        rows.append([f"{name}: {len(text):,} characters, {len(text.split()):,} words",
-                     f"{n:,} tokens ({len(text) / n:.2f} chars/token, {n / len(text.split()):.2f} tokens/word)"])
+        rows.append(
+            [
+                f"{name}: {len(text):,} characters, {len(text.split()):,} words",
+                f"{n:,} tokens ({len(text) / n:.2f} chars/token, {n / len(text.split()):.2f} tokens/word)",
+            ]
+        )
     return rows
 
 
@@ -79,12 +110,23 @@ def main() -> None:
         sid = c.create_session(agent, goal="Keep the billing migration on track")["session_id"]
         for kind in ("constraint", "decision", "question", "candidate"):
             c.update_working(agent, sid, add=[{"kind": kind, "text": text.sentence()} for _ in range(10)])
-        c.set_plan(agent, sid, title="Migration", milestones=[
-            {"title": f"Milestone {m}", "steps": [{"title": text.sentence()[:80]} for _ in range(4)]} for m in range(5)])
+        c.set_plan(
+            agent,
+            sid,
+            title="Migration",
+            milestones=[
+                {"title": f"Milestone {m}", "steps": [{"title": text.sentence()[:80]} for _ in range(4)]}
+                for m in range(5)
+            ],
+        )
         c.update_step(agent, sid, "m1.s1", status="done")
         c.update_step(agent, sid, "m1.s2", progress=50)
-        times: dict[str, list[float]] = {"recall k=20 (new query)": [], "recall k=20 (cached query)": [],
-                                         "context 4000": [], "context 500": []}
+        times: dict[str, list[float]] = {
+            "recall k=20 (new query)": [],
+            "recall k=20 (cached query)": [],
+            "context 4000": [],
+            "context 500": [],
+        }
         dropped: dict[str, list[int]] = {"context 4000": [], "context 500": []}
         used: dict[str, list[int]] = {"context 4000": [], "context 500": []}
         for _ in range(args.queries):
@@ -100,34 +142,52 @@ def main() -> None:
                 times[name].append((time.perf_counter() - t) * 1000)
                 dropped[name].append(sum(out["dropped"].values()))
                 used[name].append(out["tokens"])
-        lat = [[name, fmt(percentile(v, 50)), fmt(percentile(v, 95)),
+        lat = [
+            [
+                name,
+                fmt(percentile(v, 50)),
+                fmt(percentile(v, 95)),
                 fmt(sum(used[name]) / len(used[name]), 0) if name in used else "-",
-                fmt(sum(dropped[name]) / len(dropped[name]), 1) if name in dropped else "-"]
-               for name, v in times.items()]
-        c.add_episodes(agent, [{"content": text.sentence() + " " + text.sentence(), "session_id": sid}
-                               for _ in range(args.episodes)])
+                fmt(sum(dropped[name]) / len(dropped[name]), 1) if name in dropped else "-",
+            ]
+            for name, v in times.items()
+        ]
+        c.add_episodes(
+            agent,
+            [{"content": text.sentence() + " " + text.sentence(), "session_id": sid} for _ in range(args.episodes)],
+        )
         t = time.perf_counter()
         arc = c.archive_session(agent, sid)
         archive_ms = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
         c.restore_session(agent, sid)
         restore_ms = (time.perf_counter() - t) * 1000
-        arc_rows = [[f"{arc['counts']['episodes']} episodes, {arc['counts']['context_calls']} context calls, "
-                     f"{arc['counts']['working_items']} working items, {arc['counts']['plan_steps']} steps",
-                     f"{arc['raw_bytes']:,}", f"{arc['bytes']:,}", f"{arc['raw_bytes'] / arc['bytes']:.1f}x",
-                     fmt(archive_ms), fmt(restore_ms)]]
-    report = "\n\n".join([
-        "# Sessions: runtime context, tokenizer, archives", environment_note(load_before, command_line()),
-        f"## Context vs recall ({args.memories} memories, 40 working items, 20-step plan, {args.queries} queries)\n\n"
-        + md_table(["call", "p50 ms", "p95 ms", "tokens used (mean)", "items dropped (mean)"], lat),
-        "Client-side times over HTTP on loopback. The contexts reuse the query's cached embedding: compare "
-        "them with the cached recall. A context call is one recall (k=20, bump off) plus the "
-        "profile, the session row under its lock, packing, the access bump of what was packed, the "
-        "context-call log row and the usage update, in one transaction.",
-        "## Tokenizer (cold start in a fresh process, seconds)\n\n" + md_table(["loader", "value"], tok),
-        "## Archive\n\n" + md_table(["session", "JSONL bytes", "gzip bytes", "ratio", "archive ms", "restore ms"],
-                                    arc_rows),
-    ])
+        arc_rows = [
+            [
+                f"{arc['counts']['episodes']} episodes, {arc['counts']['context_calls']} context calls, "
+                f"{arc['counts']['working_items']} working items, {arc['counts']['plan_steps']} steps",
+                f"{arc['raw_bytes']:,}",
+                f"{arc['bytes']:,}",
+                f"{arc['raw_bytes'] / arc['bytes']:.1f}x",
+                fmt(archive_ms),
+                fmt(restore_ms),
+            ]
+        ]
+    report = "\n\n".join(
+        [
+            "# Sessions: runtime context, tokenizer, archives",
+            environment_note(load_before, command_line()),
+            f"## Context vs recall ({args.memories} memories, 40 working items, 20-step plan, {args.queries} queries)\n\n"
+            + md_table(["call", "p50 ms", "p95 ms", "tokens used (mean)", "items dropped (mean)"], lat),
+            "Client-side times over HTTP on loopback. The contexts reuse the query's cached embedding: compare "
+            "them with the cached recall. A context call is one recall (k=20, bump off) plus the "
+            "profile, the session row under its lock, packing, the access bump of what was packed, the "
+            "context-call log row and the usage update, in one transaction.",
+            "## Tokenizer (cold start in a fresh process, seconds)\n\n" + md_table(["loader", "value"], tok),
+            "## Archive\n\n"
+            + md_table(["session", "JSONL bytes", "gzip bytes", "ratio", "archive ms", "restore ms"], arc_rows),
+        ]
+    )
     print(report)
     print(f"wrote {write_report('sessions.md', report)}")
 

@@ -5,6 +5,7 @@ is checked against the final state (lost, duplicated, unexpected).
     python bench/soak.py [--episodes 5000] [--kill-every 3]
 
 Prints the figures and writes bench/results/faults.md."""
+
 from __future__ import annotations
 
 import argparse
@@ -57,21 +58,31 @@ def main() -> None:
         drain = stack.wait_drained(keys, timeout=1800)
         verdict = check(stack, client.ops, scope="op-1-")
         figures = {
-            "episodes invoked": verdict.invoked, "accepted (202)": verdict.ok,
-            "refused (503 during the Postgres outage)": verdict.failed, "client timeouts": verdict.timeout,
+            "episodes invoked": verdict.invoked,
+            "accepted (202)": verdict.ok,
+            "refused (503 during the Postgres outage)": verdict.failed,
+            "client timeouts": verdict.timeout,
             "worker kills (pool child / whole worker)": f"{kills['child']} / {kills['worker']}",
-            "Redis restarts with data lost": redis_restarts, "Postgres outages (5 s)": pg_outages,
-            "lost": verdict.lost, "duplicated": verdict.duplicated, "unexpected": verdict.unexpected,
-            "dead": verdict.dead, "LLM calls": len(llm.requests),
+            "Redis restarts with data lost": redis_restarts,
+            "Postgres outages (5 s)": pg_outages,
+            "lost": verdict.lost,
+            "duplicated": verdict.duplicated,
+            "unexpected": verdict.unexpected,
+            "dead": verdict.dead,
+            "LLM calls": len(llm.requests),
             "LLM call bound (episodes + kills x concurrency 1)": verdict.invoked + sum(kills.values()),
-            "posting time (s)": round(posted, 1), "drain after the last post (s)": round(drain, 1),
+            "posting time (s)": round(posted, 1),
+            "drain after the last post (s)": round(drain, 1),
             "lease (s)": stack.settings.episode_lease_s,
         }
         print()
         command = "python bench/soak.py" + (f" --episodes {args.episodes}" if args.episodes != 5000 else "")
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        write_report(Path(__file__).parent / "results" / "faults.md",
-                     f"Soak: faults while {args.episodes:,} episodes flow (`{command}`, {when})", figures)
+        write_report(
+            Path(__file__).parent / "results" / "faults.md",
+            f"Soak: faults while {args.episodes:,} episodes flow (`{command}`, {when})",
+            figures,
+        )
     finally:
         stack.close()
         llm.close()

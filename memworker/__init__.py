@@ -1,4 +1,5 @@
 """memworker: a memory service for fleets of LLM agents."""
+
 from __future__ import annotations
 
 from memworker.sdk import Client, enqueue_in_cluster

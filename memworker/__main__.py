@@ -1,5 +1,5 @@
 import sys
 
-from memworker.cli import main
+from memworker.cli.main import main
 
 sys.exit(main())

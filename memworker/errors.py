@@ -1,4 +1,5 @@
 """The one error hierarchy. Messages say what went wrong and what to do."""
+
 from __future__ import annotations
 
 

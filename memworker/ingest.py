@@ -5,6 +5,7 @@ claim token), reflects and embeds outside any transaction, then writes each epis
 memories and its 'stored' status in one transaction that first re-checks the claim. A
 worker killed mid-way commits nothing; a duplicate delivery finds the claim taken or the
 episode stored; memories carry a unique source key per (episode, item) besides."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,9 +19,13 @@ from uuid import UUID
 import psycopg_pool
 from psycopg.types.json import Jsonb
 
-from memworker import db, errors, governance, hooks, memories, redact, reflection, store, synthesis
-from memworker.embeddings import Embedder
+from memworker import errors, memories, redact, reflection
+from memworker.lifecycle import governance
+from memworker.models.embeddings import Embedder
+from memworker.sessions import hooks
 from memworker.settings import Settings
+from memworker.sleep import synthesis
+from memworker.storage import db, store
 
 logger = logging.getLogger(__name__)
 
@@ -57,16 +62,25 @@ def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[EpisodeI
     out: list[tuple[UUID, bool]] = []
     asks_to_consolidate = False
     for ep in episodes:
-        row = store.one(conn, "insert_episode", tenant_id=tenant_id, agent_id=agent_id,
-                        session_id=ep.session_id, idempotency_key=ep.idempotency_key,
-                        content=ep.content, messages=Jsonb(ep.messages) if ep.messages else None,
-                        metadata=Jsonb(ep.metadata), occurred_at=ep.occurred_at)
+        row = store.one(
+            conn,
+            "insert_episode",
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            session_id=ep.session_id,
+            idempotency_key=ep.idempotency_key,
+            content=ep.content,
+            messages=Jsonb(ep.messages) if ep.messages else None,
+            metadata=Jsonb(ep.metadata),
+            occurred_at=ep.occurred_at,
+        )
         if row is not None:
             out.append((row["id"], True))
             asks_to_consolidate = asks_to_consolidate or synthesis.asks_to_consolidate(ep.content)
             continue
-        existing = store.one(conn, "episode_by_key", tenant_id=tenant_id, agent_id=agent_id,
-                             idempotency_key=ep.idempotency_key)
+        existing = store.one(
+            conn, "episode_by_key", tenant_id=tenant_id, agent_id=agent_id, idempotency_key=ep.idempotency_key
+        )
         assert existing is not None  # the conflict was on this key
         out.append((existing["id"], False))
     store.run(conn, "touch_agent", tenant_id=tenant_id, agent_id=agent_id)
@@ -106,8 +120,15 @@ class _Claimed:
     error: str | None = None
 
 
-def process(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflector: reflection.Reflector,
-            settings: Settings, *, tenant_id: UUID, episode_ids: list[UUID]) -> Outcome:
+def process(
+    pool: psycopg_pool.ConnectionPool,
+    embedder: Embedder,
+    reflector: reflection.Reflector,
+    settings: Settings,
+    *,
+    tenant_id: UUID,
+    episode_ids: list[UUID],
+) -> Outcome:
     """Claim, reflect, embed and store one tenant's episodes, a batch at a time, until every
     named episode is done or claimed by someone else (a message may name more episodes than
     one batch holds, and nobody else will come for the rest).
@@ -130,8 +151,11 @@ def process(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflector: re
                 # anyway: take a few more batches while the pipeline is warm
                 go_on = len(batch.claimed) >= settings.ingest_batch_max and extra > 0
                 extra -= 1
-            upcoming = ahead.submit(_prepare, pool, embedder, reflector, settings, tenant_id, still,
-                                    outcome) if go_on else None
+            upcoming = (
+                ahead.submit(_prepare, pool, embedder, reflector, settings, tenant_id, still, outcome)
+                if go_on
+                else None
+            )
             _store_batch(pool, settings, tenant_id, batch, outcome)
             if upcoming is None:
                 break
@@ -150,15 +174,37 @@ class _Batch:
         return {c.id for c in self.claimed}
 
 
-def _prepare(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflector: reflection.Reflector,
-             settings: Settings, tenant_id: UUID, episode_ids: list[UUID], outcome: Outcome) -> _Batch:
+def _prepare(
+    pool: psycopg_pool.ConnectionPool,
+    embedder: Embedder,
+    reflector: reflection.Reflector,
+    settings: Settings,
+    tenant_id: UUID,
+    episode_ids: list[UUID],
+    outcome: Outcome,
+) -> _Batch:
     """Claim a batch (the named episodes first), reflect and embed it; nothing stored yet."""
     with db.tenant_tx(pool, tenant_id) as conn:
-        rows = store.all_(conn, "claim_episodes", tenant_id=tenant_id, ids=episode_ids,
-                          lease_s=settings.episode_lease_s, limit=settings.ingest_batch_max,
-                          opportunistic=True)
-    claimed = [_Claimed(r["id"], r["agent_id"], r["session_id"], r["attempts"], r["metadata"],
-                        reflection.Episode(r["content"], r["messages"])) for r in rows]
+        rows = store.all_(
+            conn,
+            "claim_episodes",
+            tenant_id=tenant_id,
+            ids=episode_ids,
+            lease_s=settings.episode_lease_s,
+            limit=settings.ingest_batch_max,
+            opportunistic=True,
+        )
+    claimed = [
+        _Claimed(
+            r["id"],
+            r["agent_id"],
+            r["session_id"],
+            r["attempts"],
+            r["metadata"],
+            reflection.Episode(r["content"], r["messages"]),
+        )
+        for r in rows
+    ]
     saved = {r["id"]: r["reflection"] for r in rows if r["reflection"]}
     for c in claimed:
         if c.id in saved:
@@ -176,9 +222,18 @@ def _prepare(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflector: r
         if c.result.llm_calls:  # paid for: keep it so a retry after a crash does not pay again
             r = c.result
             with db.tenant_tx(pool, tenant_id) as conn:
-                store.run(conn, "save_reflection", tenant_id=tenant_id, episode_id=c.id,
-                          attempts=c.attempts, reflection=Jsonb(r.to_json()), llm_calls=r.llm_calls,
-                          tokens_in=r.tokens_in, tokens_out=r.tokens_out, llm_ms=r.llm_ms)
+                store.run(
+                    conn,
+                    "save_reflection",
+                    tenant_id=tenant_id,
+                    episode_id=c.id,
+                    attempts=c.attempts,
+                    reflection=Jsonb(r.to_json()),
+                    llm_calls=r.llm_calls,
+                    tokens_in=r.tokens_in,
+                    tokens_out=r.tokens_out,
+                    llm_ms=r.llm_ms,
+                )
             c.result = reflection.Reflection.from_json(r.to_json())  # its cost is now on record
     texts = [item.text for c in claimed if c.result for item in c.result.items]
     try:
@@ -190,12 +245,13 @@ def _prepare(pool: psycopg_pool.ConnectionPool, embedder: Embedder, reflector: r
     return _Batch(claimed, vectors)
 
 
-def _store_batch(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID, batch: _Batch,
-                 outcome: Outcome) -> None:
+def _store_batch(
+    pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID, batch: _Batch, outcome: Outcome
+) -> None:
     offset = 0
     for c in batch.claimed:
         n = len(c.result.items) if c.result else 0
-        mine = batch.vectors[offset:offset + n] if batch.vectors is not None else None
+        mine = batch.vectors[offset : offset + n] if batch.vectors is not None else None
         offset += n
         if c.error is None and mine is not None:
             try:
@@ -209,8 +265,9 @@ def _store_batch(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_i
         _fail(pool, settings, tenant_id, c, outcome)
 
 
-def _store_one(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID,
-               c: _Claimed, vectors: Any, outcome: Outcome) -> None:
+def _store_one(
+    pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID, c: _Claimed, vectors: Any, outcome: Outcome
+) -> None:
     assert c.result is not None
     with db.tenant_tx(pool, tenant_id) as conn:
         current = store.one(conn, "lock_claimed_episode", tenant_id=tenant_id, episode_id=c.id)
@@ -223,25 +280,52 @@ def _store_one(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id:
         written: list[tuple[UUID, memories.Draft]] = []
         for i, (item, vec) in enumerate(zip(c.result.items, vectors, strict=True)):
             source = f"episode:{c.id}" + (f"#m{','.join(map(str, item.messages))}" if item.messages else "")
-            dup = store.find_duplicate(conn, tenant_id=tenant_id, agent_id=c.agent_id, text=item.text,
-                                       embedding=vec, threshold=policy.dedup_similarity)
+            dup = store.find_duplicate(
+                conn,
+                tenant_id=tenant_id,
+                agent_id=c.agent_id,
+                text=item.text,
+                embedding=vec,
+                threshold=policy.dedup_similarity,
+            )
             if dup is not None:  # confirmed by a later episode (issue 6: confidence, TTL, promotion)
-                governance.confirm(conn, tenant_id=tenant_id, agent_id=c.agent_id, memory_id=dup,
-                                   confidence=item.confidence, source=source, policy=policy)
+                governance.confirm(
+                    conn,
+                    tenant_id=tenant_id,
+                    agent_id=c.agent_id,
+                    memory_id=dup,
+                    confidence=item.confidence,
+                    source=source,
+                    policy=policy,
+                )
                 outcome.duplicates += 1
                 if dup not in memory_ids:
                     memory_ids.append(dup)
                 continue
             draft = memories.Draft(
-                text=item.text, kind=item.kind, confidence=item.confidence, tier="L1",
-                entities=item.entities, topics=item.topics, provenance=(source,),
-                metadata=c.metadata, expires_at=expires_at, flags=memories.flags_for(item.text))
-            mid = store.insert_memory(conn, tenant_id=tenant_id, agent_id=c.agent_id, draft=draft,
-                                      embedding=vec, source_key=f"ep:{c.id}:{i}",
-                                      session_id=c.session_id, reason=f"episode:{c.id}")
+                text=item.text,
+                kind=item.kind,
+                confidence=item.confidence,
+                tier="L1",
+                entities=item.entities,
+                topics=item.topics,
+                provenance=(source,),
+                metadata=c.metadata,
+                expires_at=expires_at,
+                flags=memories.flags_for(item.text),
+            )
+            mid = store.insert_memory(
+                conn,
+                tenant_id=tenant_id,
+                agent_id=c.agent_id,
+                draft=draft,
+                embedding=vec,
+                source_key=f"ep:{c.id}:{i}",
+                session_id=c.session_id,
+                reason=f"episode:{c.id}",
+            )
             if mid is None:  # written by an earlier attempt that did commit
-                existing = store.one(conn, "memory_by_source_key", tenant_id=tenant_id,
-                                     source_key=f"ep:{c.id}:{i}")
+                existing = store.one(conn, "memory_by_source_key", tenant_id=tenant_id, source_key=f"ep:{c.id}:{i}")
                 mid = existing["id"] if existing else None
             else:
                 written.append((mid, draft))
@@ -249,26 +333,51 @@ def _store_one(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id:
                 memory_ids.append(mid)
                 outcome.memories_written += 1
         # a fact a new memory changes is superseded, or the contradiction queued for review
-        governance.check_new(conn, tenant_id=tenant_id, agent_id=c.agent_id, written=written,
-                             policy=policy, actor="ingest")
+        governance.check_new(
+            conn, tenant_id=tenant_id, agent_id=c.agent_id, written=written, policy=policy, actor="ingest"
+        )
         r = c.result
-        store.run(conn, "finish_episode", tenant_id=tenant_id, episode_id=c.id, memory_ids=memory_ids,
-                  reflector=r.reflector, llm_calls=r.llm_calls, tokens_in=r.tokens_in,
-                  tokens_out=r.tokens_out, llm_ms=r.llm_ms)
+        store.run(
+            conn,
+            "finish_episode",
+            tenant_id=tenant_id,
+            episode_id=c.id,
+            memory_ids=memory_ids,
+            reflector=r.reflector,
+            llm_calls=r.llm_calls,
+            tokens_in=r.tokens_in,
+            tokens_out=r.tokens_out,
+            llm_ms=r.llm_ms,
+        )
         # the post-turn hook: session transcript estimate, post_turn webhooks (issue 7)
-        deliveries = hooks.episode_stored(conn, tenant_id=tenant_id, agent_id=c.agent_id, episode_id=c.id,
-                                          session_id=c.session_id, content=c.episode.content,
-                                          metadata=c.metadata, memory_ids=memory_ids, settings=settings)
+        deliveries = hooks.episode_stored(
+            conn,
+            tenant_id=tenant_id,
+            agent_id=c.agent_id,
+            episode_id=c.id,
+            session_id=c.session_id,
+            content=c.episode.content,
+            metadata=c.metadata,
+            memory_ids=memory_ids,
+            settings=settings,
+        )
     outcome.stored.append(c.id)
     outcome.deliveries += deliveries
 
 
-def _fail(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID, c: _Claimed,
-          outcome: Outcome) -> None:
+def _fail(
+    pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID, c: _Claimed, outcome: Outcome
+) -> None:
     with db.tenant_tx(pool, tenant_id) as conn:
-        row = store.one(conn, "fail_episode", tenant_id=tenant_id, episode_id=c.id,
-                        attempts=c.attempts, error=(c.error or "unknown")[:2000],
-                        max_attempts=settings.episode_max_attempts)
+        row = store.one(
+            conn,
+            "fail_episode",
+            tenant_id=tenant_id,
+            episode_id=c.id,
+            attempts=c.attempts,
+            error=(c.error or "unknown")[:2000],
+            max_attempts=settings.episode_max_attempts,
+        )
     if row is None:
         outcome.skipped.append(c.id)
     elif row["status"] == "dead":
@@ -280,4 +389,4 @@ def _fail(pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID
 
 def backoff_s(attempts: int) -> float:
     """Seconds before retry number `attempts`: 2, 4, 8, ... capped at 5 minutes."""
-    return float(min(2 ** attempts, 300))
+    return float(min(2**attempts, 300))

@@ -1,5 +1,6 @@
 """API keys: 'mwk_<prefix>_<secret>' with 256 random bits, stored as a sha256 hash only,
 looked up by prefix and compared in constant time."""
+
 from __future__ import annotations
 
 import hashlib
@@ -9,11 +10,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from memworker import db, errors, store
+from memworker import errors
+from memworker.storage import db, store
 
 SCOPES = ("episodes:write", "memories:read", "memories:write", "admin", "erase")
 
@@ -54,15 +56,31 @@ def hash_key(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
-def create(conn: Any, *, tenant_id: UUID, name: str = "", scopes: tuple[str, ...] = SCOPES,
-           agent_ids: list[str] | None = None, expires_at: datetime | None = None) -> tuple[str, dict[str, Any]]:
+def create(
+    conn: Any,
+    *,
+    tenant_id: UUID,
+    name: str = "",
+    scopes: tuple[str, ...] = SCOPES,
+    agent_ids: list[str] | None = None,
+    expires_at: datetime | None = None,
+) -> tuple[str, dict[str, Any]]:
     """Create a key for the tenant (the connection must be bound to it); returns (key, row)."""
     bad = [s for s in scopes if s not in SCOPES]
     if bad:
         raise errors.InvalidInput(f"unknown scopes {bad}; choose from {list(SCOPES)}")
     key, prefix, digest = generate()
-    row = store.one(conn, "insert_api_key", tenant_id=tenant_id, prefix=prefix, key_hash=digest,
-                    name=name, scopes=list(scopes), agent_ids=agent_ids, expires_at=expires_at)
+    row = store.one(
+        conn,
+        "insert_api_key",
+        tenant_id=tenant_id,
+        prefix=prefix,
+        key_hash=digest,
+        name=name,
+        scopes=list(scopes),
+        agent_ids=agent_ids,
+        expires_at=expires_at,
+    )
     assert row is not None
     return key, row
 
@@ -78,11 +96,15 @@ def authenticate(pool: Any, key: str) -> Principal:
         raise errors.Unauthorized("invalid api key")
     if row["revoked_at"] is not None:
         raise errors.Unauthorized("api key revoked")
-    if row["expires_at"] is not None and row["expires_at"] <= datetime.now(timezone.utc):
+    if row["expires_at"] is not None and row["expires_at"] <= datetime.now(UTC):
         raise errors.Unauthorized("api key expired")
-    return Principal(row["tenant_id"], row["key_id"], frozenset(row["scopes"]),
-                     frozenset(row["agent_ids"]) if row["agent_ids"] is not None else None,
-                     row["expires_at"])
+    return Principal(
+        row["tenant_id"],
+        row["key_id"],
+        frozenset(row["scopes"]),
+        frozenset(row["agent_ids"]) if row["agent_ids"] is not None else None,
+        row["expires_at"],
+    )
 
 
 class KeyCache:
@@ -100,7 +122,7 @@ class KeyCache:
         now = time.monotonic()
         with self._lock:
             entry = self._entries.get(digest)
-        if entry and entry[0] > now and (entry[2] is None or entry[2] > datetime.now(timezone.utc)):
+        if entry and entry[0] > now and (entry[2] is None or entry[2] > datetime.now(UTC)):
             return entry[1]
         principal = verify(key)
         with self._lock:

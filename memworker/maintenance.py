@@ -1,4 +1,5 @@
 """Sweeps that keep the system honest: the reconciler's view of stuck episodes."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -7,11 +8,12 @@ from uuid import UUID
 
 import psycopg_pool
 
-from memworker import db, store
+from memworker.storage import db, store
 
 
-def stale_episodes(pool: psycopg_pool.ConnectionPool, *, older_than_s: float,
-                   limit: int = 10_000) -> dict[UUID, list[UUID]]:
+def stale_episodes(
+    pool: psycopg_pool.ConnectionPool, *, older_than_s: float, limit: int = 10_000
+) -> dict[UUID, list[UUID]]:
     """Episodes whose message may be lost, grouped by tenant: queued or failed and not sent
     for older_than_s, or processing with an expired lease (a crashed worker's claim)."""
     with db.system_tx(pool) as conn:
@@ -22,8 +24,9 @@ def stale_episodes(pool: psycopg_pool.ConnectionPool, *, older_than_s: float,
     return dict(by_tenant)
 
 
-def requeue_stale(pool: psycopg_pool.ConnectionPool, publish: Callable[[UUID, list[UUID]], None], *,
-                  older_than_s: float) -> int:
+def requeue_stale(
+    pool: psycopg_pool.ConnectionPool, publish: Callable[[UUID, list[UUID]], None], *, older_than_s: float
+) -> int:
     """Stamp every stale episode as sent, then publish it again; returns how many. (Stamping
     first: an UPDATE after publishing could hold the row while a worker claims it.)"""
     total = 0

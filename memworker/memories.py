@@ -1,4 +1,5 @@
 """Pure domain: the Memory value, limits, kinds and tiers, text normalisation. No I/O."""
+
 from __future__ import annotations
 
 import hashlib
@@ -90,27 +91,48 @@ class Memory:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Memory:
         return cls(
-            id=str(row["id"]), agent_id=row["agent_id"], text=row["text"], kind=row["kind"],
-            tier=row["tier"], salience=float(row["salience"]), confidence=float(row["confidence"]),
-            access_count=row["access_count"], created_at=row["created_at"],
-            metadata=row["metadata"], provenance=list(row["provenance"]),
-            session_id=row.get("session_id"), entities=list(row.get("entities") or []),
-            topics=list(row.get("topics") or []), expires_at=row.get("expires_at"),
-            last_access_at=row.get("last_access_at"), valid_to=row.get("valid_to"),
+            id=str(row["id"]),
+            agent_id=row["agent_id"],
+            text=row["text"],
+            kind=row["kind"],
+            tier=row["tier"],
+            salience=float(row["salience"]),
+            confidence=float(row["confidence"]),
+            access_count=row["access_count"],
+            created_at=row["created_at"],
+            metadata=row["metadata"],
+            provenance=list(row["provenance"]),
+            session_id=row.get("session_id"),
+            entities=list(row.get("entities") or []),
+            topics=list(row.get("topics") or []),
+            expires_at=row.get("expires_at"),
+            last_access_at=row.get("last_access_at"),
+            valid_to=row.get("valid_to"),
             superseded_by=str(row["superseded_by"]) if row.get("superseded_by") else None,
-            flags=list(row.get("flags") or []), trust=row.get("trust") or "episode",
+            flags=list(row.get("flags") or []),
+            trust=row.get("trust") or "episode",
         )
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "agent_id": self.agent_id, "text": self.text, "kind": self.kind,
-            "tier": self.tier, "salience": round(self.salience, 4),
-            "confidence": round(self.confidence, 4), "access_count": self.access_count,
-            "metadata": self.metadata, "created_at": self.created_at.isoformat(),
-            "provenance": self.provenance, "session_id": self.session_id,
-            "entities": self.entities, "topics": self.topics,
+            "id": self.id,
+            "agent_id": self.agent_id,
+            "text": self.text,
+            "kind": self.kind,
+            "tier": self.tier,
+            "salience": round(self.salience, 4),
+            "confidence": round(self.confidence, 4),
+            "access_count": self.access_count,
+            "metadata": self.metadata,
+            "created_at": self.created_at.isoformat(),
+            "provenance": self.provenance,
+            "session_id": self.session_id,
+            "entities": self.entities,
+            "topics": self.topics,
             "expires_at": self.expires_at.isoformat() if self.expires_at else None,
-            "superseded_by": self.superseded_by, "flags": self.flags, "trust": self.trust,
+            "superseded_by": self.superseded_by,
+            "flags": self.flags,
+            "trust": self.trust,
         }
 
 
@@ -122,7 +144,9 @@ _INSTRUCTION = re.compile(
     r"you are now\b|new instructions?:|system prompt|<\|?(system|im_start|im_end)\|?>|"
     r"\[/?INST\]|</?tool_call>|\"tool_calls?\"\s*:|\bfunction_call\b|"
     r"(always|must) (respond|reply|answer|call|execute|run)\b|"
-    r"忽略(之前|以上|先前)的?(指令|指示)", re.IGNORECASE)
+    r"忽略(之前|以上|先前)的?(指令|指示)",
+    re.IGNORECASE,
+)
 
 
 def flags_for(text: str) -> tuple[str, ...]:

@@ -1,5 +1,6 @@
 """Prometheus metrics. In a process with PROMETHEUS_MULTIPROC_DIR set (memworker up sets it
 for every child) values are aggregated across processes on scrape."""
+
 from __future__ import annotations
 
 import os
@@ -8,39 +9,53 @@ from collections.abc import Callable, Iterator
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, multiprocess
 from prometheus_client.core import GaugeMetricFamily
 
-HTTP_SECONDS = Histogram("memworker_http_request_seconds", "API request latency",
-                         ["route", "method", "status"])
-RECALL_SECONDS = Histogram("memworker_recall_seconds", "Server-side recall latency",
-                           buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2))
+HTTP_SECONDS = Histogram("memworker_http_request_seconds", "API request latency", ["route", "method", "status"])
+RECALL_SECONDS = Histogram(
+    "memworker_recall_seconds",
+    "Server-side recall latency",
+    buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2),
+)
 EPISODES = Counter("memworker_episodes_total", "Episodes by outcome (accepted, stored, failed, dead)", ["outcome"])
-RECALL_EMPTY = Counter("memworker_recall_empty_total",
-                       "Recalls that found nothing relevant: a proxy for search misses")
-TASK_SECONDS = Histogram("memworker_task_seconds", "Celery task duration", ["task", "state"],
-                         buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+RECALL_EMPTY = Counter("memworker_recall_empty_total", "Recalls that found nothing relevant: a proxy for search misses")
+TASK_SECONDS = Histogram(
+    "memworker_task_seconds",
+    "Celery task duration",
+    ["task", "state"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
 LLM_CALLS = Counter("memworker_llm_calls_total", "LLM calls by tenant and step", ["tenant", "step"])
 LLM_TOKENS = Counter("memworker_llm_tokens_total", "LLM tokens by tenant and direction", ["tenant", "direction"])
 MEMORIES_WRITTEN = Counter("memworker_memories_written_total", "Memories written by ingest", ["how"])
 # sleep (consolidation): seed 001's metrics: pass latency, what a pass reads and writes (their
 # ratio is the compression), and agents flagged after repeated failures
-CONSOLIDATION_PASSES = Counter("memworker_consolidation_passes_total",
-                               "Consolidation passes by outcome (done, skipped, failed, busy)", ["outcome"])
-CONSOLIDATION_SECONDS = Histogram("memworker_consolidation_seconds", "Duration of one consolidation pass",
-                                  buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
-CONSOLIDATION_ITEMS = Counter("memworker_consolidation_items_total",
-                              "Memories reviewed and written by consolidation passes", ["what"])
-CONSOLIDATION_FLAGGED = Counter("memworker_consolidation_flagged_total",
-                                "Times an agent reached the failure threshold (3 passes in a row)")
-CONSOLIDATION_FLAGGED_AGENTS = Gauge("memworker_consolidation_flagged_agents",
-                                     "Agents whose last passes failed 3 or more times in a row",
-                                     multiprocess_mode="mostrecent")
+CONSOLIDATION_PASSES = Counter(
+    "memworker_consolidation_passes_total", "Consolidation passes by outcome (done, skipped, failed, busy)", ["outcome"]
+)
+CONSOLIDATION_SECONDS = Histogram(
+    "memworker_consolidation_seconds",
+    "Duration of one consolidation pass",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+CONSOLIDATION_ITEMS = Counter(
+    "memworker_consolidation_items_total", "Memories reviewed and written by consolidation passes", ["what"]
+)
+CONSOLIDATION_FLAGGED = Counter(
+    "memworker_consolidation_flagged_total", "Times an agent reached the failure threshold (3 passes in a row)"
+)
+CONSOLIDATION_FLAGGED_AGENTS = Gauge(
+    "memworker_consolidation_flagged_agents",
+    "Agents whose last passes failed 3 or more times in a row",
+    multiprocess_mode="mostrecent",
+)
 
 
 class FleetCollector:
     """Gauges read at scrape time from the systems of record: queue depth per queue (Redis)
     and memories per tier and kind (Postgres statistics). A failing source yields nothing."""
 
-    def __init__(self, queue_depths: Callable[[], dict[str, int]],
-                 memory_estimates: Callable[[], list[tuple[str, str, float]]]) -> None:
+    def __init__(
+        self, queue_depths: Callable[[], dict[str, int]], memory_estimates: Callable[[], list[tuple[str, str, float]]]
+    ) -> None:
         self.queue_depths = queue_depths
         self.memory_estimates = memory_estimates
 
@@ -52,8 +67,9 @@ class FleetCollector:
         except Exception:  # a scrape must not fail because Redis is down; /healthz says so
             pass
         yield queues
-        tiers = GaugeMetricFamily("memworker_memories", "Memories per tier and per kind (planner estimate)",
-                                  labels=["attribute", "value"])
+        tiers = GaugeMetricFamily(
+            "memworker_memories", "Memories per tier and per kind (planner estimate)", labels=["attribute", "value"]
+        )
         try:
             for attribute, value, estimate in self.memory_estimates():
                 tiers.add_metric([attribute, value], estimate)

@@ -1,5 +1,6 @@
 """Policy: the tunable rules, with defaults here, tenant overrides in tenants.policy and
 agent overrides in agents.policy (agent wins). Unknown or bad fields are rejected by name."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -103,9 +104,16 @@ class Policy:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
 
-_LIFECYCLE_DAYS = frozenset({"decay_days", "unused_days", "salience_decay_after_days",
-                             "salience_half_life_days", "confidence_half_life_days",
-                             "superseded_keep_days"})
+_LIFECYCLE_DAYS = frozenset(
+    {
+        "decay_days",
+        "unused_days",
+        "salience_decay_after_days",
+        "salience_half_life_days",
+        "confidence_half_life_days",
+        "superseded_keep_days",
+    }
+)
 
 
 def _check(name: str, value: Any, default: Any) -> Any:

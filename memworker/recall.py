@@ -1,6 +1,7 @@
 """Hybrid recall: one query embedding (LRU-cached) and one SQL statement (queries.sql:
 recall) per call. The plan is an exact per-agent scan for both BM25 and cosine, so every
 agent gets its own true top-k and never another agent's rows; see docs/recall.md."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,10 +12,11 @@ from uuid import UUID
 import psycopg_pool
 from psycopg.types.json import Jsonb
 
-from memworker import db, errors, store, tokens
-from memworker.embeddings import CachedQueryEmbedder
+from memworker import errors, tokens
 from memworker.memories import KINDS, TIERS
+from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
+from memworker.storage import db, store
 
 MAX_K = 100
 
@@ -41,34 +43,59 @@ class Query:
             raise errors.InvalidInput(f"kinds must be among {list(KINDS)}")
 
 
-def recall(conn: Any, embedder: CachedQueryEmbedder, *, tenant_id: UUID, agent_id: str, query: Query,
-           policy: Policy, bump: bool = True) -> list[dict[str, Any]]:
+def recall(
+    conn: Any,
+    embedder: CachedQueryEmbedder,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    query: Query,
+    policy: Policy,
+    bump: bool = True,
+) -> list[dict[str, Any]]:
     """The agent's top-k live memories for the query, best first, with their signals, inside
     the caller's transaction."""
     rows = store.all_(conn, "recall", **_params(embedder, tenant_id, agent_id, query, policy, bump))
     return _hits(rows, query.explain)
 
 
-def serve(pool: psycopg_pool.ConnectionPool, embedder: CachedQueryEmbedder, *, tenant_id: UUID,
-          agent_id: str, query: Query, policy: Policy) -> list[dict[str, Any]]:
+def serve(
+    pool: psycopg_pool.ConnectionPool,
+    embedder: CachedQueryEmbedder,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    query: Query,
+    policy: Policy,
+) -> list[dict[str, Any]]:
     """recall() as the API serves it: its own transaction, whose commit does not wait for the
     WAL flush (the only write is the access bump, which a server crash may lose)."""
     with db.tenant_tx(pool, tenant_id, durable=False) as conn:
         return recall(conn, embedder, tenant_id=tenant_id, agent_id=agent_id, query=query, policy=policy)
 
 
-def _params(embedder: CachedQueryEmbedder, tenant_id: UUID, agent_id: str, query: Query, policy: Policy,
-            bump: bool) -> dict[str, Any]:
+def _params(
+    embedder: CachedQueryEmbedder, tenant_id: UUID, agent_id: str, query: Query, policy: Policy, bump: bool
+) -> dict[str, Any]:
     query.validate()
     return dict(
-        tenant_id=tenant_id, agent_id=agent_id, terms=sorted(set(tokens.tokenize(query.text))),
-        qvec=embedder.embed_one(query.text), tiers=list(query.tiers or policy.recall_tiers),
-        kinds=list(query.kinds) if query.kinds else None, since=query.since, until=query.until,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        terms=sorted(set(tokens.tokenize(query.text))),
+        qvec=embedder.embed_one(query.text),
+        tiers=list(query.tiers or policy.recall_tiers),
+        kinds=list(query.kinds) if query.kinds else None,
+        since=query.since,
+        until=query.until,
         metadata=Jsonb(query.metadata) if query.metadata else None,
-        hide_flagged=policy.hold_back_flagged, candidates=max(policy.recall_candidates, query.k),
-        vector_floor=policy.recall_vector_floor, w_bm25=policy.recall_bm25_weight,
-        w_vector=policy.recall_vector_weight, w_prior=policy.recall_prior_weight,
-        k=query.k, bump=bump,
+        hide_flagged=policy.hold_back_flagged,
+        candidates=max(policy.recall_candidates, query.k),
+        vector_floor=policy.recall_vector_floor,
+        w_bm25=policy.recall_bm25_weight,
+        w_vector=policy.recall_vector_weight,
+        w_prior=policy.recall_prior_weight,
+        k=query.k,
+        bump=bump,
     )
 
 
@@ -76,16 +103,26 @@ def _hits(rows: list[dict[str, Any]], explain: bool) -> list[dict[str, Any]]:
     hits = []
     for r in rows:
         hit: dict[str, Any] = {
-            "id": str(r["id"]), "text": r["text"], "kind": r["kind"], "tier": r["tier"],
-            "score": round(float(r["score"]), 6), "metadata": r["metadata"],
-            "created_at": r["created_at"].isoformat(), "provenance": r["provenance"],
-            "flags": r["flags"], "trust": r["trust"],
+            "id": str(r["id"]),
+            "text": r["text"],
+            "kind": r["kind"],
+            "tier": r["tier"],
+            "score": round(float(r["score"]), 6),
+            "metadata": r["metadata"],
+            "created_at": r["created_at"].isoformat(),
+            "provenance": r["provenance"],
+            "flags": r["flags"],
+            "trust": r["trust"],
         }
         if explain:
             hit["signals"] = {
-                "bm25": float(r["bm25"]), "vector": float(r["vector"]), "fused": float(r["fused"]),
-                "salience": float(r["salience"]), "access": int(r["access_count"]),
-                "freshness": float(r["freshness"]), "prior": float(r["prior"]),
+                "bm25": float(r["bm25"]),
+                "vector": float(r["vector"]),
+                "fused": float(r["fused"]),
+                "salience": float(r["salience"]),
+                "access": int(r["access_count"]),
+                "freshness": float(r["freshness"]),
+                "prior": float(r["prior"]),
             }
         hits.append(hit)
     return hits

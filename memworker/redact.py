@@ -1,5 +1,6 @@
 """PII redaction, applied (per policy) to episode content before the LLM sees it and
 before anything is stored: emails, phone numbers, secrets and payment card numbers."""
+
 from __future__ import annotations
 
 import re
@@ -7,7 +8,8 @@ import re
 _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
 _SECRET = re.compile(
     r"\b(?:sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,}|xox[abpr]-[A-Za-z0-9-]{10,}|"
-    r"mwk_[0-9a-f]{12}_[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})")
+    r"mwk_[0-9a-f]{12}_[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"
+)
 # "password: hunter2" keeps its label and loses its value.
 _LABELLED = re.compile(r"(?i)\b(api[_-]?key|secret|token|password|passwd)(\s*[:=]\s*)\S{6,}")
 _CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")

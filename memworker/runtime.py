@@ -1,6 +1,7 @@
 """Per-process resources, built once per process (after fork in Celery workers) from
 Settings: the app-role connection pool, the embedder and the reflector. Also where a
 process finds the embedded stack's URLs when MEMWORKER_*_URL are unset."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,11 @@ from pathlib import Path
 
 import psycopg_pool
 
-from memworker import db, embeddings, errors, reflection
+from memworker import errors, reflection
+from memworker.models import embeddings
 from memworker.policy import PolicyCache
 from memworker.settings import Settings
+from memworker.storage import db
 
 STACK_FILE = "stack.json"
 
@@ -38,7 +41,8 @@ def resolve(settings: Settings) -> Settings:
     stack = json.loads(path.read_text())
     return settings.replace(
         database_url=settings.database_url or stack["database_url"],
-        admin_database_url=settings.admin_database_url or (None if settings.database_url else stack["admin_database_url"]),
+        admin_database_url=settings.admin_database_url
+        or (None if settings.database_url else stack["admin_database_url"]),
         redis_url=settings.redis_url or stack["redis_url"],
     )
 
@@ -69,12 +73,20 @@ _by_pid: dict[int, Resources] = {}
 
 def build(settings: Settings, *, embedder: embeddings.Embedder | None = None) -> Resources:
     assert settings.database_url, "resolve() the settings first"
-    pool = db.open_pool(settings.database_url, min_size=settings.db_pool_min,
-                        max_size=settings.db_pool_max, timeout_s=settings.db_pool_timeout_s)
+    pool = db.open_pool(
+        settings.database_url,
+        min_size=settings.db_pool_min,
+        max_size=settings.db_pool_max,
+        timeout_s=settings.db_pool_timeout_s,
+    )
     emb = embedder or embeddings.for_settings(settings)
-    return Resources(settings, pool, emb, embeddings.CachedQueryEmbedder(emb),
-                     reflection.build(settings.llm_base_url, settings.llm_model,
-                                      settings.llm_api_key, settings.llm_timeout_s))
+    return Resources(
+        settings,
+        pool,
+        emb,
+        embeddings.CachedQueryEmbedder(emb),
+        reflection.build(settings.llm_base_url, settings.llm_model, settings.llm_api_key, settings.llm_timeout_s),
+    )
 
 
 def for_process(settings: Settings) -> Resources:

@@ -1,4 +1,5 @@
 """Request bodies of the HTTP API. Unknown fields are rejected (extra='forbid')."""
+
 from __future__ import annotations
 
 from datetime import datetime

@@ -1,5 +1,6 @@
 """Python SDK: memworker.Client over HTTP, and enqueue_in_cluster for agents that sit next
 to Redis and want to skip the HTTP hop."""
+
 from __future__ import annotations
 
 import time
@@ -23,8 +24,9 @@ class Client:
     """client = Client("http://127.0.0.1:8420", api_key); client.add_episode("bot", "...")"""
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0) -> None:
-        self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout,
-                                  headers={"Authorization": f"Bearer {api_key}"})
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"), timeout=timeout, headers={"Authorization": f"Bearer {api_key}"}
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -46,8 +48,9 @@ class Client:
         return resp.json() if resp.content else None
 
     # episodes
-    def add_episode(self, agent_id: str, content: str | None = None, *,
-                    messages: list[dict[str, str]] | None = None, **fields: Any) -> dict[str, Any]:
+    def add_episode(
+        self, agent_id: str, content: str | None = None, *, messages: list[dict[str, str]] | None = None, **fields: Any
+    ) -> dict[str, Any]:
         body = {"content": content} if messages is None else {"messages": messages}
         return self._call("POST", f"/v1/agents/{agent_id}/episodes", json={**body, **fields})  # type: ignore[no-any-return]
 
@@ -71,8 +74,9 @@ class Client:
     def replay_episode(self, agent_id: str, episode_id: str) -> dict[str, Any]:
         return self._call("POST", f"/v1/agents/{agent_id}/episodes/{episode_id}/replay")  # type: ignore[no-any-return]
 
-    def list_episodes(self, *, status: str | None = None, agent_id: str | None = None,
-                      limit: int = 100) -> list[dict[str, Any]]:
+    def list_episodes(
+        self, *, status: str | None = None, agent_id: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
         params = {k: v for k, v in {"status": status, "agent_id": agent_id, "limit": limit}.items() if v is not None}
         return self._call("GET", "/v1/episodes", params=params)["episodes"]  # type: ignore[no-any-return]
 
@@ -95,10 +99,21 @@ class Client:
     def delete_memory(self, agent_id: str, memory_id: str) -> None:
         self._call("DELETE", f"/v1/agents/{agent_id}/memories/{memory_id}")
 
-    def list_memories(self, agent_id: str, *, tier: str | None = None, kind: str | None = None,
-                      session: str | None = None, limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
-        params = {k: v for k, v in {"tier": tier, "kind": kind, "session": session, "limit": limit,
-                                    "cursor": cursor}.items() if v is not None}
+    def list_memories(
+        self,
+        agent_id: str,
+        *,
+        tier: str | None = None,
+        kind: str | None = None,
+        session: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        params = {
+            k: v
+            for k, v in {"tier": tier, "kind": kind, "session": session, "limit": limit, "cursor": cursor}.items()
+            if v is not None
+        }
         return self._call("GET", f"/v1/agents/{agent_id}/memories", params=params)  # type: ignore[no-any-return]
 
     def recall(self, agent_id: str, query: str, k: int = 5, **options: Any) -> dict[str, Any]:
@@ -128,26 +143,37 @@ class Client:
             time.sleep(0.2)
 
     def profile(self, agent_id: str, version: int | None = None) -> dict[str, Any]:
-        return self._call("GET", f"/v1/agents/{agent_id}/profile",  # type: ignore[no-any-return]
-                          params={"version": version} if version else {})
-
+        return self._call(
+            "GET",
+            f"/v1/agents/{agent_id}/profile",  # type: ignore[no-any-return]
+            params={"version": version} if version else {},
+        )
 
     # lifecycle governance (issue 6)
     def promote(self, agent_id: str, memory_id: str, tier: str, reason: str) -> dict[str, Any]:
-        return self._call("POST", f"/v1/agents/{agent_id}/memories/{memory_id}/promote",  # type: ignore[no-any-return]
-                          json={"tier": tier, "reason": reason})
+        return self._call(
+            "POST",
+            f"/v1/agents/{agent_id}/memories/{memory_id}/promote",  # type: ignore[no-any-return]
+            json={"tier": tier, "reason": reason},
+        )
 
     def history(self, agent_id: str, memory_id: str) -> dict[str, Any]:
         return self._call("GET", f"/v1/agents/{agent_id}/memories/{memory_id}/history")  # type: ignore[no-any-return]
 
     def reviews(self, agent_id: str, *, status: str = "open", limit: int = 100) -> list[dict[str, Any]]:
-        return self._call("GET", f"/v1/agents/{agent_id}/review",  # type: ignore[no-any-return]
-                          params={"status": status, "limit": limit})["reviews"]
+        return self._call(
+            "GET",
+            f"/v1/agents/{agent_id}/review",  # type: ignore[no-any-return]
+            params={"status": status, "limit": limit},
+        )["reviews"]
 
     def resolve_review(self, agent_id: str, review_id: str, keep: str, reason: str = "") -> dict[str, Any]:
         """keep: 'both', or the id of the memory to keep (the other is superseded by it)."""
-        return self._call("POST", f"/v1/agents/{agent_id}/review/{review_id}/resolve",  # type: ignore[no-any-return]
-                          json={"keep": keep, "reason": reason})
+        return self._call(
+            "POST",
+            f"/v1/agents/{agent_id}/review/{review_id}/resolve",  # type: ignore[no-any-return]
+            json={"keep": keep, "reason": reason},
+        )
 
     def forget(self, agent_id: str, **selector: Any) -> dict[str, Any]:
         """Exactly one of provenance=, memory_ids=, session_id=, before=; returns the receipt."""
@@ -170,11 +196,26 @@ class Client:
         return self._call("GET", f"/v1/agents/{agent_id}/retention", params={"limit": limit})["runs"]  # type: ignore[no-any-return]
 
     # sessions: working memory, plans, runtime context, archives, webhooks (issue 7)
-    def create_session(self, agent_id: str, session_id: str | None = None, *, goal: str | None = None,
-                       context_window_tokens: int | None = None, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    def create_session(
+        self,
+        agent_id: str,
+        session_id: str | None = None,
+        *,
+        goal: str | None = None,
+        context_window_tokens: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """Open a session (an existing session_id returns it unchanged, created False)."""
-        body = {k: v for k, v in {"session_id": session_id, "goal": goal, "metadata": metadata,
-                                  "context_window_tokens": context_window_tokens}.items() if v is not None}
+        body = {
+            k: v
+            for k, v in {
+                "session_id": session_id,
+                "goal": goal,
+                "metadata": metadata,
+                "context_window_tokens": context_window_tokens,
+            }.items()
+            if v is not None
+        }
         return self._call("POST", f"/v1/agents/{agent_id}/sessions", json=body)  # type: ignore[no-any-return]
 
     def sessions(self, agent_id: str, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
@@ -192,8 +233,9 @@ class Client:
         touch=[ids], expected_revision=."""
         return self._call("PATCH", f"/v1/agents/{agent_id}/sessions/{session_id}/working", json=changes)  # type: ignore[no-any-return]
 
-    def set_plan(self, agent_id: str, session_id: str, milestones: list[dict[str, Any]], *,
-                 title: str | None = None) -> dict[str, Any]:
+    def set_plan(
+        self, agent_id: str, session_id: str, milestones: list[dict[str, Any]], *, title: str | None = None
+    ) -> dict[str, Any]:
         """milestones: [{"id"?, "title", "steps": [{"id"?, "title", "status"?, "progress"?}]}]."""
         body: dict[str, Any] = {"milestones": milestones, **({"title": title} if title else {})}
         return self._call("PUT", f"/v1/agents/{agent_id}/sessions/{session_id}/plan", json=body)  # type: ignore[no-any-return]
@@ -204,14 +246,21 @@ class Client:
 
     def update_step(self, agent_id: str, session_id: str, step_id: str, **changes: Any) -> dict[str, Any]:
         """changes: status=, progress= (0-100), output=, note=, expected_revision=."""
-        return self._call("PATCH", f"/v1/agents/{agent_id}/sessions/{session_id}/plan/steps/{step_id}",  # type: ignore[no-any-return]
-                          json=changes)
+        return self._call(
+            "PATCH",
+            f"/v1/agents/{agent_id}/sessions/{session_id}/plan/steps/{step_id}",  # type: ignore[no-any-return]
+            json=changes,
+        )
 
-    def context(self, agent_id: str, query: str, *, session_id: str | None = None, max_tokens: int | None = None,
-                **options: Any) -> dict[str, Any]:
+    def context(
+        self, agent_id: str, query: str, *, session_id: str | None = None, max_tokens: int | None = None, **options: Any
+    ) -> dict[str, Any]:
         """The runtime context; options: k, context_used (0..1) or used_tokens and window_tokens."""
-        body = {"query": query, **{k: v for k, v in {"session_id": session_id, "max_tokens": max_tokens}.items()
-                                   if v is not None}, **options}
+        body = {
+            "query": query,
+            **{k: v for k, v in {"session_id": session_id, "max_tokens": max_tokens}.items() if v is not None},
+            **options,
+        }
         return self._call("POST", f"/v1/agents/{agent_id}/context", json=body)  # type: ignore[no-any-return]
 
     def report_usage(self, agent_id: str, session_id: str, **usage: Any) -> dict[str, Any]:
@@ -219,15 +268,21 @@ class Client:
         return self._call("POST", f"/v1/agents/{agent_id}/sessions/{session_id}/usage", json=usage)  # type: ignore[no-any-return]
 
     def context_calls(self, agent_id: str, session_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
-        return self._call("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/context_calls",  # type: ignore[no-any-return]
-                          params={"limit": limit})["context_calls"]
+        return self._call(
+            "GET",
+            f"/v1/agents/{agent_id}/sessions/{session_id}/context_calls",  # type: ignore[no-any-return]
+            params={"limit": limit},
+        )["context_calls"]
 
     def archive_session(self, agent_id: str, session_id: str) -> dict[str, Any]:
         return self._call("POST", f"/v1/agents/{agent_id}/sessions/{session_id}/archive")  # type: ignore[no-any-return]
 
     def restore_session(self, agent_id: str, session_id: str, version: int | None = None) -> dict[str, Any]:
-        return self._call("POST", f"/v1/agents/{agent_id}/sessions/{session_id}/restore",  # type: ignore[no-any-return]
-                          json={"version": version} if version else {})
+        return self._call(
+            "POST",
+            f"/v1/agents/{agent_id}/sessions/{session_id}/restore",  # type: ignore[no-any-return]
+            json={"version": version} if version else {},
+        )
 
     def archives(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
         return self._call("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/archives")["archives"]  # type: ignore[no-any-return]
@@ -236,7 +291,10 @@ class Client:
         """The archive as stored: gzip-compressed JSONL bytes."""
         resp = self._http.get(f"/v1/agents/{agent_id}/sessions/{session_id}/archives/{version}")
         if resp.status_code >= 400:
-            raise ApiError(resp.status_code, resp.json() if resp.headers.get("content-type", "").startswith("application/json") else resp.text)
+            raise ApiError(
+                resp.status_code,
+                resp.json() if resp.headers.get("content-type", "").startswith("application/json") else resp.text,
+            )
         return resp.content
 
     def read_archive(self, agent_id: str, session_id: str, version: int) -> list[dict[str, Any]]:
@@ -247,8 +305,9 @@ class Client:
         raw = gzip.decompress(self.download_archive(agent_id, session_id, version))
         return [json.loads(line) for line in raw.decode().splitlines() if line]
 
-    def add_webhook(self, url: str, events: list[str], *, agent_ids: list[str] | None = None,
-                    description: str = "") -> dict[str, Any]:
+    def add_webhook(
+        self, url: str, events: list[str], *, agent_ids: list[str] | None = None, description: str = ""
+    ) -> dict[str, Any]:
         """Register a webhook for pre_turn, post_turn and/or archive; the answer's "secret" is shown once."""
         body: dict[str, Any] = {"url": url, "events": events, "description": description}
         if agent_ids is not None:
@@ -265,20 +324,29 @@ class Client:
         return self._call("GET", f"/v1/webhooks/{webhook_id}/deliveries", params={"limit": limit})["deliveries"]  # type: ignore[no-any-return]
 
 
-def enqueue_in_cluster(redis_url: str, *, tenant_id: str, agent_id: str, content: str | None = None,
-                       messages: list[dict[str, str]] | None = None, idempotency_key: str | None = None,
-                       **fields: Any) -> str:
+def enqueue_in_cluster(
+    redis_url: str,
+    *,
+    tenant_id: str,
+    agent_id: str,
+    content: str | None = None,
+    messages: list[dict[str, str]] | None = None,
+    idempotency_key: str | None = None,
+    **fields: Any,
+) -> str:
     """Send an episode straight to the ingest queue (Celery send_task), skipping HTTP.
 
     A worker writes the durable episode row first, then processes it. Until then the
     message lives only in Redis (AOF), so the idempotency key (generated if not given)
     makes a redelivered message harmless. Returns the idempotency key."""
-    from celery import Celery
+    from memworker.settings import Settings
+    from tasks.publish import Publisher
 
     key = idempotency_key or f"cluster:{uuid.uuid4()}"
-    app = Celery("memworker-client", broker=redis_url)
-    app.conf.update(task_serializer="json", accept_content=["json"])
+    publisher = Publisher.for_settings(Settings(redis_url=redis_url))
     episode = {"content": content, "messages": messages, "idempotency_key": key, **fields}
-    app.send_task("memworker.accept_episode", args=[tenant_id, agent_id, episode], queue="ingest")
-    app.close()
+    try:
+        publisher.accept_episode(tenant_id, agent_id, episode)
+    finally:
+        publisher.close()
     return key

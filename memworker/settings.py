@@ -1,4 +1,5 @@
 """The one Settings object; the only reader of os.environ (prefix MEMWORKER_)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -82,11 +83,26 @@ class Settings:
         return settings
 
     def validate(self) -> None:
-        positive = ["embedding_batch_size", "db_pool_max", "max_content_bytes", "max_batch",
-                    "max_body_bytes", "ingest_batch_max", "episode_lease_s",
-                    "episode_max_attempts", "visibility_timeout_s", "workers", "worker_concurrency",
-                    "rate_key_per_s", "rate_key_burst", "rate_tenant_per_s", "rate_tenant_burst",
-                    "reconcile_every_s", "db_pool_timeout_s", "embedding_threads"]
+        positive = [
+            "embedding_batch_size",
+            "db_pool_max",
+            "max_content_bytes",
+            "max_batch",
+            "max_body_bytes",
+            "ingest_batch_max",
+            "episode_lease_s",
+            "episode_max_attempts",
+            "visibility_timeout_s",
+            "workers",
+            "worker_concurrency",
+            "rate_key_per_s",
+            "rate_key_burst",
+            "rate_tenant_per_s",
+            "rate_tenant_burst",
+            "reconcile_every_s",
+            "db_pool_timeout_s",
+            "embedding_threads",
+        ]
         positive += ["consolidation_backlog_max", "consolidation_sweep_limit", "consolidation_lease_s"]
         positive += ["webhook_timeout_s", "webhook_max_attempts", "webhook_backoff_s"]
         for name in positive:
@@ -149,8 +165,12 @@ def describe() -> list[tuple[str, str]]:
         else:
             default = None
         if default is None:
-            default = {"database_url": "(embedded)", "admin_database_url": "(DATABASE_URL)",
-                       "redis_url": "(embedded)", "llm_base_url": "(offline reflector)",
-                       "embedding_cache_dir": "(~/.cache/memworker)"}.get(f.name, "(unset)")
+            default = {
+                "database_url": "(embedded)",
+                "admin_database_url": "(DATABASE_URL)",
+                "redis_url": "(embedded)",
+                "llm_base_url": "(offline reflector)",
+                "embedding_cache_dir": "(~/.cache/memworker)",
+            }.get(f.name, "(unset)")
         rows.append((PREFIX + f.name.upper(), str(default)))
     return rows

@@ -1,5 +1,6 @@
 """Test helpers that ship with the package: a deterministic fake embedder and a scripted
 OpenAI-compatible chat-completions server on loopback."""
+
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +39,12 @@ class FakeLLM:
     ('sleep', seconds, content) or ('garbage', body). With nothing queued it answers
     `default`. Every request is recorded in .requests."""
 
-    def __init__(self, default: str = '[{"text": "The user likes tea.", "type": "preference", "confidence": 0.8}]',
-                 *, echo: bool = False) -> None:
+    def __init__(
+        self,
+        default: str = '[{"text": "The user likes tea.", "type": "preference", "confidence": 0.8}]',
+        *,
+        echo: bool = False,
+    ) -> None:
         self.default = default
         self.echo = echo  # answer with the episode's first sentence as the one memory
         self.answers: deque[Any] = deque()
@@ -55,8 +60,9 @@ class FakeLLM:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 with fake._lock:
                     fake.requests.append(body)
-                    answer = fake.answers.popleft() if fake.answers else (
-                        fake._echo(body) if fake.echo else fake.default)
+                    answer = (
+                        fake.answers.popleft() if fake.answers else (fake._echo(body) if fake.echo else fake.default)
+                    )
                 if isinstance(answer, tuple) and answer[0] == "status":
                     self._send(answer[1], b'{"error": "scripted failure"}')
                     return
@@ -66,10 +72,14 @@ class FakeLLM:
                 if isinstance(answer, tuple) and answer[0] == "garbage":
                     self._send(200, answer[1].encode())
                     return
-                payload = {"id": "fake", "object": "chat.completion",
-                           "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
-                                        "finish_reason": "stop"}],
-                           "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}}
+                payload = {
+                    "id": "fake",
+                    "object": "chat.completion",
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
+                    ],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+                }
                 self._send(200, json.dumps(payload).encode())
 
             def _send(self, code: int, body: bytes) -> None:

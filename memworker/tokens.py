@@ -1,5 +1,6 @@
 """The BM25 tokenizer: NFKC, case folding, English words (stemmed, minus stop words),
 and CJK text as overlapping character bigrams so Chinese and Japanese are searchable."""
+
 from __future__ import annotations
 
 import re
@@ -19,10 +20,92 @@ _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 # are often questions: "when did ...", "how does ..." must not match every memory that says
 # "when" or "how") and a few conversational fillers; short on purpose.
 STOP_WORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then "
-    "there these they this to was will with i me my we our you your he him his she her its them "
-    "am been being do does did so than too very can just s t don have has had were what which "
-    "who whom whose when where why how would should could oh ok okay yeah hey hi".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+        "i",
+        "me",
+        "my",
+        "we",
+        "our",
+        "you",
+        "your",
+        "he",
+        "him",
+        "his",
+        "she",
+        "her",
+        "its",
+        "them",
+        "am",
+        "been",
+        "being",
+        "do",
+        "does",
+        "did",
+        "so",
+        "than",
+        "too",
+        "very",
+        "can",
+        "just",
+        "s",
+        "t",
+        "don",
+        "have",
+        "has",
+        "had",
+        "were",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "would",
+        "should",
+        "could",
+        "oh",
+        "ok",
+        "okay",
+        "yeah",
+        "hey",
+        "hi",
+    ]
 )
 
 # A snowball stemmer keeps its working state on the instance, so two threads stemming at once
@@ -44,7 +127,7 @@ def tokenize(text: str, *, stem: bool = True) -> list[str]:
     for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text).casefold()):
         tok = match.group(0)
         if _CJK_RUN.match(tok):
-            out.extend([tok] if len(tok) == 1 else [tok[i:i + 2] for i in range(len(tok) - 1)])
+            out.extend([tok] if len(tok) == 1 else [tok[i : i + 2] for i in range(len(tok) - 1)])
             continue
         tok = tok.replace("’", "'").split("'")[0]
         if not tok or tok in STOP_WORDS:

@@ -2,6 +2,7 @@
 
 Workers: celery -A tasks.celery_app worker -Q ingest,consolidate,maintenance
 Beat (exactly one): celery -A tasks.celery_app beat"""
+
 from __future__ import annotations
 
 import logging
@@ -30,11 +31,21 @@ CHILD_INIT_TIMEOUT_S = 120.0
 
 
 def make_celery(settings: Settings) -> Celery:
-    app = Celery("memworker", broker=settings.redis_url,
-                 include=["tasks.ingest_tasks", "tasks.maintenance_tasks", "tasks.consolidate_tasks",
-                          "tasks.retention_tasks", "tasks.session_tasks"])
+    app = Celery(
+        "memworker",
+        broker=settings.redis_url,
+        include=[
+            "tasks.ingest_tasks",
+            "tasks.maintenance_tasks",
+            "tasks.consolidate_tasks",
+            "tasks.retention_tasks",
+            "tasks.session_tasks",
+        ],
+    )
     app.conf.update(
-        task_serializer="json", accept_content=["json"], result_serializer="json",
+        task_serializer="json",
+        accept_content=["json"],
+        result_serializer="json",
         task_ignore_result=True,  # Postgres is the record of every attempt, not a result backend
         task_acks_late=True,  # ack after the work: a killed worker's message is delivered again
         task_reject_on_worker_lost=True,
@@ -45,30 +56,48 @@ def make_celery(settings: Settings) -> Celery:
         broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
         task_queues=[Queue(INGEST), Queue(CONSOLIDATE), Queue(MAINTENANCE)],
         task_default_queue=INGEST,
-        task_routes={"memworker.ingest": {"queue": INGEST},
-                     "memworker.reconcile": {"queue": MAINTENANCE},
-                     "memworker.consolidation_sweep": {"queue": MAINTENANCE},
-                     "memworker.consolidate": {"queue": CONSOLIDATE},
-                     "memworker.retention_tick": {"queue": MAINTENANCE},
-                     "memworker.retention_sweep": {"queue": MAINTENANCE},
-                     "memworker.deliver_webhook": {"queue": MAINTENANCE},
-                     "memworker.webhook_sweep": {"queue": MAINTENANCE},
-                     "memworker.ruminate_tick": {"queue": MAINTENANCE},
-                     "memworker.ruminate": {"queue": MAINTENANCE}},
-        worker_send_task_events=True, task_send_sent_event=True,  # for Flower
+        task_routes={
+            "memworker.ingest": {"queue": INGEST},
+            "memworker.reconcile": {"queue": MAINTENANCE},
+            "memworker.consolidation_sweep": {"queue": MAINTENANCE},
+            "memworker.consolidate": {"queue": CONSOLIDATE},
+            "memworker.retention_tick": {"queue": MAINTENANCE},
+            "memworker.retention_sweep": {"queue": MAINTENANCE},
+            "memworker.deliver_webhook": {"queue": MAINTENANCE},
+            "memworker.webhook_sweep": {"queue": MAINTENANCE},
+            "memworker.ruminate_tick": {"queue": MAINTENANCE},
+            "memworker.ruminate": {"queue": MAINTENANCE},
+        },
+        worker_send_task_events=True,
+        task_send_sent_event=True,  # for Flower
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
         beat_schedule={
-            "reconcile": {"task": "memworker.reconcile", "schedule": settings.reconcile_every_s,
-                          "options": {"queue": MAINTENANCE, "expires": settings.reconcile_every_s}},
-            "consolidation-sweep": {"task": "memworker.consolidation_sweep", "schedule": SLEEP_SWEEP_EVERY_S,
-                                    "options": {"queue": MAINTENANCE, "expires": SLEEP_SWEEP_EVERY_S}},
-            "retention-tick": {"task": "memworker.retention_tick", "schedule": RETENTION_EVERY_S,
-                               "options": {"queue": MAINTENANCE, "expires": RETENTION_EVERY_S}},
-            "webhook-sweep": {"task": "memworker.webhook_sweep", "schedule": WEBHOOK_SWEEP_EVERY_S,
-                              "options": {"queue": MAINTENANCE, "expires": WEBHOOK_SWEEP_EVERY_S}},
-            "rumination": {"task": "memworker.ruminate_tick", "schedule": RUMINATION_AT,
-                           "options": {"queue": MAINTENANCE, "expires": 3600}},
+            "reconcile": {
+                "task": "memworker.reconcile",
+                "schedule": settings.reconcile_every_s,
+                "options": {"queue": MAINTENANCE, "expires": settings.reconcile_every_s},
+            },
+            "consolidation-sweep": {
+                "task": "memworker.consolidation_sweep",
+                "schedule": SLEEP_SWEEP_EVERY_S,
+                "options": {"queue": MAINTENANCE, "expires": SLEEP_SWEEP_EVERY_S},
+            },
+            "retention-tick": {
+                "task": "memworker.retention_tick",
+                "schedule": RETENTION_EVERY_S,
+                "options": {"queue": MAINTENANCE, "expires": RETENTION_EVERY_S},
+            },
+            "webhook-sweep": {
+                "task": "memworker.webhook_sweep",
+                "schedule": WEBHOOK_SWEEP_EVERY_S,
+                "options": {"queue": MAINTENANCE, "expires": WEBHOOK_SWEEP_EVERY_S},
+            },
+            "rumination": {
+                "task": "memworker.ruminate_tick",
+                "schedule": RUMINATION_AT,
+                "options": {"queue": MAINTENANCE, "expires": 3600},
+            },
         },
     )
     app.conf.memworker_settings = settings

@@ -1,19 +1,23 @@
 """Sleep: the minute sweep that claims due agents, and one consolidation pass per agent
-(memworker.consolidation does the work)."""
+(memworker.sleep.consolidation does the work)."""
+
 from __future__ import annotations
 
 import logging
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 import redis
 from celery import Task
 
-from memworker import consolidation, llm, runtime
+from memworker import runtime
+from memworker.models import llm
 from memworker.settings import Settings
+from memworker.sleep import consolidation
 from tasks.celery_app import CONSOLIDATE, INGEST, MAINTENANCE, app, settings_of
+from tasks.publish import on_worker
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +31,13 @@ def llm_for_process(settings: Settings) -> llm.LLM | None:
     """The consolidation LLM of this process: the configured endpoint, or None (offline)."""
     pid = os.getpid()
     if pid not in _llm_by_pid:
-        _llm_by_pid[pid] = (llm.OpenAICompatible(settings.llm_base_url, settings.llm_model, settings.llm_api_key,
-                                                 settings.llm_timeout_s) if settings.llm_base_url else None)
+        _llm_by_pid[pid] = (
+            llm.OpenAICompatible(
+                settings.llm_base_url, settings.llm_model, settings.llm_api_key, settings.llm_timeout_s
+            )
+            if settings.llm_base_url
+            else None
+        )
     return _llm_by_pid[pid]
 
 
@@ -43,7 +52,7 @@ def ingest_backlog(redis_url: str | None) -> int:
 
 def window_of(when: datetime) -> datetime:
     """The minute a sweep covers: two beats firing in the same minute share it."""
-    return when.astimezone(timezone.utc).replace(second=0, microsecond=0)
+    return when.astimezone(UTC).replace(second=0, microsecond=0)
 
 
 @app.task(name="memworker.consolidation_sweep", queue=MAINTENANCE, acks_late=True)
@@ -51,38 +60,62 @@ def consolidation_sweep(window: str | None = None) -> dict[str, Any]:
     """Claim the agents due for a pass in this window and enqueue one pass each. The window
     defaults to the current minute; a double fire claims nothing twice."""
     res = runtime.for_process(settings_of(app))
-    when = window_of(datetime.fromisoformat(window) if window else datetime.now(timezone.utc))
+    when = window_of(datetime.fromisoformat(window) if window else datetime.now(UTC))
     backlog = ingest_backlog(res.settings.redis_url)
     result = consolidation.sweep(res.pool, res.settings, window=when, ingest_backlog=backlog)
     if result.deferred:
         logger.info("consolidation sweep %s deferred: %s", when.isoformat(), result.deferred)
     for tenant_id, agent_id, run_id, _ in result.claimed:
-        enqueue(str(tenant_id), agent_id, str(run_id))
+        on_worker.consolidate(tenant_id, agent_id, run_id)
     if result.claimed:
         logger.info("consolidation sweep %s: %d agents due", when.isoformat(), len(result.claimed))
-    return {"window": when.isoformat(), "deferred": result.deferred, "claimed": len(result.claimed),
-            "flagged_agents": result.flagged_agents}
+    return {
+        "window": when.isoformat(),
+        "deferred": result.deferred,
+        "claimed": len(result.claimed),
+        "flagged_agents": result.flagged_agents,
+    }
 
 
-def enqueue(tenant_id: str, agent_id: str, run_id: str, countdown: float | None = None) -> None:
-    app.send_task("memworker.consolidate", args=[tenant_id, agent_id, run_id], queue=CONSOLIDATE,
-                  countdown=countdown)
-
-
-@app.task(name="memworker.consolidate", queue=CONSOLIDATE, bind=True, acks_late=True,
-          reject_on_worker_lost=True, max_retries=BUSY_RETRIES)
+@app.task(
+    name="memworker.consolidate",
+    queue=CONSOLIDATE,
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=BUSY_RETRIES,
+)
 def consolidate(self: Task, tenant_id: str, agent_id: str, run_id: str) -> dict[str, Any]:
     """One pass for one agent. A failed pass is recorded and backs off through the sweep, not
     through Celery retries; only a held agent lock is retried here."""
     res = runtime.for_process(settings_of(app))
-    report = consolidation.run_pass(res.pool, res.embedder, llm_for_process(res.settings), res.settings,
-                                    tenant_id=UUID(tenant_id), agent_id=agent_id, run_id=UUID(run_id))
+    report = consolidation.run_pass(
+        res.pool,
+        res.embedder,
+        llm_for_process(res.settings),
+        res.settings,
+        tenant_id=UUID(tenant_id),
+        agent_id=agent_id,
+        run_id=UUID(run_id),
+    )
     if report.status == "busy":
         if self.request.retries < BUSY_RETRIES:
             raise self.retry(countdown=BUSY_RETRY_S)
-        consolidation.give_up(res.pool, tenant_id=UUID(tenant_id), agent_id=agent_id, run_id=UUID(run_id),
-                              why=f"the agent stayed locked for {BUSY_RETRIES * BUSY_RETRY_S:.0f} s")
-    logger.info("consolidation agent=%s run=%s %s items=%d connections=%d insights=%d conclusions=%d",
-                agent_id, run_id, report.status, report.items_reviewed, report.connections_made,
-                report.insights_written, report.conclusions_written)
+        consolidation.give_up(
+            res.pool,
+            tenant_id=UUID(tenant_id),
+            agent_id=agent_id,
+            run_id=UUID(run_id),
+            why=f"the agent stayed locked for {BUSY_RETRIES * BUSY_RETRY_S:.0f} s",
+        )
+    logger.info(
+        "consolidation agent=%s run=%s %s items=%d connections=%d insights=%d conclusions=%d",
+        agent_id,
+        run_id,
+        report.status,
+        report.items_reviewed,
+        report.connections_made,
+        report.insights_written,
+        report.conclusions_written,
+    )
     return {"status": report.status, "items": report.items_reviewed}

@@ -1,4 +1,5 @@
 """Ingest: reflect, embed and store episodes (memworker.ingest does the work)."""
+
 from __future__ import annotations
 
 import logging
@@ -7,23 +8,38 @@ from uuid import UUID
 
 import pydantic
 
-from memworker import db, errors, ingest, metrics, runtime, schemas
+from memworker import errors, ingest, metrics, runtime, schemas
+from memworker.storage import db
 from tasks.celery_app import INGEST, app, settings_of
-from tasks.session_tasks import send_deliveries
+from tasks.publish import on_worker
 
 logger = logging.getLogger(__name__)
 
 
-@app.task(name="memworker.ingest", queue=INGEST, acks_late=True, reject_on_worker_lost=True,
-          autoretry_for=(Exception,), retry_backoff=2, retry_backoff_max=120, max_retries=8)
+@app.task(
+    name="memworker.ingest",
+    queue=INGEST,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(Exception,),
+    retry_backoff=2,
+    retry_backoff_max=120,
+    max_retries=8,
+)
 def ingest_episodes(tenant_id: str, episode_ids: list[str]) -> dict[str, int]:
     """Process a batch of one tenant's episodes; failed ones are re-sent with backoff."""
     res = runtime.for_process(settings_of(app))
-    out = ingest.process(res.pool, res.embedder, res.reflector, res.settings,
-                         tenant_id=UUID(tenant_id), episode_ids=[UUID(e) for e in episode_ids])
+    out = ingest.process(
+        res.pool,
+        res.embedder,
+        res.reflector,
+        res.settings,
+        tenant_id=UUID(tenant_id),
+        episode_ids=[UUID(e) for e in episode_ids],
+    )
     for episode_id, attempts in out.failed:
-        enqueue(tenant_id, [str(episode_id)], countdown=ingest.backoff_s(attempts))
-    send_deliveries(tenant_id, out.deliveries)  # post_turn webhooks (issue 7)
+        on_worker.ingest(tenant_id, [episode_id], countdown=ingest.backoff_s(attempts))
+    on_worker.deliver_webhooks(tenant_id, out.deliveries)  # post_turn webhooks (issue 7)
     metrics.EPISODES.labels("stored").inc(len(out.stored))
     metrics.EPISODES.labels("failed").inc(len(out.failed))
     metrics.EPISODES.labels("dead").inc(len(out.dead))
@@ -33,20 +49,35 @@ def ingest_episodes(tenant_id: str, episode_ids: list[str]) -> dict[str, int]:
         metrics.LLM_CALLS.labels(tenant_id, "reflect").inc(out.llm_calls)
         metrics.LLM_TOKENS.labels(tenant_id, "in").inc(out.tokens_in)
         metrics.LLM_TOKENS.labels(tenant_id, "out").inc(out.tokens_out)
-    logger.info("ingest tenant=%s stored=%d failed=%d dead=%d skipped=%d memories=%d",
-                tenant_id, len(out.stored), len(out.failed), len(out.dead), len(out.skipped),
-                out.memories_written)
-    return {"stored": len(out.stored), "failed": len(out.failed), "dead": len(out.dead),
-            "skipped": len(out.skipped), "memories": out.memories_written}
+    logger.info(
+        "ingest tenant=%s stored=%d failed=%d dead=%d skipped=%d memories=%d",
+        tenant_id,
+        len(out.stored),
+        len(out.failed),
+        len(out.dead),
+        len(out.skipped),
+        out.memories_written,
+    )
+    return {
+        "stored": len(out.stored),
+        "failed": len(out.failed),
+        "dead": len(out.dead),
+        "skipped": len(out.skipped),
+        "memories": out.memories_written,
+    }
 
 
-def enqueue(tenant_id: str, episode_ids: list[str], countdown: float | None = None) -> None:
-    app.send_task("memworker.ingest", args=[tenant_id, episode_ids], queue=INGEST, countdown=countdown)
-
-
-@app.task(name="memworker.accept_episode", queue=INGEST, acks_late=True, reject_on_worker_lost=True,
-          autoretry_for=(Exception,), dont_autoretry_for=(errors.InvalidInput,),
-          retry_backoff=2, retry_backoff_max=120, max_retries=8)
+@app.task(
+    name="memworker.accept_episode",
+    queue=INGEST,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(Exception,),
+    dont_autoretry_for=(errors.InvalidInput,),
+    retry_backoff=2,
+    retry_backoff_max=120,
+    max_retries=8,
+)
 def accept_episode(tenant_id: str, agent_id: str, episode: dict[str, Any]) -> str:
     """An episode sent straight to Redis by an in-cluster agent: write the durable row
     (idempotent on its key), then process it like any other."""
@@ -60,8 +91,13 @@ def accept_episode(tenant_id: str, agent_id: str, episode: dict[str, Any]) -> st
     if len(content.encode()) > res.settings.max_content_bytes:
         raise errors.InvalidInput(f"episode content over {res.settings.max_content_bytes} bytes")
     with db.tenant_tx(res.pool, UUID(tenant_id)) as conn:
-        (episode_id, _), = ingest.accept(conn, tenant_id=UUID(tenant_id), agent_id=agent_id, episodes=[
-            ingest.EpisodeIn(content, msgs, body.session_id, body.idempotency_key, body.occurred_at,
-                             body.metadata)])
+        ((episode_id, _),) = ingest.accept(
+            conn,
+            tenant_id=UUID(tenant_id),
+            agent_id=agent_id,
+            episodes=[
+                ingest.EpisodeIn(content, msgs, body.session_id, body.idempotency_key, body.occurred_at, body.metadata)
+            ],
+        )
     ingest_episodes(tenant_id, [str(episode_id)])
     return str(episode_id)

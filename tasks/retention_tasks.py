@@ -1,16 +1,19 @@
 """Retention: the hourly tick that fans out one sweep per due agent on the maintenance
-queue (memworker.retention does the work)."""
+queue (memworker.lifecycle.retention does the work)."""
+
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 from celery import Task
 
-from memworker import retention, runtime
+from memworker import runtime
+from memworker.lifecycle import retention
 from tasks.celery_app import MAINTENANCE, RETENTION_EVERY_S, app, settings_of
+from tasks.publish import on_worker
 
 logger = logging.getLogger(__name__)
 
@@ -23,12 +26,10 @@ def retention_tick(window: str | None = None) -> int:
     current hour's start; every sweep of it has the run key 'beat:<window>', so a double
     fire (or a redelivered tick) sweeps nobody twice. Returns how many were enqueued."""
     res = runtime.for_process(settings_of(app))
-    when = retention.window(datetime.fromisoformat(window) if window else datetime.now(timezone.utc),
-                            RETENTION_EVERY_S)
+    when = retention.window(datetime.fromisoformat(window) if window else datetime.now(UTC), RETENTION_EVERY_S)
     agents = retention.due(res.pool, before=when, limit=MAX_AGENTS_PER_TICK)
     for tenant_id, agent_id in agents:
-        app.send_task("memworker.retention_sweep", args=[str(tenant_id), agent_id, when.isoformat()],
-                      queue=MAINTENANCE)
+        on_worker.retention_sweep(tenant_id, agent_id, when.isoformat())
     if agents:
         logger.info("retention tick %s: %d agents", when.isoformat(), len(agents))
     return len(agents)
@@ -41,6 +42,13 @@ def retention_sweep(self: Task, tenant_id: str, agent_id: str, window: str) -> d
     res = runtime.for_process(settings_of(app))
     when = datetime.fromisoformat(window)
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
-    report = retention.sweep_agent(res.pool, tenant_id=UUID(tenant_id), agent_id=agent_id, now=when,
-                                   run_key=f"beat:{when.isoformat()}", trigger="beat", resume=redelivered)
+    report = retention.sweep_agent(
+        res.pool,
+        tenant_id=UUID(tenant_id),
+        agent_id=agent_id,
+        now=when,
+        run_key=f"beat:{when.isoformat()}",
+        trigger="beat",
+        resume=redelivered,
+    )
     return {"status": report.status, "changed": report.changed, "run_id": report.run_id}

@@ -1,27 +1,23 @@
 """Sessions (issue 7): webhook deliveries with their retries and sweep, and the daily
-rumination (memworker.hooks and memworker.rumination do the work). All on the maintenance
+rumination (memworker.sessions.hooks and memworker.sleep.rumination do the work). All on the maintenance
 queue: none of it may hold up ingest."""
+
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
-from memworker import hooks, rumination, runtime
-from tasks.celery_app import INGEST, MAINTENANCE, app, settings_of
+from memworker import runtime
+from memworker.sessions import hooks
+from memworker.sleep import rumination
+from tasks.celery_app import MAINTENANCE, app, settings_of
+from tasks.publish import on_worker
 
 logger = logging.getLogger(__name__)
 
 SWEEP_GRACE_S = 15.0  # a delivery this late has lost its message (or its sender died)
 KEEP_FINISHED = timedelta(days=7)  # delivered and failed rows are kept this long for inspection
-
-
-def send_deliveries(tenant_id: str | UUID, delivery_ids: Iterable[UUID | str], countdown: float | None = None) -> None:
-    """Queue one delivery task per id (called after the event's transaction committed)."""
-    for d in delivery_ids:
-        app.send_task("memworker.deliver_webhook", args=[str(tenant_id), str(d)], queue=MAINTENANCE,
-                      countdown=countdown)
 
 
 @app.task(name="memworker.deliver_webhook", queue=MAINTENANCE, acks_late=True)
@@ -30,7 +26,7 @@ def deliver_webhook(tenant_id: str, delivery_id: str) -> str:
     res = runtime.for_process(settings_of(app))
     attempt = hooks.deliver(res.pool, res.settings, tenant_id=UUID(tenant_id), delivery_id=UUID(delivery_id))
     if attempt.status == "retry":
-        send_deliveries(tenant_id, [delivery_id], countdown=attempt.retry_in_s)
+        on_worker.deliver_webhooks(tenant_id, [delivery_id], countdown=attempt.retry_in_s)
     return attempt.status
 
 
@@ -40,10 +36,10 @@ def webhook_sweep(window: str | None = None) -> int:
     ones. A second sweep of the same window re-sends nothing twice: the claim is a
     compare-and-set on the row."""
     res = runtime.for_process(settings_of(app))
-    when = datetime.fromisoformat(window) if window else datetime.now(timezone.utc)
+    when = datetime.fromisoformat(window) if window else datetime.now(UTC)
     pairs = hooks.due(res.pool, before=when - timedelta(seconds=SWEEP_GRACE_S))
     for tenant_id, delivery_id in pairs:
-        send_deliveries(tenant_id, [delivery_id])
+        on_worker.deliver_webhooks(tenant_id, [delivery_id])
     pruned = hooks.prune(res.pool, before=when - KEEP_FINISHED)
     if pairs or pruned:
         logger.info("webhook sweep: re-sent %d deliveries, pruned %d", len(pairs), pruned)
@@ -55,14 +51,14 @@ def ruminate_tick(window: str | None = None) -> int:
     """Fan out one rumination per agent that archived sessions on the day before `window`
     (default: now) and has rumination on. Returns how many were queued."""
     res = runtime.for_process(settings_of(app))
-    start, end = rumination.day_window(datetime.fromisoformat(window) if window else datetime.now(timezone.utc))
+    start, end = rumination.day_window(datetime.fromisoformat(window) if window else datetime.now(UTC))
     agents = rumination.due(res.pool, start=start, end=end)
     for tenant_id, agent_id in agents:
-        app.send_task("memworker.ruminate", args=[str(tenant_id), agent_id, start.isoformat(), end.isoformat()],
-                      queue=MAINTENANCE)
+        on_worker.ruminate(tenant_id, agent_id, start.isoformat(), end.isoformat())
     if len(agents) >= rumination.MAX_AGENTS:
-        logger.warning("rumination %s: agent limit %d reached; the rest are skipped today", start.date(),
-                       rumination.MAX_AGENTS)
+        logger.warning(
+            "rumination %s: agent limit %d reached; the rest are skipped today", start.date(), rumination.MAX_AGENTS
+        )
     return len(agents)
 
 
@@ -70,8 +66,13 @@ def ruminate_tick(window: str | None = None) -> int:
 def ruminate(tenant_id: str, agent_id: str, start: str, end: str) -> str | None:
     """One agent's rumination episode for [start, end), then reflected on the ingest queue."""
     res = runtime.for_process(settings_of(app))
-    episode_id = rumination.ruminate(res.pool, tenant_id=UUID(tenant_id), agent_id=agent_id,
-                                     start=datetime.fromisoformat(start), end=datetime.fromisoformat(end))
+    episode_id = rumination.ruminate(
+        res.pool,
+        tenant_id=UUID(tenant_id),
+        agent_id=agent_id,
+        start=datetime.fromisoformat(start),
+        end=datetime.fromisoformat(end),
+    )
     if episode_id is not None:
-        app.send_task("memworker.ingest", args=[tenant_id, [str(episode_id)]], queue=INGEST)
+        on_worker.ingest(tenant_id, [episode_id])
     return str(episode_id) if episode_id else None

@@ -1,6 +1,7 @@
 """Session fixtures: the embedded Postgres and Redis start once per test session (or
 MEMWORKER_TEST_DATABASE_URL / MEMWORKER_TEST_REDIS_URL are used instead); the schema is
 migrated once into a template database and copied per test module."""
+
 from __future__ import annotations
 
 import itertools
@@ -17,8 +18,9 @@ import psycopg
 import pytest
 import redis
 
-from memworker import db, embedded, migrate
+from memworker.local import embedded
 from memworker.settings import Settings
+from memworker.storage import db, migrate
 
 TEMPLATE = "memworker_template"
 
@@ -91,8 +93,15 @@ def stack(services: dict[str, str], request: pytest.FixtureRequest) -> Iterator[
     client.close()
     data_dir = Path(services["base"]) / name
     data_dir.mkdir(exist_ok=True)
-    settings = Settings(database_url=app_url, admin_database_url=owner_url, redis_url=redis_url,
-                        data_dir=data_dir, episode_lease_s=5, episode_max_attempts=3, db_pool_max=8)
+    settings = Settings(
+        database_url=app_url,
+        admin_database_url=owner_url,
+        redis_url=redis_url,
+        data_dir=data_dir,
+        episode_lease_s=5,
+        episode_max_attempts=3,
+        db_pool_max=8,
+    )
     yield {"owner_url": owner_url, "app_url": app_url, "redis_url": redis_url, "settings": settings}
     with psycopg.connect(services["pg"], autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
@@ -101,7 +110,7 @@ def stack(services: dict[str, str], request: pytest.FixtureRequest) -> Iterator[
 @pytest.fixture(scope="session")
 def embedder() -> Any:
     """The real all-MiniLM-L6-v2 model, loaded once per session."""
-    from memworker import embeddings
+    from memworker.models import embeddings
 
     return embeddings.load(Settings().embedding_model)
 
@@ -109,7 +118,8 @@ def embedder() -> Any:
 @pytest.fixture(scope="module")
 def tenants(stack: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Three tenants per module (alice, bob, charlie), each with a full-scope key."""
-    from memworker import keys, store
+    from memworker import keys
+    from memworker.storage import store
 
     out = {}
     with db.connect(stack["owner_url"]) as conn:
@@ -133,8 +143,8 @@ def api(stack: dict[str, Any], embedder: Any) -> Iterator[str]:
     import httpx
     import uvicorn
 
-    from memworker import api as api_mod
     from memworker import runtime
+    from memworker.api import app as api_mod
 
     settings = stack["settings"]
     res = runtime.build(settings, embedder=embedder)
@@ -159,8 +169,9 @@ def api(stack: dict[str, Any], embedder: Any) -> Iterator[str]:
     res.close()
 
 
-def start_worker(settings: Settings, name: str, *, extra_env: dict[str, str] | None = None,
-                 concurrency: int = 1) -> Any:
+def start_worker(
+    settings: Settings, name: str, *, extra_env: dict[str, str] | None = None, concurrency: int = 1
+) -> Any:
     """A real `celery worker` process on the module's Redis and database; returns the Popen
     once the worker answers a ping."""
     import subprocess
@@ -174,9 +185,27 @@ def start_worker(settings: Settings, name: str, *, extra_env: dict[str, str] | N
     env.update(extra_env or {})
     log = open(settings.data_dir / f"{name}.log", "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "tasks.celery_app", "worker", "-n", f"{name}@%h",
-         "-Q", "ingest,consolidate,maintenance", "-c", str(concurrency), "--loglevel", "info"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "tasks.celery_app",
+            "worker",
+            "-n",
+            f"{name}@%h",
+            "-Q",
+            "ingest,consolidate,maintenance",
+            "-c",
+            str(concurrency),
+            "--loglevel",
+            "info",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     log.close()
     app = Celery(broker=settings.redis_url)
     deadline = time.monotonic() + 90

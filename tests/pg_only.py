@@ -4,6 +4,7 @@ own, a limited resource; importing this fixture into a module overrides `stack` 
 so for `tenants`, which builds on it) without taking one.
 
     from tests.pg_only import stack  # noqa: F401"""
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from memworker import db
 from memworker.settings import Settings
+from memworker.storage import db
 from tests.conftest import TEMPLATE, _with_db
 
 NO_REDIS = "redis://127.0.0.1:1/0"  # nothing listens there: a module that uses it fails loudly
@@ -33,8 +34,9 @@ def stack(services: dict[str, str], request: pytest.FixtureRequest) -> Iterator[
     app_url = db.app_url(owner_url)
     data_dir = Path(services["base"]) / name
     data_dir.mkdir(exist_ok=True)
-    settings = Settings(database_url=app_url, admin_database_url=owner_url, redis_url=NO_REDIS,
-                        data_dir=data_dir, db_pool_max=8)
+    settings = Settings(
+        database_url=app_url, admin_database_url=owner_url, redis_url=NO_REDIS, data_dir=data_dir, db_pool_max=8
+    )
     yield {"owner_url": owner_url, "app_url": app_url, "redis_url": NO_REDIS, "settings": settings}
     with psycopg.connect(services["pg"], autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -1,4 +1,5 @@
 """The operator's command line, run as a subprocess against the module's database and API."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,14 @@ def run(stack: dict[str, Any], api: str) -> Any:
     env.update({"MEMWORKER_API_HOST": host.split("//")[1], "MEMWORKER_API_PORT": port})
 
     def call(*args: str, key: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "memworker", *args], env={**env, **({"MEMWORKER_API_KEY": key} if key else {})},
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "memworker", *args],
+            env={**env, **({"MEMWORKER_API_KEY": key} if key else {})},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
     return call
 
 

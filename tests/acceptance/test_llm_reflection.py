@@ -1,5 +1,6 @@
 """The LLM reflector through a real worker against a scripted OpenAI-compatible server:
 good, fenced, prose-wrapped, malformed, empty, slow and failing answers."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -23,8 +24,15 @@ def llm() -> Iterator[FakeLLM]:
 
 @pytest.fixture(scope="module")
 def llm_worker(stack: dict[str, Any], llm: FakeLLM) -> Iterator[Any]:
-    proc = start_worker(stack["settings"], "llm", extra_env={
-        "MEMWORKER_LLM_BASE_URL": llm.url, "MEMWORKER_LLM_TIMEOUT_S": "1", "MEMWORKER_LLM_API_KEY": "sk-test"})
+    proc = start_worker(
+        stack["settings"],
+        "llm",
+        extra_env={
+            "MEMWORKER_LLM_BASE_URL": llm.url,
+            "MEMWORKER_LLM_TIMEOUT_S": "1",
+            "MEMWORKER_LLM_API_KEY": "sk-test",
+        },
+    )
     yield proc
     stop_worker(proc)
 
@@ -37,20 +45,24 @@ def client(api: str, tenants: dict[str, Any]) -> Client:
 EPISODE = "I really like green tea. We decided to hold the retro on Thursday."
 
 
-@pytest.mark.parametrize("answer,reflector", [
-    (GOOD, "openai:gpt-4o-mini"),
-    ("```json\n" + GOOD + "\n```", "openai:gpt-4o-mini"),
-    ("Here are the memories:\n" + GOOD + "\nLet me know!", "openai:gpt-4o-mini"),
-    ('{"items": ' + GOOD + "}", "openai:gpt-4o-mini"),
-    ("[{not json", "offline (llm failed: malformed answer"),
-    ("", "offline (llm failed: malformed answer: empty answer"),
-    ("[]", "offline (llm failed: answer held no usable items"),
-    (("status", 500), "offline (llm failed: llm answered 500"),
-    (("sleep", 3, GOOD), "offline (llm failed: llm timeout"),
-    (("garbage", "<html>oops</html>"), "offline (llm failed: llm answer is not a chat completion"),
-])
-def test_every_answer_yields_memories_and_says_which_reflector(client: Client, llm: FakeLLM, llm_worker: Any,
-                                                               answer: Any, reflector: str) -> None:
+@pytest.mark.parametrize(
+    "answer,reflector",
+    [
+        (GOOD, "openai:gpt-4o-mini"),
+        ("```json\n" + GOOD + "\n```", "openai:gpt-4o-mini"),
+        ("Here are the memories:\n" + GOOD + "\nLet me know!", "openai:gpt-4o-mini"),
+        ('{"items": ' + GOOD + "}", "openai:gpt-4o-mini"),
+        ("[{not json", "offline (llm failed: malformed answer"),
+        ("", "offline (llm failed: malformed answer: empty answer"),
+        ("[]", "offline (llm failed: answer held no usable items"),
+        (("status", 500), "offline (llm failed: llm answered 500"),
+        (("sleep", 3, GOOD), "offline (llm failed: llm timeout"),
+        (("garbage", "<html>oops</html>"), "offline (llm failed: llm answer is not a chat completion"),
+    ],
+)
+def test_every_answer_yields_memories_and_says_which_reflector(
+    client: Client, llm: FakeLLM, llm_worker: Any, answer: Any, reflector: str
+) -> None:
     llm.script(answer)
     r = client.add_episode("tea-bot", messages=[{"role": "user", "content": EPISODE}])
     ep = client.wait_for_episode("tea-bot", r["episode_id"], timeout=60)

@@ -1,6 +1,7 @@
 """Lifecycle through the real API, Redis and a real `celery worker`: episodes that confirm
 (and promote) or contradict (and supersede) earlier memories, forgetting an episode's
 memories, and the beat tick fanning out one sweep per agent, harmless when fired twice."""
+
 from __future__ import annotations
 
 import time
@@ -42,8 +43,9 @@ def test_a_later_episode_confirms_promotes_or_supersedes(clients: dict[str, Clie
     assert [v["id"] for v in alice.history("ops", new)["versions"]] == [old, new]
 
 
-def test_forgetting_an_episode_leaves_no_trace_in_recall(clients: dict[str, Client], worker: Any,
-                                                         stack: dict[str, Any]) -> None:
+def test_forgetting_an_episode_leaves_no_trace_in_recall(
+    clients: dict[str, Client], worker: Any, stack: dict[str, Any]
+) -> None:
     bob = clients["bob"]
     ep = stored(bob, "desk", "The customer Mrs Okafor lives at 7 Harbour Lane. The invoice is due Friday.")
     keep = stored(bob, "desk", "The printer on floor two is out of toner.")
@@ -56,13 +58,15 @@ def test_forgetting_an_episode_leaves_no_trace_in_recall(clients: dict[str, Clie
     for q in ("where does Mrs Okafor live", "Harbour Lane", "when is the invoice due"):
         assert all(h["id"] in keep["memory_ids"] for h in bob.recall("desk", q, k=10)["memories"])
     with psycopg.connect(stack["owner_url"]) as conn:
-        left = conn.execute("SELECT count(*) FROM memworker.memories WHERE text ILIKE '%%Okafor%%' "
-                            "OR text ILIKE '%%Harbour%%'").fetchone()
+        left = conn.execute(
+            "SELECT count(*) FROM memworker.memories WHERE text ILIKE '%%Okafor%%' OR text ILIKE '%%Harbour%%'"
+        ).fetchone()
     assert left == (0,)
 
 
-def test_the_beat_tick_sweeps_each_agent_once_per_window(clients: dict[str, Client], worker: Any,
-                                                          stack: dict[str, Any]) -> None:
+def test_the_beat_tick_sweeps_each_agent_once_per_window(
+    clients: dict[str, Client], worker: Any, stack: dict[str, Any]
+) -> None:
     clients["charlie"].add_memory("tick-a", "Tick agent A remembers the blue door.")
     clients["charlie"].add_memory("tick-b", "Tick agent B remembers the red door.")
     window = "2030-01-01T05:00:00+00:00"  # a window no other test uses
@@ -76,13 +80,17 @@ def test_the_beat_tick_sweeps_each_agent_once_per_window(clients: dict[str, Clie
     rows: list[tuple[Any, ...]] = []
     while time.monotonic() < deadline:
         with psycopg.connect(stack["owner_url"]) as conn:
-            rows = conn.execute("SELECT agent_id, run_key, status, trigger FROM memworker.retention_runs "
-                                "WHERE agent_id IN ('tick-a', 'tick-b') ORDER BY agent_id").fetchall()
+            rows = conn.execute(
+                "SELECT agent_id, run_key, status, trigger FROM memworker.retention_runs "
+                "WHERE agent_id IN ('tick-a', 'tick-b') ORDER BY agent_id"
+            ).fetchall()
         if len(rows) >= 2 and all(r[2] != "running" for r in rows):
             break
         time.sleep(0.3)
-    assert [(r[0], r[1], r[3]) for r in rows] == [("tick-a", f"beat:{window}", "beat"),
-                                                  ("tick-b", f"beat:{window}", "beat")]
+    assert [(r[0], r[1], r[3]) for r in rows] == [
+        ("tick-a", f"beat:{window}", "beat"),
+        ("tick-b", f"beat:{window}", "beat"),
+    ]
     assert {r[2] for r in rows} == {"done"}
     runs = clients["charlie"].retention_runs("tick-a")
     assert runs[0]["run_key"] == f"beat:{window}" and runs[0]["clock"].startswith("2030-01-01T05:00:00")

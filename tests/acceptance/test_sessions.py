@@ -1,5 +1,6 @@
 """Sessions end to end (issue 7): the real API over HTTP, a real worker, real Postgres and
 Redis; a second API process for the restart, a real HTTP receiver for webhooks."""
+
 from __future__ import annotations
 
 import gzip
@@ -19,9 +20,12 @@ import psycopg
 import pytest
 from celery import Celery
 
-from memworker import archive, budget, db, embedded, hooks, sessions
+from memworker.local import embedded
+from memworker.models import budget
 from memworker.sdk import ApiError, Client
+from memworker.sessions import archive, hooks, session
 from memworker.settings import Settings
+from memworker.storage import db
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +66,18 @@ def _status(fn: Callable[[], Any]) -> int:
 
 # --- working memory -----------------------------------------------------------------------
 
+
 def test_working_memory_is_bounded_and_keeps_the_most_referenced(alice: Client) -> None:
     s = alice.create_session("wm-bot", goal="Plan the offsite")
     assert s["created"] and s["goal"] == "Plan the offsite" and s["status"] == "open"
     sid = s["session_id"]
     assert alice.create_session("wm-bot", sid)["created"] is False  # idempotent by id
-    w = alice.update_working("wm-bot", sid, intent="book a venue", add=[
-        {"kind": "constraint", "text": "Budget is 5k EUR"}, {"kind": "question", "text": "Which city?"}])
+    w = alice.update_working(
+        "wm-bot",
+        sid,
+        intent="book a venue",
+        add=[{"kind": "constraint", "text": "Budget is 5k EUR"}, {"kind": "question", "text": "Which city?"}],
+    )
     assert [c["text"] for c in w["constraints"]] == ["Budget is 5k EUR"] and w["intent"] == "book a venue"
     first = w["constraints"][0]["id"]
     for batch in range(5):  # 50 more decisions, the first constraint restated each time
@@ -87,14 +96,31 @@ def test_working_memory_is_bounded_and_keeps_the_most_referenced(alice: Client) 
 
 # --- plans: a restart in the middle ----------------------------------------------------------
 
+
 def _api_process(stack: dict[str, Any]) -> tuple[subprocess.Popen[bytes], str]:
     """A second API: its own process and connection pool on the same database."""
     port = embedded.free_port()
     env = {**os.environ, **stack["settings"].to_env(), "MEMWORKER_API_PORT": str(port)}
     log = open(stack["settings"].data_dir / "api2.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "--factory", "memworker.api:create_app",
-                             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "memworker.api.app:create_app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     log.close()
     url = f"http://127.0.0.1:{port}"
 
@@ -104,18 +130,33 @@ def _api_process(stack: dict[str, Any]) -> tuple[subprocess.Popen[bytes], str]:
             return httpx.get(url + "/healthz", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
+
     _until(up, "the second API", timeout=120)
     return proc, url
 
 
-def test_a_plan_survives_a_restart_and_says_where_to_resume(alice: Client, stack: dict[str, Any],
-                                                            tenants: dict[str, Any]) -> None:
+def test_a_plan_survives_a_restart_and_says_where_to_resume(
+    alice: Client, stack: dict[str, Any], tenants: dict[str, Any]
+) -> None:
     sid = alice.create_session("plan-bot", "release-7")["session_id"]
-    plan = alice.set_plan("plan-bot", sid, title="Release 7", milestones=[
-        {"id": "design", "title": "Design", "steps": [{"id": "spec", "title": "Write the spec"},
-                                                      {"id": "review", "title": "Review it"}]},
-        {"id": "build", "title": "Build", "steps": [{"id": "code", "title": "Code"}, {"id": "test", "title": "Test"}]},
-        {"id": "ship", "title": "Ship", "steps": [{"id": "deploy", "title": "Deploy"}]}])
+    plan = alice.set_plan(
+        "plan-bot",
+        sid,
+        title="Release 7",
+        milestones=[
+            {
+                "id": "design",
+                "title": "Design",
+                "steps": [{"id": "spec", "title": "Write the spec"}, {"id": "review", "title": "Review it"}],
+            },
+            {
+                "id": "build",
+                "title": "Build",
+                "steps": [{"id": "code", "title": "Code"}, {"id": "test", "title": "Test"}],
+            },
+            {"id": "ship", "title": "Ship", "steps": [{"id": "deploy", "title": "Deploy"}]},
+        ],
+    )
     assert plan["resume"]["next_step"]["id"] == "spec"
     alice.update_step("plan-bot", sid, "spec", status="done", output="docs/spec.md")
     alice.update_step("plan-bot", sid, "review", progress=100)
@@ -126,8 +167,14 @@ def test_a_plan_survives_a_restart_and_says_where_to_resume(alice: Client, stack
         other = Client(url, tenants["alice"]["key"])
         plan = other.plan("plan-bot", sid)
         assert plan["resume"]["last_completed_milestone"] == {"id": "design", "title": "Design"}
-        assert plan["resume"]["next_step"] | {} == {"id": "code", "title": "Code", "status": "in_progress",
-                                                    "progress": 40, "milestone_id": "build", "milestone_title": "Build"}
+        assert plan["resume"]["next_step"] | {} == {
+            "id": "code",
+            "title": "Code",
+            "status": "in_progress",
+            "progress": 40,
+            "milestone_id": "build",
+            "milestone_title": "Build",
+        }
         assert plan["milestones"][0]["steps"][0]["output"] == "docs/spec.md"
         other.update_step("plan-bot", sid, "code", status="done")  # answered, so committed ...
         other.update_step("plan-bot", sid, "test", progress=10)
@@ -137,17 +184,37 @@ def test_a_plan_survives_a_restart_and_says_where_to_resume(alice: Client, stack
     plan = alice.plan("plan-bot", sid)
     assert plan["resume"]["next_step"]["id"] == "test" and plan["resume"]["next_step"]["progress"] == 10
     assert plan["milestones"][1]["status"] == "in_progress" and plan["resume"]["progress"] == 62
-    assert alice.working("plan-bot", sid)["steps"][2] == {"id": "code", "title": "Code", "status": "done", "progress": 100}
+    assert alice.working("plan-bot", sid)["steps"][2] == {
+        "id": "code",
+        "title": "Code",
+        "status": "done",
+        "progress": 100,
+    }
     assert _status(lambda: alice.update_step("plan-bot", sid, "nope", status="done")) == 404
     assert _status(lambda: alice.update_step("plan-bot", sid, "test", status="done", progress=50)) == 422
 
 
 # --- runtime context ------------------------------------------------------------------------
 
+
 def test_a_context_drops_items_to_fit_its_budget(alice: Client, stack: dict[str, Any]) -> None:
-    facts = [f"The {city} office runs its payroll on day {day} of the month." for city, day in
-             [("Berlin", 3), ("Paris", 5), ("Lisbon", 7), ("Oslo", 9), ("Madrid", 11), ("Rome", 13), ("Vienna", 15),
-              ("Prague", 17), ("Dublin", 19), ("Warsaw", 21), ("Zurich", 23), ("Athens", 25)]]
+    facts = [
+        f"The {city} office runs its payroll on day {day} of the month."
+        for city, day in [
+            ("Berlin", 3),
+            ("Paris", 5),
+            ("Lisbon", 7),
+            ("Oslo", 9),
+            ("Madrid", 11),
+            ("Rome", 13),
+            ("Vienna", 15),
+            ("Prague", 17),
+            ("Dublin", 19),
+            ("Warsaw", 21),
+            ("Zurich", 23),
+            ("Athens", 25),
+        ]
+    ]
     facts += ["The coffee machine on floor two is broken.", "Kafka topics are retained for seven days."]
     written = {m["id"] for m in alice.add_memories("ctx-bot", [{"text": t} for t in facts])}
     sid = alice.create_session("ctx-bot", goal="Answer payroll questions")["session_id"]
@@ -164,7 +231,9 @@ def test_a_context_drops_items_to_fit_its_budget(alice: Client, stack: dict[str,
     assert "Berlin" in small["sections"]["memories"]
     assert "Goal: Answer payroll questions" in small["context"]  # ... and so does the goal
     lines = small["context"].splitlines()
-    block = lines[lines.index('<data kind="memories">') + 1:lines.index("</data>", lines.index('<data kind="memories">'))]
+    block = lines[
+        lines.index('<data kind="memories">') + 1 : lines.index("</data>", lines.index('<data kind="memories">'))
+    ]
     assert [x.split(" ", 1)[0] for x in block] == [f"[{n}]" for n in range(1, len(small["memory_ids"]) + 1)]
     assert "Berlin" in block[0] and "Berlin" not in small["context"].replace(block[0], "")  # memories only in data
     calls = alice.context_calls("ctx-bot", sid)
@@ -187,18 +256,30 @@ def test_flagged_memories_are_marked_or_held_back_per_policy(alice: Client) -> N
     assert evil["id"] not in alice.context("flag-bot", "how should replies be written?")["context"]
 
 
-def test_the_agent_profile_goes_in_as_data(alice: Client, bob: Client, stack: dict[str, Any],
-                                           tenants: dict[str, Any]) -> None:
+def test_the_agent_profile_goes_in_as_data(
+    alice: Client, bob: Client, stack: dict[str, Any], tenants: dict[str, Any]
+) -> None:
     """The profile issue 5's consolidation keeps (agent_profiles) is the profile section."""
     for client in (alice, bob):
         client.add_memory("prof-bot", "Short answers are preferred.")
-    entry = {"text": "Prefers short answers in English", "memory_id": "m", "kind": "preference",
-             "confidence": 0.9, "at": "2025-01-01T00:00:00+00:00", "confirmed_at": "2025-01-01T00:00:00+00:00"}
-    doc = {"version": 1, "sections": {"preferences": [entry], "project_state": [], "lessons": [], "decisions": [],
-                                      "errors": []}}
+    entry = {
+        "text": "Prefers short answers in English",
+        "memory_id": "m",
+        "kind": "preference",
+        "confidence": 0.9,
+        "at": "2025-01-01T00:00:00+00:00",
+        "confirmed_at": "2025-01-01T00:00:00+00:00",
+    }
+    doc = {
+        "version": 1,
+        "sections": {"preferences": [entry], "project_state": [], "lessons": [], "decisions": [], "errors": []},
+    }
     with psycopg.connect(stack["owner_url"]) as conn:
-        conn.execute("INSERT INTO memworker.agent_profiles (tenant_id, agent_id, version, document) "
-                     "VALUES (%s, 'prof-bot', 1, %s)", (tenants["alice"]["id"], json.dumps(doc)))
+        conn.execute(
+            "INSERT INTO memworker.agent_profiles (tenant_id, agent_id, version, document) "
+            "VALUES (%s, 'prof-bot', 1, %s)",
+            (tenants["alice"]["id"], json.dumps(doc)),
+        )
     out = alice.context("prof-bot", "how long should answers be?")
     assert out["sections"]["profile"] == '- (preferences) "Prefers short answers in English"'
     lines = out["context"].splitlines()
@@ -208,12 +289,19 @@ def test_the_agent_profile_goes_in_as_data(alice: Client, bob: Client, stack: di
 
 # --- the context flush (seed 001) -----------------------------------------------------------
 
+
 def test_context_flush_distils_the_session_log_at_70_percent(alice: Client, worker: Any, stack: dict[str, Any]) -> None:
-    sid = alice.create_session("flush-bot", goal="Migrate the billing database", context_window_tokens=400)["session_id"]
+    sid = alice.create_session("flush-bot", goal="Migrate the billing database", context_window_tokens=400)[
+        "session_id"
+    ]
     alice.update_working("flush-bot", sid, add=[{"kind": "decision", "text": "We decided to use logical replication"}])
     for i in range(3):  # the transcript grows; each stored turn adds its tokens to the estimate
-        ep = alice.add_episode("flush-bot", f"Turn {i}: we copied table batch {i} of the billing database to the "
-                                            "new cluster and checked the row counts against the old one.", session_id=sid)
+        ep = alice.add_episode(
+            "flush-bot",
+            f"Turn {i}: we copied table batch {i} of the billing database to the "
+            "new cluster and checked the row counts against the old one.",
+            session_id=sid,
+        )
         alice.wait_for_episode("flush-bot", ep["episode_id"])
     assert alice.session("flush-bot", sid)["usage"]["log_tokens"] > 0
     out = alice.context("flush-bot", "billing migration", session_id=sid)
@@ -228,8 +316,10 @@ def test_context_flush_distils_the_session_log_at_70_percent(alice: Client, work
     again = alice.report_usage("flush-bot", sid, context_used=0.9)  # still full: no second flush
     assert again["source"] == "reported" and not again["flushed"] and "already flushed" in again["reason"]
     assert alice.report_usage("flush-bot", sid, context_used=0.2)["reason"] == "below threshold"  # re-armed
-    assert alice.report_usage("flush-bot", sid, used_tokens=300, window_tokens=400)["reason"] == \
-        "nothing new since the last flush"
+    assert (
+        alice.report_usage("flush-bot", sid, used_tokens=300, window_tokens=400)["reason"]
+        == "nothing new since the last flush"
+    )
     alice.update_working("flush-bot", sid, add=[{"kind": "constraint", "text": "Cut over on a Sunday night"}])
     alice.report_usage("flush-bot", sid, context_used=0.1)
     third = alice.report_usage("flush-bot", sid, context_used=0.75)
@@ -241,12 +331,21 @@ def test_context_flush_distils_the_session_log_at_70_percent(alice: Client, work
 
 # --- archives -------------------------------------------------------------------------------
 
+
 def test_archive_then_restore_loses_nothing(alice: Client, worker: Any) -> None:
-    sid = alice.create_session("arc-bot", "trip-42", goal="Plan the Lisbon trip", metadata={"user": "u-7"})["session_id"]
-    alice.update_working("arc-bot", sid, intent="find flights", add=[
-        {"kind": "constraint", "text": "Fly out after 6 pm on Friday"},
-        {"kind": "decision", "text": "We decided to stay in Alfama"},
-        {"kind": "question", "text": "Is the museum open on Monday?"}])
+    sid = alice.create_session("arc-bot", "trip-42", goal="Plan the Lisbon trip", metadata={"user": "u-7"})[
+        "session_id"
+    ]
+    alice.update_working(
+        "arc-bot",
+        sid,
+        intent="find flights",
+        add=[
+            {"kind": "constraint", "text": "Fly out after 6 pm on Friday"},
+            {"kind": "decision", "text": "We decided to stay in Alfama"},
+            {"kind": "question", "text": "Is the museum open on Monday?"},
+        ],
+    )
     mem = alice.add_memory("arc-bot", "The user prefers aisle seats.")
     alice.update_working("arc-bot", sid, add=[{"kind": "candidate", "memory_id": mem["id"]}])
     alice.set_plan("arc-bot", sid, milestones=[{"title": "Book", "steps": [{"title": "Flights"}, {"title": "Hotel"}]}])
@@ -255,8 +354,12 @@ def test_archive_then_restore_loses_nothing(alice: Client, worker: Any) -> None:
     alice.wait_for_episode("arc-bot", ep["episode_id"])
     ctx = alice.context("arc-bot", "seat preference", session_id=sid)
     assert mem["id"] in ctx["memory_ids"]
-    before = {"working": alice.working("arc-bot", sid), "plan": alice.plan("arc-bot", sid),
-              "calls": alice.context_calls("arc-bot", sid), "session": alice.session("arc-bot", sid)}
+    before = {
+        "working": alice.working("arc-bot", sid),
+        "plan": alice.plan("arc-bot", sid),
+        "calls": alice.context_calls("arc-bot", sid),
+        "session": alice.session("arc-bot", sid),
+    }
 
     a1 = alice.archive_session("arc-bot", sid)
     assert a1["version"] == 1 and not a1["already_archived"] and a1["bytes"] < a1["raw_bytes"]
@@ -276,10 +379,19 @@ def test_archive_then_restore_loses_nothing(alice: Client, worker: Any) -> None:
     assert "Alfama" in distilled
 
     r = alice.restore_session("arc-bot", sid)
-    assert r["restored"] == {"working_items": 4, "plan_steps": 2, "context_calls": 1, "episodes_in_archive": 1,
-                             "episodes_present": 1}
-    after = {"working": alice.working("arc-bot", sid), "plan": alice.plan("arc-bot", sid),
-             "calls": alice.context_calls("arc-bot", sid), "session": alice.session("arc-bot", sid)}
+    assert r["restored"] == {
+        "working_items": 4,
+        "plan_steps": 2,
+        "context_calls": 1,
+        "episodes_in_archive": 1,
+        "episodes_present": 1,
+    }
+    after = {
+        "working": alice.working("arc-bot", sid),
+        "plan": alice.plan("arc-bot", sid),
+        "calls": alice.context_calls("arc-bot", sid),
+        "session": alice.session("arc-bot", sid),
+    }
     for part in ("working", "plan", "calls"):
         assert after[part] == before[part]
     same = ("goal", "intent", "revision", "metadata", "working_items", "plan", "created_at")
@@ -299,6 +411,7 @@ def test_archive_then_restore_loses_nothing(alice: Client, worker: Any) -> None:
 
 
 # --- webhooks -------------------------------------------------------------------------------
+
 
 class _Receiver:
     """A real HTTP server on loopback that answers with scripted statuses, then 200."""
@@ -340,8 +453,9 @@ def receiver() -> Iterator[_Receiver]:
     r.close()
 
 
-def test_webhooks_are_signed_retried_and_never_block(alice: Client, bob: Client, worker: Any,
-                                                     receiver: _Receiver) -> None:
+def test_webhooks_are_signed_retried_and_never_block(
+    alice: Client, bob: Client, worker: Any, receiver: _Receiver
+) -> None:
     hook = alice.add_webhook(receiver.url, ["pre_turn", "post_turn", "archive"], agent_ids=["hook-bot"])
     secret = hook["secret"]
     assert secret.startswith("whsec_") and "secret" not in alice.webhooks()[0]
@@ -371,8 +485,11 @@ def test_webhooks_are_signed_retried_and_never_block(alice: Client, bob: Client,
         assert pre["event"] == "pre_turn" and pre["session_id"] == sid and pre["agent_id"] == "hook-bot"
         assert pre["data"]["context_call_id"] == ctx["context_call_id"] and pre["data"]["tokens"] == ctx["tokens"]
         posts = {json.loads(r[1])["data"]["episode_id"]: json.loads(r[1])["data"] for r in receiver.events("post_turn")}
-        assert posts[ep["episode_id"]] == {"episode_id": ep["episode_id"], "memory_ids": stored["memory_ids"],
-                                           "derived": None}
+        assert posts[ep["episode_id"]] == {
+            "episode_id": ep["episode_id"],
+            "memory_ids": stored["memory_ids"],
+            "derived": None,
+        }
         assert posts[arc["distill_episode_id"]]["derived"] == "session_archive"  # the archive's summary, stored
         assert json.loads(receiver.events("archive")[0][1])["data"]["version"] == arc["version"]
         assert all(json.loads(r[1])["agent_id"] == "hook-bot" for r in receiver.requests)
@@ -397,39 +514,54 @@ def test_a_dead_receiver_ends_failed_after_the_last_attempt(stack: dict[str, Any
     pool = db.open_pool(stack["app_url"], max_size=2)
     try:
         with db.tenant_tx(pool, tid) as conn:
-            conn.execute("INSERT INTO memworker.agents (tenant_id, id) VALUES (%s, 'dead-bot') ON CONFLICT DO NOTHING", (tid,))
-            hooks.create(conn, tenant_id=tid, url=f"http://127.0.0.1:{embedded.free_port()}/gone", events=["post_turn"],
-                         agent_ids=None)
+            conn.execute(
+                "INSERT INTO memworker.agents (tenant_id, id) VALUES (%s, 'dead-bot') ON CONFLICT DO NOTHING", (tid,)
+            )
+            hooks.create(
+                conn,
+                tenant_id=tid,
+                url=f"http://127.0.0.1:{embedded.free_port()}/gone",
+                events=["post_turn"],
+                agent_ids=None,
+            )
             (d,) = hooks.emit(conn, tenant_id=tid, agent_id="dead-bot", event="post_turn", data={"x": 1})
         first = hooks.deliver(pool, settings, tenant_id=tid, delivery_id=d)
-        assert first.status == "retry" and first.retry_in_s == settings.webhook_backoff_s and "ConnectError" in first.error
+        assert (
+            first.status == "retry" and first.retry_in_s == settings.webhook_backoff_s and "ConnectError" in first.error
+        )
         assert hooks.deliver(pool, settings, tenant_id=tid, delivery_id=d).status == "skipped"  # not due yet
         with db.tenant_tx(pool, tid) as conn:
             conn.execute("UPDATE memworker.webhook_deliveries SET next_attempt_at = now() WHERE id = %s", (d,))
         assert hooks.deliver(pool, settings, tenant_id=tid, delivery_id=d).status == "failed"
-        assert _rows(stack, "SELECT status, attempts FROM memworker.webhook_deliveries WHERE id = %s", d) == [("failed", 2)]
+        assert _rows(stack, "SELECT status, attempts FROM memworker.webhook_deliveries WHERE id = %s", d) == [
+            ("failed", 2)
+        ]
     finally:
         pool.close()
 
 
 # --- rumination -----------------------------------------------------------------------------
 
-def test_rumination_distils_yesterdays_archives_when_enabled(alice: Client, bob: Client, worker: Any,
-                                                             stack: dict[str, Any]) -> None:
+
+def test_rumination_distils_yesterdays_archives_when_enabled(
+    alice: Client, bob: Client, worker: Any, stack: dict[str, Any]
+) -> None:
     for client, agent in ((alice, "rum-bot"), (bob, "rum-bot")):
         for goal in ("Fix the invoice export", "Speed up the invoice export"):
             sid = client.create_session(agent, goal=goal)["session_id"]
             client.update_working(agent, sid, add=[{"kind": "constraint", "text": "Never email customers directly"}])
             client.archive_session(agent, sid)
     alice.set_policy({"rumination_enabled": True}, agent_id="rum-bot")  # bob's stays off (the default)
-    tomorrow = (time.time() + 86400)
+    tomorrow = time.time() + 86400
     window = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(tomorrow))
     app = Celery(broker=stack["redis_url"])
     for _ in range(2):  # a double fire is harmless
         app.send_task("memworker.ruminate_tick", args=[window], queue="maintenance")
     app.close()
-    q = "SELECT t.name, e.status, e.content FROM memworker.episodes e JOIN memworker.tenants t ON t.id = e.tenant_id " \
+    q = (
+        "SELECT t.name, e.status, e.content FROM memworker.episodes e JOIN memworker.tenants t ON t.id = e.tenant_id "
         "WHERE e.metadata->>'source' = 'rumination'"
+    )
     rows = _until(lambda: [r for r in _rows(stack, q) if r[1] == "stored"], "the rumination episode")
     time.sleep(1)
     rows = _rows(stack, q)
@@ -439,15 +571,22 @@ def test_rumination_distils_yesterdays_archives_when_enabled(alice: Client, bob:
 
 # --- isolation, forget, the CLI -------------------------------------------------------------
 
+
 def test_other_tenants_sessions_are_404(alice: Client, bob: Client, charlie: Client) -> None:
     sid = alice.create_session("iso-bot", "shared-name", goal="Alice's secret plan")["session_id"]
     alice.set_plan("iso-bot", sid, milestones=[{"title": "A", "steps": [{"id": "x", "title": "X"}]}])
     for other in (bob, charlie):
-        for call in (lambda: other.session("iso-bot", sid), lambda: other.working("iso-bot", sid),
-                     lambda: other.plan("iso-bot", sid), lambda: other.update_step("iso-bot", sid, "x", status="done"),
-                     lambda: other.archive_session("iso-bot", sid), lambda: other.archives("iso-bot", sid),
-                     lambda: other.download_archive("iso-bot", sid, 1), lambda: other.context_calls("iso-bot", sid),
-                     lambda: other.report_usage("iso-bot", sid, context_used=0.9)):
+        for call in (
+            lambda: other.session("iso-bot", sid),
+            lambda: other.working("iso-bot", sid),
+            lambda: other.plan("iso-bot", sid),
+            lambda: other.update_step("iso-bot", sid, "x", status="done"),
+            lambda: other.archive_session("iso-bot", sid),
+            lambda: other.archives("iso-bot", sid),
+            lambda: other.download_archive("iso-bot", sid, 1),
+            lambda: other.context_calls("iso-bot", sid),
+            lambda: other.report_usage("iso-bot", sid, context_used=0.9),
+        ):
             assert _status(call) == 404
         assert other.sessions("iso-bot") == []
     # the same session id in another tenant is another session
@@ -457,8 +596,9 @@ def test_other_tenants_sessions_are_404(alice: Client, bob: Client, charlie: Cli
     assert _status(lambda: bob.context("iso-bot", "plan", session_id="no-such")) == 404
 
 
-def test_forgetting_a_session_removes_all_it_left(alice: Client, stack: dict[str, Any], tenants: dict[str, Any],
-                                                  worker: Any) -> None:
+def test_forgetting_a_session_removes_all_it_left(
+    alice: Client, stack: dict[str, Any], tenants: dict[str, Any], worker: Any
+) -> None:
     sid = alice.create_session("forget-bot", goal="Something private")["session_id"]
     ep = alice.add_episode("forget-bot", "My locker code is 4711 and I keep it private.", session_id=sid)
     alice.wait_for_episode("forget-bot", ep["episode_id"])
@@ -470,10 +610,12 @@ def test_forgetting_a_session_removes_all_it_left(alice: Client, stack: dict[str
     pool = db.open_pool(stack["app_url"], max_size=2)
     try:
         with db.tenant_tx(pool, tid) as conn:  # an archive must not keep a forgotten episode's text
-            assert archive.scrub_episodes(conn, tenant_id=tid, agent_id="forget-bot", episode_ids=[ep["episode_id"]]) == 2
+            assert (
+                archive.scrub_episodes(conn, tenant_id=tid, agent_id="forget-bot", episode_ids=[ep["episode_id"]]) == 2
+            )
         assert all("4711" not in json.dumps(x) for x in alice.read_archive("forget-bot", sid, 2))
         with db.tenant_tx(pool, tid) as conn:
-            gone = sessions.forget_session(conn, tenant_id=tid, agent_id="forget-bot", session_id=sid)
+            gone = session.forget_session(conn, tenant_id=tid, agent_id="forget-bot", session_id=sid)
     finally:
         pool.close()
     assert gone["sessions"] == 1 and gone["archives"] == 2 and gone["context_calls"] == 0
@@ -486,19 +628,38 @@ def test_the_cli_drives_sessions(stack: dict[str, Any], api: str, tenants: dict[
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMWORKER_")}
     env.update(stack["settings"].to_env())
     host, port = api.rsplit(":", 1)
-    env.update({"MEMWORKER_API_HOST": host.split("//")[1], "MEMWORKER_API_PORT": port,
-                "MEMWORKER_API_KEY": tenants["charlie"]["key"]})
+    env.update(
+        {
+            "MEMWORKER_API_HOST": host.split("//")[1],
+            "MEMWORKER_API_PORT": port,
+            "MEMWORKER_API_KEY": tenants["charlie"]["key"],
+        }
+    )
 
     def run(*args: str) -> str:
-        out = subprocess.run([sys.executable, "-m", "memworker", *args], env=env, capture_output=True, text=True,
-                             timeout=120, cwd=tmp_path)
+        out = subprocess.run(
+            [sys.executable, "-m", "memworker", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
         assert out.returncode == 0, out.stderr
         return out.stdout
 
     sid = run("session", "create", "--agent", "cli-bot", "--goal", "Try the CLI").strip()
     assert "decision" in run("session", "working", "--agent", "cli-bot", sid, "--add", "decision:use the CLI")
-    (tmp_path / "plan.json").write_text(json.dumps({"title": "CLI", "milestones": [
-        {"title": "One", "steps": [{"id": "a", "title": "First"}, {"id": "b", "title": "Second"}]}]}))
+    (tmp_path / "plan.json").write_text(
+        json.dumps(
+            {
+                "title": "CLI",
+                "milestones": [
+                    {"title": "One", "steps": [{"id": "a", "title": "First"}, {"id": "b", "title": "Second"}]}
+                ],
+            }
+        )
+    )
     assert "resume at: a First" in run("session", "plan", "--agent", "cli-bot", sid, "--set", "plan.json")
     assert "resume at: b Second" in run("session", "step", "--agent", "cli-bot", sid, "a", "--status", "done")
     assert "Goal: Try the CLI" in run("context", "--agent", "cli-bot", "--session", sid, "what next?")

@@ -1,9 +1,10 @@
 """Sleep through the real API, Redis and a real `celery worker` process: a requested pass,
 the beat's sweep (fired twice), the reports, the status and the profile over HTTP."""
+
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -12,11 +13,13 @@ from celery import Celery
 
 from memworker.sdk import ApiError, Client
 
-OPS = ["Postgres 16 upgrade of the orders database is planned for Friday.",
-       "The Postgres replica for orders lags ten minutes behind during backups.",
-       "We decided to move the nightly backups of Postgres to 03:00 UTC.",
-       "Backups of the orders database failed twice last week with a timeout error.",
-       "The user prefers short status updates in Slack."]
+OPS = [
+    "Postgres 16 upgrade of the orders database is planned for Friday.",
+    "The Postgres replica for orders lags ten minutes behind during backups.",
+    "We decided to move the nightly backups of Postgres to 03:00 UTC.",
+    "Backups of the orders database failed twice last week with a timeout error.",
+    "The user prefers short status updates in Slack.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +53,12 @@ def test_a_requested_pass_runs_in_a_worker_and_recall_finds_its_insight(alice: C
 
 def test_other_tenants_get_404_for_everything_sleep_adds(api: str, tenants: dict[str, Any], alice: Client) -> None:
     bob = Client(api, tenants["bob"]["key"])
-    for call in (lambda: bob.consolidate("sleeper"), lambda: bob.consolidation_runs("sleeper"),
-                 lambda: bob.consolidation_status("sleeper"), lambda: bob.profile("sleeper")):
+    for call in (
+        lambda: bob.consolidate("sleeper"),
+        lambda: bob.consolidation_runs("sleeper"),
+        lambda: bob.consolidation_status("sleeper"),
+        lambda: bob.profile("sleeper"),
+    ):
         with pytest.raises(ApiError) as err:
             call()
         assert err.value.status == 404
@@ -74,7 +81,7 @@ def test_the_beat_sweep_fired_twice_runs_each_due_agent_once(alice: Client, work
     for a in agents:
         alice.add_memories(a, [{"text": f"{t} ({a})"} for t in OPS[:4]])
     _owner(stack, "UPDATE memworker.agents SET created_at = now() - interval '2 hours' WHERE id LIKE 'fleet-%%'")
-    window = datetime.now(timezone.utc).replace(second=0, microsecond=0).isoformat()
+    window = datetime.now(UTC).replace(second=0, microsecond=0).isoformat()
     app = Celery(broker=stack["redis_url"])
     for _ in range(2):  # two beats by mistake
         app.send_task("memworker.consolidation_sweep", args=[window], queue="maintenance")
@@ -88,12 +95,14 @@ def test_the_beat_sweep_fired_twice_runs_each_due_agent_once(alice: Client, work
     for a, r in runs.items():
         assert [(x["trigger"], x["status"]) for x in r] == [("time", "done")], (a, r)
         assert r[0]["run_key"].startswith("beat:")
-    assert _owner(stack, "SELECT count(*) FROM memworker.memories WHERE agent_id LIKE 'fleet-%%' "
-                         "AND kind = 'insight'") == [(4,)]
+    assert _owner(
+        stack, "SELECT count(*) FROM memworker.memories WHERE agent_id LIKE 'fleet-%%' AND kind = 'insight'"
+    ) == [(4,)]
 
 
-def test_an_episode_asking_to_save_progress_gets_the_agent_a_pass(alice: Client, worker: Any,
-                                                                 stack: dict[str, Any]) -> None:
+def test_an_episode_asking_to_save_progress_gets_the_agent_a_pass(
+    alice: Client, worker: Any, stack: dict[str, Any]
+) -> None:
     for t in OPS[:3]:
         alice.add_memory("saver", t)
     ep = alice.add_episode("saver", "Good session. Please save progress before we stop.")

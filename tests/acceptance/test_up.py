@@ -1,4 +1,5 @@
 """`memworker up` as a user runs it: a subprocess on a fresh data dir."""
+
 from __future__ import annotations
 
 import os
@@ -11,15 +12,25 @@ from pathlib import Path
 import httpx
 import psutil
 
-from memworker import embedded
+from memworker.local import embedded
 from memworker.sdk import Client
 
 
 def test_up_serves_runs_a_worker_task_and_stops_every_child(tmp_path: Path) -> None:
     port, flower_port = embedded.free_port(), embedded.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMWORKER_")}
-    argv = [sys.executable, "-m", "memworker", "--data-dir", str(tmp_path / "data"), "up",
-            "--port", str(port), "--flower-port", str(flower_port)]
+    argv = [
+        sys.executable,
+        "-m",
+        "memworker",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "up",
+        "--port",
+        str(port),
+        "--flower-port",
+        str(flower_port),
+    ]
     log = open(tmp_path / "up.log", "w+b")
     up = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
     api = f"http://127.0.0.1:{port}"
@@ -38,11 +49,19 @@ def test_up_serves_runs_a_worker_task_and_stops_every_child(tmp_path: Path) -> N
         _wait(lambda: _flower_workers(flower_port) >= 1, 60, up, tmp_path)
 
         # metrics from the worker processes reach the API's /metrics (multiprocess mode)
-        _wait(lambda: 'memworker_episodes_total{outcome="stored"} 1.0' in httpx.get(f"{api}/metrics").text,
-              30, up, tmp_path)
+        _wait(
+            lambda: 'memworker_episodes_total{outcome="stored"} 1.0' in httpx.get(f"{api}/metrics").text,
+            30,
+            up,
+            tmp_path,
+        )
         text = httpx.get(f"{api}/metrics").text
-        for name in ('memworker_queue_depth{queue="ingest"}', 'memworker_task_seconds_count{state="SUCCESS",task="memworker.ingest"}',
-                     "memworker_http_request_seconds_bucket", "memworker_recall_seconds"):
+        for name in (
+            'memworker_queue_depth{queue="ingest"}',
+            'memworker_task_seconds_count{state="SUCCESS",task="memworker.ingest"}',
+            "memworker_http_request_seconds_bucket",
+            "memworker_recall_seconds",
+        ):
             assert name in text, name
 
         again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)

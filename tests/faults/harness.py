@@ -3,6 +3,7 @@ can be stopped, restarted and wiped), the API in a subprocess, real worker and b
 processes, a client that records every operation, and a checker over the final state.
 
 Used by tests/faults/ and by bench/soak.py."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,10 @@ import httpx
 import psutil
 import psycopg
 
-from memworker import db, embedded, keys, migrate, store
+from memworker import keys
+from memworker.local import embedded
 from memworker.settings import Settings
+from memworker.storage import db, migrate, store
 
 
 @dataclass
@@ -45,8 +48,9 @@ class Op:
 class FaultStack:
     """Embedded Postgres + Redis + API subprocess + workers + beat, all killable."""
 
-    def __init__(self, *, lease_s: int = 5, max_attempts: int = 5, llm_url: str | None = None,
-                 reconcile_every_s: float = 2.0) -> None:
+    def __init__(
+        self, *, lease_s: int = 5, max_attempts: int = 5, llm_url: str | None = None, reconcile_every_s: float = 2.0
+    ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="mwfault-"))
         self.pg, self.owner_url = embedded.start_postgres(self.dir)
         self.redis_port = embedded.free_port()
@@ -54,11 +58,21 @@ class FaultStack:
         migrate.migrate(self.owner_url)
         self.api_port = embedded.free_port()
         self.api_url = f"http://127.0.0.1:{self.api_port}"
-        self.settings = Settings(database_url=db.app_url(self.owner_url), admin_database_url=self.owner_url,
-                                 redis_url=self.redis_url, data_dir=self.dir, episode_lease_s=lease_s,
-                                 episode_max_attempts=max_attempts, reconcile_every_s=reconcile_every_s,
-                                 llm_base_url=llm_url, llm_timeout_s=5.0, rate_key_per_s=10_000,
-                                 rate_key_burst=100_000, rate_tenant_per_s=10_000, rate_tenant_burst=100_000)
+        self.settings = Settings(
+            database_url=db.app_url(self.owner_url),
+            admin_database_url=self.owner_url,
+            redis_url=self.redis_url,
+            data_dir=self.dir,
+            episode_lease_s=lease_s,
+            episode_max_attempts=max_attempts,
+            reconcile_every_s=reconcile_every_s,
+            llm_base_url=llm_url,
+            llm_timeout_s=5.0,
+            rate_key_per_s=10_000,
+            rate_key_burst=100_000,
+            rate_tenant_per_s=10_000,
+            rate_tenant_burst=100_000,
+        )
         self.tenants: dict[str, dict[str, Any]] = {}
         self.workers: list[subprocess.Popen[bytes]] = []
         self.worker_argv: list[list[str]] = []
@@ -75,14 +89,27 @@ class FaultStack:
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.dir / f"{name}.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", *argv], env=self.env(), stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", *argv], env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         log.close()
         return proc
 
     def start_api(self) -> None:
-        self.api = self._spawn("api", ["uvicorn", "memworker.api:create_app", "--factory", "--host", "127.0.0.1",
-                                       "--port", str(self.api_port), "--log-level", "warning"])
+        self.api = self._spawn(
+            "api",
+            [
+                "uvicorn",
+                "memworker.api.app:create_app",
+                "--factory",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.api_port),
+                "--log-level",
+                "warning",
+            ],
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
@@ -97,8 +124,22 @@ class FaultStack:
     def start_workers(self, n: int, concurrency: int = 1, queues: str = "ingest,maintenance") -> None:
         for _ in range(n):
             i = len(self.workers)
-            self.worker_argv.append(["celery", "-A", "tasks.celery_app", "worker", "-n", f"fw{i}@%h", "-Q", queues,
-                                     "-c", str(concurrency), "--loglevel", "info"])
+            self.worker_argv.append(
+                [
+                    "celery",
+                    "-A",
+                    "tasks.celery_app",
+                    "worker",
+                    "-n",
+                    f"fw{i}@%h",
+                    "-Q",
+                    queues,
+                    "-c",
+                    str(concurrency),
+                    "--loglevel",
+                    "info",
+                ]
+            )
             self.workers.append(self._spawn(f"worker{i}", self.worker_argv[i]))
 
     def kill_worker(self, i: int) -> None:
@@ -121,8 +162,10 @@ class FaultStack:
         self.start_beat()
 
     def start_beat(self) -> None:
-        self.beat = self._spawn("beat", ["celery", "-A", "tasks.celery_app", "beat", "-s",
-                                         str(self.dir / "beat-schedule"), "--loglevel", "info"])
+        self.beat = self._spawn(
+            "beat",
+            ["celery", "-A", "tasks.celery_app", "beat", "-s", str(self.dir / "beat-schedule"), "--loglevel", "info"],
+        )
 
     def kill_random_worker(self, rng: random.Random) -> str:
         """SIGKILL a pool child (the parent forks a new one) or a whole worker (restarted)."""
@@ -182,7 +225,9 @@ class FaultStack:
             try:
                 (left,) = self.query(
                     "SELECT count(*) FROM memworker.episodes WHERE idempotency_key = ANY(%s) "
-                    "AND status NOT IN ('stored', 'dead')", keys_)[0]
+                    "AND status NOT IN ('stored', 'dead')",
+                    keys_,
+                )[0]
             except psycopg.OperationalError:
                 left = -1
             if left == 0:
@@ -206,9 +251,12 @@ class HistoryClient:
         with self._lock:
             self.ops.append(op)
         try:
-            r = httpx.post(f"{self.api_url}/v1/agents/{agent}/episodes", timeout=self.timeout_s,
-                           json={"content": content, "idempotency_key": key},
-                           headers={"Authorization": f"Bearer {self.tenants[tenant]['key']}"})
+            r = httpx.post(
+                f"{self.api_url}/v1/agents/{agent}/episodes",
+                timeout=self.timeout_s,
+                json={"content": content, "idempotency_key": key},
+                headers={"Authorization": f"Bearer {self.tenants[tenant]['key']}"},
+            )
             op.status_code = r.status_code
             if r.status_code == 202:
                 op.state, op.episode_id = "ok", r.json()["episode_id"]
@@ -235,9 +283,11 @@ class HistoryClient:
 def episode_text(rng: random.Random, i: int) -> str:
     services = ["billing", "search", "auth", "ingest", "gateway", "scheduler", "ledger"]
     s = rng.choice(services)
-    return (f"Incident {i}: the {s} service restarted after a memory spike on node {rng.randrange(40)}. "
-            f"We decided to raise the {s} heap limit to {rng.randrange(2, 16)} GB. "
-            f"The on-call engineer for {s} this week is engineer {rng.randrange(100)}.")
+    return (
+        f"Incident {i}: the {s} service restarted after a memory spike on node {rng.randrange(40)}. "
+        f"We decided to raise the {s} heap limit to {rng.randrange(2, 16)} GB. "
+        f"The on-call engineer for {s} this week is engineer {rng.randrange(100)}."
+    )
 
 
 @dataclass
@@ -283,8 +333,9 @@ def check(stack: FaultStack, ops: list[Op], scope: str = "") -> Verdict:
                 v.details.append(f"{op.key}: still {found[0][1]}")
     v.unexpected = sum(1 for key in by_key if key and key.startswith(scope) and key not in invoked)
     (dup_memories,) = stack.query("SELECT count(*) - count(DISTINCT source_key) FROM memworker.memories")[0]
-    (empty,) = stack.query("SELECT count(*) FROM memworker.episodes WHERE status = 'stored' "
-                           "AND cardinality(memory_ids) = 0")[0]
+    (empty,) = stack.query(
+        "SELECT count(*) FROM memworker.episodes WHERE status = 'stored' AND cardinality(memory_ids) = 0"
+    )[0]
     v.duplicated += int(dup_memories)
     if empty:
         v.details.append(f"{empty} stored episodes without memories")

@@ -7,6 +7,7 @@ the pass wait on an advisory lock the test holds, so the pass is stopped inside 
 transaction, after everything it wrote before that statement. The test sees it waiting in
 pg_stat_activity, kills the worker there, and then lets the orphaned statement go on; the
 client that could have sent COMMIT is dead, so Postgres can only roll it back."""
+
 from __future__ import annotations
 
 import json
@@ -20,18 +21,30 @@ import psutil
 import psycopg
 import redis
 
-from memworker import db
+from memworker.storage import db
 from tests.faults.harness import FaultStack
 
 PAUSE_KEY = 7_310_593_858_020_081_013  # the test's advisory lock; the paused statement waits on it
 HOLD_KEY = PAUSE_KEY + 1  # the same for the redelivered run, held at its start while the test looks
-TABLES = ("memories", "memory_terms", "memory_connections", "memory_events", "memory_aliases",
-          "memory_reviews", "agent_profiles")  # everything a pass may write for one agent
+TABLES = (
+    "memories",
+    "memory_terms",
+    "memory_connections",
+    "memory_events",
+    "memory_aliases",
+    "memory_reviews",
+    "agent_profiles",
+)  # everything a pass may write for one agent
 
 
 def call(stack: FaultStack, tenant: str, method: str, path: str, **kw: Any) -> httpx.Response:
-    return httpx.request(method, stack.api_url + path, timeout=60,
-                         headers={"Authorization": f"Bearer {stack.tenants[tenant]['key']}"}, **kw)
+    return httpx.request(
+        method,
+        stack.api_url + path,
+        timeout=60,
+        headers={"Authorization": f"Bearer {stack.tenants[tenant]['key']}"},
+        **kw,
+    )
 
 
 def write_memories(stack: FaultStack, tenant: str, agent: str, memories: list[dict[str, Any]]) -> dict[str, str]:
@@ -53,18 +66,21 @@ def snapshot(stack: FaultStack, tenant: str, agent: str) -> dict[str, list[str]]
     out = {}
     with psycopg.connect(stack.owner_url) as conn:
         for t in TABLES:
-            rows = conn.execute(f"SELECT to_jsonb(x)::text FROM memworker.{t} x "
-                                "WHERE tenant_id = %s AND agent_id = %s", (tid, agent)).fetchall()
+            rows = conn.execute(
+                f"SELECT to_jsonb(x)::text FROM memworker.{t} x WHERE tenant_id = %s AND agent_id = %s", (tid, agent)
+            ).fetchall()
             out[t] = sorted(r[0] for r in rows)
-        rows = conn.execute("SELECT to_jsonb(a)::text FROM memworker.agents a WHERE tenant_id = %s AND id = %s",
-                            (tid, agent)).fetchall()
+        rows = conn.execute(
+            "SELECT to_jsonb(a)::text FROM memworker.agents a WHERE tenant_id = %s AND id = %s", (tid, agent)
+        ).fetchall()
         out["agents"] = [r[0] for r in rows]
     return out
 
 
 @contextmanager
-def pause_on(stack: FaultStack, table: str, event: str, when: str, *, name: str = "test_pause",
-             key: int = PAUSE_KEY) -> Iterator[Callable[[], None]]:
+def pause_on(
+    stack: FaultStack, table: str, event: str, when: str, *, name: str = "test_pause", key: int = PAUSE_KEY
+) -> Iterator[Callable[[], None]]:
     """While inside: a statement that fires `event` on `table` for a row matching `when` (SQL
     over NEW and OLD) waits there, inside its transaction, until release() is called (or the
     block ends). Enter it before the pass starts and leave it after the pass is over: creating
@@ -106,22 +122,30 @@ def paused_backend(stack: FaultStack, *, on_lock: bool, timeout: float = 90.0) -
     cond = "wait_event_type = 'Lock' AND wait_event = 'advisory'" if on_lock else "state = 'idle in transaction'"
     deadline = time.monotonic() + timeout
     while True:
-        rows = stack.query("SELECT pid FROM pg_stat_activity WHERE usename = 'memworker_app' "
-                           f"AND backend_xid IS NOT NULL AND {cond}")
+        rows = stack.query(
+            f"SELECT pid FROM pg_stat_activity WHERE usename = 'memworker_app' AND backend_xid IS NOT NULL AND {cond}"
+        )
         if rows:
             break
         assert time.monotonic() < deadline, f"the pass never paused; logs in {stack.dir}"
         time.sleep(0.2)
     pid = int(rows[0][0])
-    written = stack.query("SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-                          "WHERE l.pid = %s AND l.mode = 'RowExclusiveLock' AND c.relkind = 'r'", pid)
+    written = stack.query(
+        "SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+        "WHERE l.pid = %s AND l.mode = 'RowExclusiveLock' AND c.relkind = 'r'",
+        pid,
+    )
     return pid, {r[0] for r in written}
 
 
 def wait_backend_gone(stack: FaultStack, pid: int, timeout: float = 60.0) -> None:
     """Until Postgres has ended the dead client's backend (and so rolled its transaction back)."""
-    wait(lambda: not stack.query("SELECT 1 FROM pg_stat_activity WHERE pid = %s", pid), timeout,
-         f"backend {pid} to end", stack)
+    wait(
+        lambda: not stack.query("SELECT 1 FROM pg_stat_activity WHERE pid = %s", pid),
+        timeout,
+        f"backend {pid} to end",
+        stack,
+    )
 
 
 def agent_locked(stack: FaultStack, tenant: str, agent: str) -> bool:

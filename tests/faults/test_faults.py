@@ -2,6 +2,7 @@
 
 The default run is the short version; `python -m pytest -m faults` runs the long one
 (5,000 episodes). bench/soak.py runs it and writes bench/results/faults.md."""
+
 from __future__ import annotations
 
 import random
@@ -91,7 +92,9 @@ def test_redis_restart_with_data_lost(fault_stack: FaultStack) -> None:
     verdict = check(fault_stack, client.ops, scope="op-2-")
     assert verdict.lost == verdict.duplicated == verdict.unexpected == 0, verdict.details[:10]
     assert verdict.ok + verdict.failed == n  # a post during the restart may be refused, never lost
-    print(f"redis restart: recovered in {recovery:.1f}s (lease {fault_stack.settings.episode_lease_s}s); {verdict.as_dict()}")
+    print(
+        f"redis restart: recovered in {recovery:.1f}s (lease {fault_stack.settings.episode_lease_s}s); {verdict.as_dict()}"
+    )
 
 
 def test_postgres_down_answers_503_and_loses_nothing(fault_stack: FaultStack) -> None:
@@ -101,7 +104,9 @@ def test_postgres_down_answers_503_and_loses_nothing(fault_stack: FaultStack) ->
     def post_until_stopped(worker: int) -> None:
         i = 0
         while not stop.is_set():
-            client.post("alice", "pg-outage", f"Outage note {worker}-{i}: replica lag was {i} seconds.", f"op-3-{worker}-{i}")
+            client.post(
+                "alice", "pg-outage", f"Outage note {worker}-{i}: replica lag was {i} seconds.", f"op-3-{worker}-{i}"
+            )
             i += 1
             time.sleep(0.1)
 
@@ -158,20 +163,29 @@ def test_poison_episodes_go_dead_without_stopping_others(fault_stack: FaultStack
         client = HistoryClient(fault_stack.api_url, fault_stack.tenants)
         for i in range(5):
             client.post("charlie", "poisoned", f"POISON episode {i} always fails to store.", f"poison-{i}")
-        client.post("charlie", "poisoned", "Huge episode. " + "The quick brown fox jumps over the lazy dog. " * 700,
-                    "huge-0")
+        client.post(
+            "charlie", "poisoned", "Huge episode. " + "The quick brown fox jumps over the lazy dog. " * 700, "huge-0"
+        )
         others = HistoryClient(fault_stack.api_url, fault_stack.tenants)
         for i in range(30):
-            others.post("alice" if i % 2 else "bob", "healthy", f"Healthy note {i}: the cache hit rate is {i}%.", f"ok-{i}")
+            others.post(
+                "alice" if i % 2 else "bob", "healthy", f"Healthy note {i}: the cache hit rate is {i}%.", f"ok-{i}"
+            )
         others_drain = fault_stack.wait_drained([op.key for op in others.ops], timeout=120)
         fault_stack.wait_drained([op.key for op in client.ops], timeout=300)
-        dead = fault_stack.query("SELECT count(*), max(attempts) FROM memworker.episodes "
-                                 "WHERE idempotency_key LIKE 'poison-%%' AND status = 'dead'")
+        dead = fault_stack.query(
+            "SELECT count(*), max(attempts) FROM memworker.episodes "
+            "WHERE idempotency_key LIKE 'poison-%%' AND status = 'dead'"
+        )
         assert dead == [(5, 5)]
-        assert fault_stack.query("SELECT status FROM memworker.episodes WHERE idempotency_key = 'huge-0'") == [("stored",)]
+        assert fault_stack.query("SELECT status FROM memworker.episodes WHERE idempotency_key = 'huge-0'") == [
+            ("stored",)
+        ]
         verdict = check(fault_stack, others.ops, scope="ok-")
         assert verdict.lost == verdict.duplicated == verdict.unexpected == 0
-        print(f"poison: 5 dead after 5 attempts each; 30 healthy episodes of other tenants drained in {others_drain:.1f}s")
+        print(
+            f"poison: 5 dead after 5 attempts each; 30 healthy episodes of other tenants drained in {others_drain:.1f}s"
+        )
     finally:
         with psycopg.connect(fault_stack.owner_url) as conn:
             conn.execute("DROP TRIGGER IF EXISTS poison ON memworker.memories")

@@ -10,6 +10,7 @@ a transaction id (it has written) and kills either the pool child (the parent re
 message at once) or the whole worker (a lost node: restarted once the unacked message is
 past the visibility timeout). The redelivered task is held at its start until the state
 left by the kill has been checked, then let go, and the same run must finish. docs/faults.md."""
+
 from __future__ import annotations
 
 import json
@@ -22,43 +23,51 @@ from typing import Any
 import pytest
 from celery import Celery
 
-from memworker import retention
+from memworker.lifecycle import retention
 from memworker.testing import FakeLLM
 from tests.faults import passes
 from tests.faults.harness import FaultStack
 
 VISIBILITY_S = 5  # short, so a killed worker's message comes back within the test
 
-ORION = ["The Orion rollout failed at the schema migration step on Tuesday.",
-         "Orion's migration locked the accounts table for nine minutes.",
-         "The team rolled Orion back and reopened the change request.",
-         "A dry run of the Orion migration on a staging copy took forty minutes.",
-         "Priya owns the Orion migration script and its runbook.",
-         "The Orion retry is planned for the Saturday maintenance window.",
-         "Support saw a spike of login errors during the Orion attempt.",
-         "Orion needs an online index build instead of a blocking one."]
-EXPIRING = ["The billing export to the warehouse ran late on Monday.",
-            "Marta asked for the quarterly roadmap slides in Spanish.",
-            "A power cut in the Lisbon office stopped the build farm.",
-            "The new intern prefers pair programming over code review.",
-            "Vendor invoices from Acme arrive as scanned PDF files.",
-            "The staging cluster certificate was renewed by hand.",
-            "Customer churn spiked after the pricing email went out.",
-            "The design team moved their standup to Thursday afternoons.",
-            "A typo in the robots file hid the docs site from search.",
-            "Legal approved the data retention clause for the EU contract."]
-RECALLED = ["Deploys to production need two approvals from the platform team.",
-            "The on-call rota swaps every Wednesday at noon UTC.",
-            "Kafka consumer lag alerts page the data engineering channel.",
-            "Backups of the orders database are tested every quarter.",
-            "The mobile app release train leaves every second Tuesday.",
-            "Feature flags older than ninety days get cleaned up."]
-PLAIN = ["The office coffee machine was replaced with an espresso grinder.",
-         "Product analytics dashboards live in the Looker workspace.",
-         "Our style guide forbids abbreviations in public API names.",
-         "The summer party will be held at the river boathouse.",
-         "Security training is mandatory for contractors as well.",
-         "The old monolith still handles password resets."]
+ORION = [
+    "The Orion rollout failed at the schema migration step on Tuesday.",
+    "Orion's migration locked the accounts table for nine minutes.",
+    "The team rolled Orion back and reopened the change request.",
+    "A dry run of the Orion migration on a staging copy took forty minutes.",
+    "Priya owns the Orion migration script and its runbook.",
+    "The Orion retry is planned for the Saturday maintenance window.",
+    "Support saw a spike of login errors during the Orion attempt.",
+    "Orion needs an online index build instead of a blocking one.",
+]
+EXPIRING = [
+    "The billing export to the warehouse ran late on Monday.",
+    "Marta asked for the quarterly roadmap slides in Spanish.",
+    "A power cut in the Lisbon office stopped the build farm.",
+    "The new intern prefers pair programming over code review.",
+    "Vendor invoices from Acme arrive as scanned PDF files.",
+    "The staging cluster certificate was renewed by hand.",
+    "Customer churn spiked after the pricing email went out.",
+    "The design team moved their standup to Thursday afternoons.",
+    "A typo in the robots file hid the docs site from search.",
+    "Legal approved the data retention clause for the EU contract.",
+]
+RECALLED = [
+    "Deploys to production need two approvals from the platform team.",
+    "The on-call rota swaps every Wednesday at noon UTC.",
+    "Kafka consumer lag alerts page the data engineering channel.",
+    "Backups of the orders database are tested every quarter.",
+    "The mobile app release train leaves every second Tuesday.",
+    "Feature flags older than ninety days get cleaned up.",
+]
+PLAIN = [
+    "The office coffee machine was replaced with an espresso grinder.",
+    "Product analytics dashboards live in the Looker workspace.",
+    "Our style guide forbids abbreviations in public API names.",
+    "The summer party will be held at the river boathouse.",
+    "Security training is mandatory for contractors as well.",
+    "The old monolith still handles password resets.",
+]
 
 
 class PassLLM(FakeLLM):
@@ -82,8 +91,9 @@ class PassLLM(FakeLLM):
         if system.startswith("You consolidate"):
             return "Orion keeps failing on blocking schema migrations; the retry hinges on an online index build."
         if system.startswith("You turn several"):
-            return json.dumps({"conclusion": "Orion migrations need an online index build and a rehearsal.",
-                               "confidence": 0.8})
+            return json.dumps(
+                {"conclusion": "Orion migrations need an online index build and a rehearsal.", "confidence": 0.8}
+            )
         return "[]"
 
 
@@ -119,8 +129,11 @@ def bystander(stack: FaultStack) -> Iterator[None]:
 
 
 def _run(stack: FaultStack, tenant: str, run_id: str) -> dict[str, Any]:
-    (row,) = stack.query("SELECT to_jsonb(r) FROM memworker.consolidation_runs r WHERE tenant_id = %s AND id = %s",
-                         stack.tenants[tenant]["id"], run_id)
+    (row,) = stack.query(
+        "SELECT to_jsonb(r) FROM memworker.consolidation_runs r WHERE tenant_id = %s AND id = %s",
+        stack.tenants[tenant]["id"],
+        run_id,
+    )
     return row[0]  # type: ignore[no-any-return]
 
 
@@ -135,12 +148,20 @@ def test_kill_consolidation_mid_pass(stack: FaultStack, llm: PassLLM, bystander:
     passes.set_policy(stack, "alice", agent, {"consolidation_enabled": True})
     passes.write_memories(stack, "alice", agent, [{"text": t, "kind": "event"} for t in ORION])
     llm.stall = "You link" if pause == "llm" else None
-    with (passes.pause_on(stack, "consolidation_runs", "UPDATE",
-                          f"NEW.status = 'done' AND NEW.agent_id = '{agent}'") as release,
-          # the redelivered run (at once after a child kill) waits at its start until we have looked
-          passes.pause_on(stack, "consolidation_runs", "UPDATE", f"OLD.status = 'running' AND "
-                          f"NEW.status = 'running' AND NEW.agent_id = '{agent}'",
-                          name="test_hold", key=passes.HOLD_KEY) as let_go):
+    with (
+        passes.pause_on(
+            stack, "consolidation_runs", "UPDATE", f"NEW.status = 'done' AND NEW.agent_id = '{agent}'"
+        ) as release,
+        # the redelivered run (at once after a child kill) waits at its start until we have looked
+        passes.pause_on(
+            stack,
+            "consolidation_runs",
+            "UPDATE",
+            f"OLD.status = 'running' AND NEW.status = 'running' AND NEW.agent_id = '{agent}'",
+            name="test_hold",
+            key=passes.HOLD_KEY,
+        ) as let_go,
+    ):
         if pause == "llm":
             release()  # only the LLM holds this pass
         r = passes.call(stack, "alice", "POST", f"/v1/agents/{agent}/consolidate")
@@ -150,9 +171,19 @@ def test_kill_consolidation_mid_pass(stack: FaultStack, llm: PassLLM, bystander:
         if pause == "llm":
             passes.wait(lambda: llm.stall is None, 90, "the stalled LLM call", stack)
         pid, written = passes.paused_backend(stack, on_lock=pause == "commit")
-        expected = {"memories"} if pause == "llm" else {
-            "memories", "memory_terms", "memory_connections", "memory_events", "agent_profiles", "agents",
-            "consolidation_runs"}
+        expected = (
+            {"memories"}
+            if pause == "llm"
+            else {
+                "memories",
+                "memory_terms",
+                "memory_connections",
+                "memory_events",
+                "agent_profiles",
+                "agents",
+                "consolidation_runs",
+            }
+        )
         assert expected <= written, written  # mid-way: these are written, uncommitted
         assert passes.agent_locked(stack, "alice", agent)
         assert _run(stack, "alice", run_id)["status"] == "running"
@@ -169,20 +200,34 @@ def test_kill_consolidation_mid_pass(stack: FaultStack, llm: PassLLM, bystander:
         let_go()
         if how == "worker":
             passes.restart_after_visibility(stack, delivered_at)
-        done = passes.wait(lambda: _run(stack, "alice", run_id)["status"] not in ("queued", "running") and
-                           _run(stack, "alice", run_id), 180, "the redelivered pass", stack)
+        done = passes.wait(
+            lambda: (
+                _run(stack, "alice", run_id)["status"] not in ("queued", "running") and _run(stack, "alice", run_id)
+            ),
+            180,
+            "the redelivered pass",
+            stack,
+        )
     # The same run, delivered again, completed (no beat runs in this stack: nothing else could).
     assert done["status"] == "done", done
     assert (done["insights_written"], done["conclusions_written"]) == (1, 1), done
     assert done["connections_made"] == 3 and done["report"]["profile_version"] == 1, done
     tid = stack.tenants["alice"]["id"]
-    kinds = Counter(k for (k,) in stack.query(
-        "SELECT kind FROM memworker.memories WHERE tenant_id = %s AND agent_id = %s", tid, agent))
+    kinds = Counter(
+        k
+        for (k,) in stack.query(
+            "SELECT kind FROM memworker.memories WHERE tenant_id = %s AND agent_id = %s", tid, agent
+        )
+    )
     assert kinds == {"event": len(ORION), "insight": 1, "conclusion": 1}  # written once, not twice
-    assert stack.query("SELECT count(*) FROM memworker.memories WHERE tenant_id = %s AND agent_id = %s "
-                       "AND consolidated_at IS NULL", tid, agent) == [(0,)]
-    assert stack.query("SELECT count(*) FROM memworker.consolidation_runs WHERE tenant_id = %s AND agent_id = %s",
-                       tid, agent) == [(1,)]
+    assert stack.query(
+        "SELECT count(*) FROM memworker.memories WHERE tenant_id = %s AND agent_id = %s AND consolidated_at IS NULL",
+        tid,
+        agent,
+    ) == [(0,)]
+    assert stack.query(
+        "SELECT count(*) FROM memworker.consolidation_runs WHERE tenant_id = %s AND agent_id = %s", tid, agent
+    ) == [(1,)]
     assert not passes.agent_locked(stack, "alice", agent)
     # isolation: the other tenants cannot see the agent or its runs
     for other in ("bob", "charlie"):
@@ -194,12 +239,20 @@ def _seed_retention_agent(stack: FaultStack, agent: str) -> dict[str, str]:
     small batches so the sweep takes many transactions. Returns id -> text."""
     passes.set_policy(stack, "charlie", agent, {"retention_batch": 4, "ttl_l1_hours": None})
     soon = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
-    ids = passes.write_memories(stack, "charlie", agent,
-                                [{"text": t, "kind": "event", "expires_at": soon} for t in EXPIRING]
-                                + [{"text": t, "kind": "event"} for t in RECALLED + PLAIN])
-    stack.query("UPDATE memworker.memories SET access_count = 3, last_access_at = now() "
-                "WHERE tenant_id = %s AND agent_id = %s AND text = ANY(%s) RETURNING id",
-                stack.tenants["charlie"]["id"], agent, RECALLED)
+    ids = passes.write_memories(
+        stack,
+        "charlie",
+        agent,
+        [{"text": t, "kind": "event", "expires_at": soon} for t in EXPIRING]
+        + [{"text": t, "kind": "event"} for t in RECALLED + PLAIN],
+    )
+    stack.query(
+        "UPDATE memworker.memories SET access_count = 3, last_access_at = now() "
+        "WHERE tenant_id = %s AND agent_id = %s AND text = ANY(%s) RETURNING id",
+        stack.tenants["charlie"]["id"],
+        agent,
+        RECALLED,
+    )
     return ids
 
 
@@ -207,15 +260,21 @@ def _sweep(stack: FaultStack, agent: str, clock: datetime) -> None:
     """What the hourly tick sends for one agent (tasks/retention_tasks.py)."""
     app = Celery(broker=stack.redis_url)
     try:
-        app.send_task("memworker.retention_sweep", args=[str(stack.tenants["charlie"]["id"]), agent,
-                                                         clock.isoformat()], queue="maintenance")
+        app.send_task(
+            "memworker.retention_sweep",
+            args=[str(stack.tenants["charlie"]["id"]), agent, clock.isoformat()],
+            queue="maintenance",
+        )
     finally:
         app.close()
 
 
 def _retention_run(stack: FaultStack, agent: str) -> dict[str, Any] | None:
-    rows = stack.query("SELECT to_jsonb(r) FROM memworker.retention_runs r WHERE tenant_id = %s AND agent_id = %s",
-                       stack.tenants["charlie"]["id"], agent)
+    rows = stack.query(
+        "SELECT to_jsonb(r) FROM memworker.retention_runs r WHERE tenant_id = %s AND agent_id = %s",
+        stack.tenants["charlie"]["id"],
+        agent,
+    )
     assert len(rows) <= 1, rows
     return rows[0][0] if rows else None
 
@@ -224,12 +283,22 @@ def _outcome(stack: FaultStack, agent: str, texts: dict[str, str]) -> tuple[list
     """The agent's memories (by text) and the retention events (by memory text): comparable
     between two agents that started with the same memories."""
     tid = stack.tenants["charlie"]["id"]
-    rows = stack.query("SELECT text, kind, tier, access_count, expires_at, valid_to, decayed_at, "
-                       "round(salience::numeric, 4), round(confidence::numeric, 4) FROM memworker.memories "
-                       "WHERE tenant_id = %s AND agent_id = %s ORDER BY text", tid, agent)
-    events = Counter((event, reason, texts.get(str(mid), "?")) for event, reason, mid in stack.query(
-        "SELECT event, reason, memory_id FROM memworker.memory_events WHERE tenant_id = %s AND agent_id = %s "
-        "AND actor = 'retention'", tid, agent))
+    rows = stack.query(
+        "SELECT text, kind, tier, access_count, expires_at, valid_to, decayed_at, "
+        "round(salience::numeric, 4), round(confidence::numeric, 4) FROM memworker.memories "
+        "WHERE tenant_id = %s AND agent_id = %s ORDER BY text",
+        tid,
+        agent,
+    )
+    events = Counter(
+        (event, reason, texts.get(str(mid), "?"))
+        for event, reason, mid in stack.query(
+            "SELECT event, reason, memory_id FROM memworker.memory_events WHERE tenant_id = %s AND agent_id = %s "
+            "AND actor = 'retention'",
+            tid,
+            agent,
+        )
+    )
     return rows, events
 
 
@@ -250,11 +319,20 @@ def test_kill_retention_mid_sweep(stack: FaultStack, bystander: None, pause: str
     before = passes.snapshot(stack, "charlie", agent)
 
     when = f"NEW.actor = 'retention' AND NEW.agent_id = '{agent}'" + (
-        " AND NEW.event = 'promoted'" if pause == "promote" else "")
-    with (passes.pause_on(stack, "memory_events", "INSERT", when) as release,
-          # the redelivered sweep (at once after a child kill) waits at its start until we have looked
-          passes.pause_on(stack, "retention_runs", "UPDATE", f"OLD.status = 'running' AND NEW.status = 'running' "
-                          f"AND NEW.agent_id = '{agent}'", name="test_hold", key=passes.HOLD_KEY) as let_go):
+        " AND NEW.event = 'promoted'" if pause == "promote" else ""
+    )
+    with (
+        passes.pause_on(stack, "memory_events", "INSERT", when) as release,
+        # the redelivered sweep (at once after a child kill) waits at its start until we have looked
+        passes.pause_on(
+            stack,
+            "retention_runs",
+            "UPDATE",
+            f"OLD.status = 'running' AND NEW.status = 'running' AND NEW.agent_id = '{agent}'",
+            name="test_hold",
+            key=passes.HOLD_KEY,
+        ) as let_go,
+    ):
         _sweep(stack, agent, clock)
         pid, written = passes.paused_backend(stack, on_lock=True)
         assert {"memories", "memory_events"} <= written, written
@@ -283,8 +361,12 @@ def test_kill_retention_mid_sweep(stack: FaultStack, bystander: None, pause: str
         let_go()
         if how == "worker":
             passes.restart_after_visibility(stack, delivered_at)
-        done = passes.wait(lambda: (r := _retention_run(stack, agent)) and r["status"] != "running" and r,
-                           180, "the redelivered sweep", stack)
+        done = passes.wait(
+            lambda: (r := _retention_run(stack, agent)) and r["status"] != "running" and r,
+            180,
+            "the redelivered sweep",
+            stack,
+        )
     assert done["id"] == killed["id"] and done["status"] == "done", done  # the same run, resumed and finished
     assert _outcome(stack, agent, texts) == _outcome(stack, twin, texts)  # as if it had never been killed
     assert not passes.agent_locked(stack, "charlie", agent)

@@ -1,14 +1,16 @@
 """Lifecycle governance over real HTTP with the real embedder and three tenants: promote,
 supersede and history, review, merge and id resolution, forget with its receipt, policy
 with field-naming 422s, retention runs and reports, scopes and isolation."""
+
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
 
-from memworker import db, keys
+from memworker import keys
 from memworker.sdk import ApiError, Client
+from memworker.storage import db
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +31,9 @@ def status_of(call: Any) -> tuple[int, Any]:
     return err.value.status, err.value.body
 
 
-def test_promote_is_audited_and_l3_needs_admin(api: str, stack: dict[str, Any], clients: dict[str, Client],
-                                               tenants: dict[str, Any]) -> None:
+def test_promote_is_audited_and_l3_needs_admin(
+    api: str, stack: dict[str, Any], clients: dict[str, Client], tenants: dict[str, Any]
+) -> None:
     alice = clients["alice"]
     m = alice.add_memory("gov", "Production deploys need two approvals.", kind="method")
     up = alice.promote("gov", m["id"], "L2", "the team confirmed it in the retro")
@@ -44,8 +47,10 @@ def test_promote_is_audited_and_l3_needs_admin(api: str, stack: dict[str, Any], 
     assert status_of(lambda: clients["bob"].promote("gov", m["id"], "L2", "not mine"))[0] == 404
     events = alice.history("gov", m["id"])["events"]
     promoted = [e for e in events if e["event"] == "promoted"]
-    assert [e["reason"] for e in promoted] == ["L1 -> L2: the team confirmed it in the retro",
-                                               "L2 -> L3: policy of the company"]
+    assert [e["reason"] for e in promoted] == [
+        "L1 -> L2: the team confirmed it in the retro",
+        "L2 -> L3: policy of the company",
+    ]
     assert all(e["actor"].startswith("key:") for e in promoted)
 
 
@@ -76,8 +81,9 @@ def test_an_unsure_contradiction_goes_to_review_and_is_resolved_by_a_call(client
     assert out["superseded"] == older["id"]
     assert charlie.reviews("crm") == [] and charlie.reviews("crm", status="resolved")[0]["status"] == "resolved"
     assert status_of(lambda: charlie.resolve_review("crm", item["id"], "both"))[0] == 422  # already resolved
-    assert [h["id"] for h in charlie.recall("crm", "how does the customer want to be contacted", k=5)["memories"]] \
-        == [newer["id"]]
+    assert [h["id"] for h in charlie.recall("crm", "how does the customer want to be contacted", k=5)["memories"]] == [
+        newer["id"]
+    ]
 
 
 def test_retention_merges_near_duplicates_and_the_merged_id_still_answers(clients: dict[str, Client]) -> None:
@@ -95,9 +101,9 @@ def test_retention_merges_near_duplicates_and_the_merged_id_still_answers(client
     assert status_of(lambda: clients["bob"].run_retention("dups"))[0] == 404
 
 
-def test_forget_needs_the_erase_scope_and_returns_a_receipt(api: str, stack: dict[str, Any],
-                                                            clients: dict[str, Client],
-                                                            tenants: dict[str, Any]) -> None:
+def test_forget_needs_the_erase_scope_and_returns_a_receipt(
+    api: str, stack: dict[str, Any], clients: dict[str, Client], tenants: dict[str, Any]
+) -> None:
     bob = clients["bob"]
     m1 = bob.add_memory("pii", "The customer's card ends in 4242.", session_id="call-7")
     m2 = bob.add_memory("pii", "The customer's dog is called Rex.", session_id="call-7")
@@ -115,8 +121,9 @@ def test_forget_needs_the_erase_scope_and_returns_a_receipt(api: str, stack: dic
     assert status_of(lambda: bob.get_memory("pii", m1["id"]))[0] == 404
 
 
-def test_policy_is_validated_by_field_and_layered(api: str, stack: dict[str, Any], clients: dict[str, Client],
-                                                  tenants: dict[str, Any]) -> None:
+def test_policy_is_validated_by_field_and_layered(
+    api: str, stack: dict[str, Any], clients: dict[str, Client], tenants: dict[str, Any]
+) -> None:
     charlie = clients["charlie"]
     assert charlie.policy()["effective"]["decay_days"] == 30.0
     code, body = status_of(lambda: charlie.set_policy({"decay_days": -3}, agent_id="tuned"))

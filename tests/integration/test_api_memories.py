@@ -1,4 +1,5 @@
 """Direct memory writes, reads, updates and deletes over real HTTP, with three tenants."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -29,8 +30,9 @@ def test_healthz_and_metrics(api: str) -> None:
 
 def test_write_read_patch_delete(clients: dict[str, Client]) -> None:
     c = clients["alice"]
-    m = c.add_memory("bot", "The deploy target is Postgres 16 on Hetzner.", kind="decision",
-                     metadata={"project": "apollo"})
+    m = c.add_memory(
+        "bot", "The deploy target is Postgres 16 on Hetzner.", kind="decision", metadata={"project": "apollo"}
+    )
     for field in ("id", "text", "kind", "tier", "salience", "confidence", "metadata", "created_at", "provenance"):
         assert field in m
     assert (m["kind"], m["tier"], m["provenance"]) == ("decision", "L1", ["api"])
@@ -39,8 +41,9 @@ def test_write_read_patch_delete(clients: dict[str, Client]) -> None:
     assert patched["salience"] == 0.9
     hits = c.recall("bot", "postgres 17")["memories"]
     assert hits and hits[0]["id"] == m["id"]
-    assert not c.recall("bot", "postgres 16 exact old text zzz")["memories"] or \
-        c.recall("bot", "postgres 16")["memories"][0]["text"].endswith("17 on Hetzner.")
+    assert not c.recall("bot", "postgres 16 exact old text zzz")["memories"] or c.recall("bot", "postgres 16")[
+        "memories"
+    ][0]["text"].endswith("17 on Hetzner.")
     c.delete_memory("bot", m["id"])
     with pytest.raises(ApiError) as err:
         c.get_memory("bot", m["id"])
@@ -71,28 +74,35 @@ def test_idempotency_key_makes_a_repeated_write_harmless(clients: dict[str, Clie
     assert len(c.list_memories("idem")["memories"]) == 1
 
 
-@pytest.mark.parametrize("body,status", [
-    ({"text": ""}, 422),
-    ({"text": "x" * 281}, 422),
-    ({"text": "ok text", "kind": "gossip"}, 422),
-    ({"text": "ok text", "tier": "L3"}, 422),
-    ({"text": "ok text", "salience": 2}, 422),
-    ({"text": "ok text", "unknown": 1}, 422),
-    ({"text": 5}, 422),
-])
-def test_bad_memory_input_is_rejected_and_writes_nothing(api: str, tenants: dict[str, Any],
-                                                         stack: dict[str, Any], body: dict[str, Any],
-                                                         status: int) -> None:
+@pytest.mark.parametrize(
+    "body,status",
+    [
+        ({"text": ""}, 422),
+        ({"text": "x" * 281}, 422),
+        ({"text": "ok text", "kind": "gossip"}, 422),
+        ({"text": "ok text", "tier": "L3"}, 422),
+        ({"text": "ok text", "salience": 2}, 422),
+        ({"text": "ok text", "unknown": 1}, 422),
+        ({"text": 5}, 422),
+    ],
+)
+def test_bad_memory_input_is_rejected_and_writes_nothing(
+    api: str, tenants: dict[str, Any], stack: dict[str, Any], body: dict[str, Any], status: int
+) -> None:
     before = _count(stack)
-    r = httpx.post(f"{api}/v1/agents/badin/memories", json=body,
-                   headers={"Authorization": f"Bearer {tenants['charlie']['key']}"})
+    r = httpx.post(
+        f"{api}/v1/agents/badin/memories", json=body, headers={"Authorization": f"Bearer {tenants['charlie']['key']}"}
+    )
     assert r.status_code == status and "error" in r.json()
     assert _count(stack) == before
 
 
 def test_oversized_batch_is_413(api: str, tenants: dict[str, Any]) -> None:
-    r = httpx.post(f"{api}/v1/agents/big/memories/batch", json={"memories": [{"text": "a b c"}] * 1001},
-                   headers={"Authorization": f"Bearer {tenants['charlie']['key']}"})
+    r = httpx.post(
+        f"{api}/v1/agents/big/memories/batch",
+        json={"memories": [{"text": "a b c"}] * 1001},
+        headers={"Authorization": f"Bearer {tenants['charlie']['key']}"},
+    )
     assert r.status_code == 413
 
 

@@ -1,6 +1,7 @@
 """`memworker retention run|status` and `memworker policy apply|show` against the real
 database, with three tenants: a policy file lands in its tenant only, bad files and bad
 fields are refused by name with nothing applied."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from memworker import cli, db, memories, store
+from memworker import memories
+from memworker.cli import main as cli
+from memworker.storage import db, store
 from memworker.testing import FakeEmbedder
 from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)
 
@@ -26,16 +29,28 @@ def env(stack: dict[str, Any], tenants: dict[str, Any], monkeypatch: pytest.Monk
 def policies(stack: dict[str, Any]) -> dict[str, Any]:
     with psycopg.connect(stack["owner_url"]) as conn:
         tenants = dict(conn.execute("SELECT name, policy FROM memworker.tenants").fetchall())
-        agents = {(t, a): p for t, a, p in conn.execute(
-            "SELECT t.name, a.id, a.policy FROM memworker.agents a JOIN memworker.tenants t ON t.id = a.tenant_id")}
+        agents = {
+            (t, a): p
+            for t, a, p in conn.execute(
+                "SELECT t.name, a.id, a.policy FROM memworker.agents a JOIN memworker.tenants t ON t.id = a.tenant_id"
+            )
+        }
     return {"tenants": tenants, "agents": agents}
 
 
-def test_policy_apply_loads_a_file_into_one_tenant(env: Any, stack: dict[str, Any], tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_policy_apply_loads_a_file_into_one_tenant(
+    env: Any, stack: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     f = tmp_path / "policy.json"
-    f.write_text(json.dumps({"tenant": "bob", "defaults": {"ttl_l1_hours": 72, "decay_days": 14},
-                             "agents": {"support-bot": {"max_episodic": 200}, "ops-bot": {"unused_days": None}}}))
+    f.write_text(
+        json.dumps(
+            {
+                "tenant": "bob",
+                "defaults": {"ttl_l1_hours": 72, "decay_days": 14},
+                "agents": {"support-bot": {"max_episodic": 200}, "ops-bot": {"unused_days": None}},
+            }
+        )
+    )
     assert cli.main(["policy", "apply", str(f)]) == 0
     assert "2 agent override(s)" in capsys.readouterr().out
     p = policies(stack)
@@ -48,16 +63,19 @@ def test_policy_apply_loads_a_file_into_one_tenant(env: Any, stack: dict[str, An
     assert shown["effective"]["max_episodic"] == 200 and shown["effective"]["decay_days"] == 14.0
 
 
-def test_policy_apply_refuses_bad_files_by_name_and_applies_nothing(env: Any, stack: dict[str, Any],
-                                                                    tmp_path: Path,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_policy_apply_refuses_bad_files_by_name_and_applies_nothing(
+    env: Any, stack: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = policies(stack)
-    cases = {"not json {": "not a readable JSON file",
-             json.dumps([1, 2]): "top level must be an object",
-             json.dumps({"defaults": {}, "extra": 1}): "unknown keys",
-             json.dumps({"tenant": "charlie", "defaults": {"ttl_l1_hours": 5},
-                         "agents": {"a1": {"merge_similarity": 3}}}): "agents.a1: policy: merge_similarity",
-             json.dumps({"tenant": "charlie", "defaults": {"decay_days": "soon"}}): "decay_days"}
+    cases = {
+        "not json {": "not a readable JSON file",
+        json.dumps([1, 2]): "top level must be an object",
+        json.dumps({"defaults": {}, "extra": 1}): "unknown keys",
+        json.dumps(
+            {"tenant": "charlie", "defaults": {"ttl_l1_hours": 5}, "agents": {"a1": {"merge_similarity": 3}}}
+        ): "agents.a1: policy: merge_similarity",
+        json.dumps({"tenant": "charlie", "defaults": {"decay_days": "soon"}}): "decay_days",
+    }
     for i, (text, message) in enumerate(cases.items()):
         f = tmp_path / f"bad{i}.json"
         f.write_text(text)
@@ -72,8 +90,14 @@ def test_retention_run_and_status(env: Any, stack: dict[str, Any], capsys: pytes
         conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(alice),))
         store.ensure_agent(conn, tenant_id=alice, agent_id="cli-bot")
         for text in ("The kiosk reboots at midnight.", "The kiosk reboots at midnight!"):
-            store.insert_memory(conn, tenant_id=alice, agent_id="cli-bot", draft=memories.Draft(text=text),
-                                embedding=FakeEmbedder().embed([text])[0], source_key=f"cli:{text}")
+            store.insert_memory(
+                conn,
+                tenant_id=alice,
+                agent_id="cli-bot",
+                draft=memories.Draft(text=text),
+                embedding=FakeEmbedder().embed([text])[0],
+                source_key=f"cli:{text}",
+            )
     assert cli.main(["retention", "run", "--tenant", "alice", "--agent", "cli-bot"]) == 0
     out = capsys.readouterr().out
     assert "retention cli-bot: done" in out and "merged            1" in out

@@ -1,5 +1,6 @@
 """The pool's liveness check (db._check): pinged unless the connection was returned moments
 ago; a connection the server dropped costs at most the one transaction that finds out."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -7,7 +8,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from memworker import db, errors
+from memworker import errors
+from memworker.storage import db
 
 
 def _backend_pid(pool: Any) -> int:
@@ -27,16 +29,18 @@ def pool(stack: dict[str, Any]) -> Any:
     p.close()
 
 
-def test_an_idle_connection_is_pinged_and_a_dead_one_replaced(stack: dict[str, Any], pool: Any,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_idle_connection_is_pinged_and_a_dead_one_replaced(
+    stack: dict[str, Any], pool: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = _backend_pid(pool)
     _terminate(stack["owner_url"], first)
     monkeypatch.setattr(db, "TRUST_RECENT_S", 0.0)  # as if it had been idle for longer
     assert _backend_pid(pool) != first  # the ping found it dead; the caller never saw it
 
 
-def test_a_just_returned_connection_is_lent_without_a_ping(stack: dict[str, Any], pool: Any,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_just_returned_connection_is_lent_without_a_ping(
+    stack: dict[str, Any], pool: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(db, "TRUST_RECENT_S", 3600.0)
     first = _backend_pid(pool)
     _terminate(stack["owner_url"], first)

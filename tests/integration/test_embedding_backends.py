@@ -4,6 +4,7 @@ Exports once into a temporary cache (two processes racing for it), then checks t
 export is reused, that the vectors are the torch path's (cosine >= 0.9999 per row) and that
 misconfiguration fails with the setting named. Nothing here is stored per tenant, so there
 is no tenant isolation to check."""
+
 from __future__ import annotations
 
 import subprocess
@@ -14,18 +15,25 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memworker import embeddings, errors
-from memworker.onnx_embedder import OnnxEmbedder
+from memworker import errors
+from memworker.models import embeddings
+from memworker.models.onnx_embedder import OnnxEmbedder
 from memworker.settings import Settings
 
 MODEL = Settings().embedding_model
 
 TEXTS = [
-    "hi", "", "   ", "?", "ok",
+    "hi",
+    "",
+    "   ",
+    "?",
+    "ok",
     "The customer Alice prefers email over Slack for follow-ups.",
     "To fix the connection pool problem, run kubectl rollout restart and restart the billing service.",
-    "我喜欢吃拉面，但是不喜欢寿司。", "东京的会议改到星期三下午三点。",
-    "Émile a visité Zürich — naïve café ☕ 🚀", "Привет, как дела? Всё хорошо.",
+    "我喜欢吃拉面，但是不喜欢寿司。",
+    "东京的会议改到星期三下午三点。",
+    "Émile a visité Zürich — naïve café ☕ 🚀",
+    "Привет, как дела? Всё хорошо.",
     " ".join(f"word{i}" for i in range(600)),  # far past max_seq_length (256 tokens)
     "x" * 3000,
     "The deploy finished. " * 80,
@@ -38,7 +46,7 @@ LOAD = """
 import logging, sys
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 from pathlib import Path
-from memworker.onnx_embedder import OnnxEmbedder
+from memworker.models.onnx_embedder import OnnxEmbedder
 emb = OnnxEmbedder(sys.argv[1], threads=1, cache_dir=Path(sys.argv[2]))
 assert emb.embed(["hello"]).shape == (1, 384)
 print(emb.model_file, "torch" in sys.modules)
@@ -46,8 +54,9 @@ print(emb.model_file, "torch" in sys.modules)
 
 
 def _start_load(cache: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", LOAD, MODEL, str(cache)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", LOAD, MODEL, str(cache)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +65,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cache = tmp_path_factory.mktemp("onnx-cache")
     procs = [_start_load(cache), _start_load(cache)]
     outs = [p.communicate(timeout=240) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
     exports = sum(err.count("exporting the embedding model") for _, err in outs)
     assert exports == 1, [err for _, err in outs]
@@ -135,7 +144,8 @@ def test_a_model_the_onnx_path_cannot_reproduce_is_refused(tmp_path: Path) -> No
     (model / "modules.json").write_text(
         '[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},'
         ' {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},'
-        ' {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}]')
+        ' {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}]'
+    )
     with pytest.raises(errors.ConfigError, match="MEMWORKER_EMBEDDING_BACKEND=torch"):
         OnnxEmbedder(str(model), cache_dir=tmp_path / "cache")
 

@@ -1,6 +1,7 @@
 """The right to be forgotten against the real database: by provenance, memory ids,
 session and time; derived insights, raw episodes, postings, links and profiles go; the
 receipt says exactly what went; other tenants and agents keep everything."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -12,9 +13,11 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from memworker import db, errors, forget, governance, ingest, memories, recall, store
-from memworker.embeddings import CachedQueryEmbedder
+from memworker import errors, ingest, memories, recall
+from memworker.lifecycle import forget, governance
+from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
+from memworker.storage import db, store
 from memworker.testing import FakeEmbedder
 from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)
 
@@ -30,32 +33,53 @@ def pool(stack: dict[str, Any]) -> Iterator[Any]:
 
 def episode(pool: Any, tenant: UUID, agent: str, content: str, session: str | None = None) -> UUID:
     with db.tenant_tx(pool, tenant) as conn:
-        ((eid, _),) = ingest.accept(conn, tenant_id=tenant, agent_id=agent,
-                                    episodes=[ingest.EpisodeIn(content, session_id=session)])
+        ((eid, _),) = ingest.accept(
+            conn, tenant_id=tenant, agent_id=agent, episodes=[ingest.EpisodeIn(content, session_id=session)]
+        )
     return eid
 
 
-def memory(pool: Any, tenant: UUID, agent: str, text: str, *, sources: tuple[str, ...] = ("api",),
-           kind: str = "fact", session: str | None = None) -> UUID:
+def memory(
+    pool: Any,
+    tenant: UUID,
+    agent: str,
+    text: str,
+    *,
+    sources: tuple[str, ...] = ("api",),
+    kind: str = "fact",
+    session: str | None = None,
+) -> UUID:
     with db.tenant_tx(pool, tenant) as conn:
         store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
-        mid = store.insert_memory(conn, tenant_id=tenant, agent_id=agent, embedding=EMB.embed([text])[0],
-                                  draft=memories.Draft(text=text, kind=kind, provenance=sources),
-                                  source_key=f"f:{agent}:{text}", session_id=session)
+        mid = store.insert_memory(
+            conn,
+            tenant_id=tenant,
+            agent_id=agent,
+            embedding=EMB.embed([text])[0],
+            draft=memories.Draft(text=text, kind=kind, provenance=sources),
+            source_key=f"f:{agent}:{text}",
+            session_id=session,
+        )
     assert mid is not None
     return mid
 
 
 def do_forget(pool: Any, tenant: UUID, agent: str, **selector: Any) -> dict[str, Any]:
     with db.tenant_tx(pool, tenant) as conn:
-        return forget.forget(conn, tenant_id=tenant, agent_id=agent, request=forget.Request(**selector),
-                             actor="test")
+        return forget.forget(conn, tenant_id=tenant, agent_id=agent, request=forget.Request(**selector), actor="test")
 
 
 def texts_recalled(pool: Any, tenant: UUID, agent: str, query: str) -> list[str]:
     with db.tenant_tx(pool, tenant) as conn:
-        hits = recall.recall(conn, CachedQueryEmbedder(EMB), tenant_id=tenant, agent_id=agent,
-                             query=recall.Query(query, k=50), policy=Policy(), bump=False)
+        hits = recall.recall(
+            conn,
+            CachedQueryEmbedder(EMB),
+            tenant_id=tenant,
+            agent_id=agent,
+            query=recall.Query(query, k=50),
+            policy=Policy(),
+            bump=False,
+        )
     return [h["text"] for h in hits]
 
 
@@ -67,7 +91,8 @@ def count(stack: dict[str, Any], sql: str, *args: Any) -> int:
 
 
 def test_forget_by_provenance_takes_the_episode_its_memories_and_what_was_derived(
-        pool: Any, tenants: dict[str, Any], stack: dict[str, Any]) -> None:
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any]
+) -> None:
     alice = tenants["alice"]["id"]
     a = "rtbf"
     ep = episode(pool, alice, a, "My home address is 12 Elm Street. I prefer tea.")
@@ -76,21 +101,39 @@ def test_forget_by_provenance_takes_the_episode_its_memories_and_what_was_derive
     tea = memory(pool, alice, a, "The user prefers tea.", sources=(f"episode:{ep}",))
     grafana = memory(pool, alice, a, "The team uses Grafana for dashboards.", sources=(f"episode:{keep_ep}",))
     other = memory(pool, alice, a, "Dashboards are reviewed on Fridays.")
-    insight = memory(pool, alice, a, "The user's habits and the team's tooling are stable.", kind="insight",
-                     sources=("consolidation:run-1",))
-    unrelated_insight = memory(pool, alice, a, "Dashboards matter to the team.", kind="insight",
-                               sources=("consolidation:run-2",))
+    insight = memory(
+        pool,
+        alice,
+        a,
+        "The user's habits and the team's tooling are stable.",
+        kind="insight",
+        sources=("consolidation:run-1",),
+    )
+    unrelated_insight = memory(
+        pool, alice, a, "Dashboards matter to the team.", kind="insight", sources=("consolidation:run-2",)
+    )
     with psycopg.connect(stack["owner_url"]) as conn:
-        conn.execute("INSERT INTO memworker.memory_connections (tenant_id, agent_id, from_id, to_id, relationship, "
-                     "insight_id) VALUES (%s, %s, %s, %s, 'context', %s), (%s, %s, %s, %s, 'context', %s)",
-                     (alice, a, tea, grafana, insight, alice, a, grafana, other, unrelated_insight))
+        conn.execute(
+            "INSERT INTO memworker.memory_connections (tenant_id, agent_id, from_id, to_id, relationship, "
+            "insight_id) VALUES (%s, %s, %s, %s, 'context', %s), (%s, %s, %s, %s, 'context', %s)",
+            (alice, a, tea, grafana, insight, alice, a, grafana, other, unrelated_insight),
+        )
         conn.execute("UPDATE memworker.memories SET consolidated_at = now() WHERE agent_id = %s", (a,))
-        conn.execute("INSERT INTO memworker.agent_profiles (tenant_id, agent_id, version, document) VALUES "
-                     "(%s, %s, 1, %s), (%s, %s, 2, %s)",
-                     (alice, a, Jsonb({"preferences": [{"text": "The user prefers tea.", "source": str(tea)}]}),
-                      alice, a, Jsonb({"preferences": [], "project": [{"text": "Grafana", "source": str(grafana)}]})))
-    terms_before = count(stack, "SELECT count(*) FROM memworker.memory_terms WHERE memory_id = ANY(%s)",
-                         [addr, tea, insight])
+        conn.execute(
+            "INSERT INTO memworker.agent_profiles (tenant_id, agent_id, version, document) VALUES "
+            "(%s, %s, 1, %s), (%s, %s, 2, %s)",
+            (
+                alice,
+                a,
+                Jsonb({"preferences": [{"text": "The user prefers tea.", "source": str(tea)}]}),
+                alice,
+                a,
+                Jsonb({"preferences": [], "project": [{"text": "Grafana", "source": str(grafana)}]}),
+            ),
+        )
+    terms_before = count(
+        stack, "SELECT count(*) FROM memworker.memory_terms WHERE memory_id = ANY(%s)", [addr, tea, insight]
+    )
     receipt = do_forget(pool, alice, a, provenance=f"episode:{ep}")
     assert set(receipt["memories"]["ids"]) == {str(addr), str(tea)} and receipt["memories"]["count"] == 2
     assert receipt["derived"]["ids"] == [str(insight)]
@@ -100,34 +143,49 @@ def test_forget_by_provenance_takes_the_episode_its_memories_and_what_was_derive
     for gone in ("Elm Street", "tea", "habits"):
         assert not any(gone in t for t in texts_recalled(pool, alice, a, f"{gone} user street tea habits"))
     assert count(stack, "SELECT count(*) FROM memworker.memories WHERE id = ANY(%s)", [addr, tea, insight]) == 0
-    assert count(stack, "SELECT count(*) FROM memworker.memory_terms WHERE memory_id = ANY(%s)",
-                 [addr, tea, insight]) == 0
+    assert (
+        count(stack, "SELECT count(*) FROM memworker.memory_terms WHERE memory_id = ANY(%s)", [addr, tea, insight]) == 0
+    )
     assert count(stack, "SELECT count(*) FROM memworker.episodes WHERE id = %s", ep) == 0
     assert count(stack, "SELECT count(*) FROM memworker.episodes WHERE id = %s", keep_ep) == 1
-    assert count(stack, "SELECT count(*) FROM memworker.memories WHERE id = ANY(%s)",
-                 [grafana, other, unrelated_insight]) == 3
+    assert (
+        count(stack, "SELECT count(*) FROM memworker.memories WHERE id = ANY(%s)", [grafana, other, unrelated_insight])
+        == 3
+    )
     # grafana lost its insight: back in consolidation's window; 'other' keeps its own
-    assert count(stack, "SELECT count(*) FROM memworker.memories WHERE id = %s AND consolidated_at IS NULL",
-                 grafana) == 1
+    assert (
+        count(stack, "SELECT count(*) FROM memworker.memories WHERE id = %s AND consolidated_at IS NULL", grafana) == 1
+    )
     assert count(stack, "SELECT count(*) FROM memworker.agent_profiles WHERE agent_id = %s", a) == 1
     with psycopg.connect(stack["owner_url"]) as conn:  # the audit trail has ids and reasons, never text
-        rows = conn.execute("SELECT memory_id, reason, actor FROM memworker.memory_events "
-                            "WHERE agent_id = %s AND event = 'forgotten'", (a,)).fetchall()
+        rows = conn.execute(
+            "SELECT memory_id, reason, actor FROM memworker.memory_events WHERE agent_id = %s AND event = 'forgotten'",
+            (a,),
+        ).fetchall()
     assert {r[0] for r in rows} >= {addr, tea, insight} and all(r[2] == "test" for r in rows)
     assert not any("Elm" in r[1] or "tea" in r[1] for r in rows)
     again = do_forget(pool, alice, a, provenance=f"episode:{ep}")  # idempotent: nothing left
     assert again["memories"]["count"] == 0 and again["episodes"]["count"] == 0
 
 
-def test_forget_by_ids_resolves_merged_ids_and_reports_unknown_ones(pool: Any, tenants: dict[str, Any],
-                                                                    stack: dict[str, Any]) -> None:
+def test_forget_by_ids_resolves_merged_ids_and_reports_unknown_ones(
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any]
+) -> None:
     bob = tenants["bob"]["id"]
     a = "rtbf-ids"
     survivor = memory(pool, bob, a, "The VPN endpoint is vpn.example.com.")
     away = memory(pool, bob, a, "The VPN endpoint is vpn.example.com!")
     with db.tenant_tx(pool, bob) as conn:
-        assert governance.merge(conn, tenant_id=bob, agent_id=a, survivor_id=survivor, other_id=away,
-                                reason="test", actor="test", now=governance.clock(conn))
+        assert governance.merge(
+            conn,
+            tenant_id=bob,
+            agent_id=a,
+            survivor_id=survivor,
+            other_id=away,
+            reason="test",
+            actor="test",
+            now=governance.clock(conn),
+        )
     ghost = UUID(int=12345)
     receipt = do_forget(pool, bob, a, memory_ids=(away, ghost))
     assert receipt["memories"]["ids"] == [str(survivor)] and receipt["aliases"] == 1
@@ -157,10 +215,16 @@ def test_forget_by_session_and_by_time(pool: Any, tenants: dict[str, Any], stack
 
 
 def test_a_forget_request_needs_exactly_one_selector_and_stays_in_its_tenant(
-        pool: Any, tenants: dict[str, Any], stack: dict[str, Any]) -> None:
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any]
+) -> None:
     alice, bob = tenants["alice"]["id"], tenants["bob"]["id"]
-    for bad in ({}, {"provenance": "api", "session_id": "x"}, {"provenance": "  "}, {"memory_ids": ()},
-                {"before": datetime(2020, 1, 1)}):
+    for bad in (
+        {},
+        {"provenance": "api", "session_id": "x"},
+        {"provenance": "  "},
+        {"memory_ids": ()},
+        {"before": datetime(2020, 1, 1)},
+    ):
         with pytest.raises(errors.InvalidInput):
             do_forget(pool, alice, "rtbf", **bad)
     mine = memory(pool, bob, "shared-name", "Bob's agent remembers the blue door.")

@@ -1,6 +1,7 @@
 """Property tests over the real API: generated requests for every route never cause a 5xx
 (schemathesis over our OpenAPI schema), and interleaved operations of several tenants never
 let one see another's rows (hypothesis)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -8,7 +9,8 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from memworker.sdk import ApiError, Client
@@ -31,18 +33,23 @@ def test_no_route_answers_5xx(case: Any, tenants: dict[str, Any]) -> None:
         case.validate_response(response, checks=[response_schema_conformance])
 
 
-OPS = st.lists(st.tuples(
-    st.sampled_from(["alice", "bob", "charlie"]),
-    st.sampled_from(["write", "recall", "list", "peek"]),
-    st.sampled_from(["shared-agent", "agent-1"]),
-    st.text(alphabet="abcdefghij klmnop", min_size=3, max_size=40).filter(lambda s: s.strip()),
-), min_size=3, max_size=12)
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["alice", "bob", "charlie"]),
+        st.sampled_from(["write", "recall", "list", "peek"]),
+        st.sampled_from(["shared-agent", "agent-1"]),
+        st.text(alphabet="abcdefghij klmnop", min_size=3, max_size=40).filter(lambda s: s.strip()),
+    ),
+    min_size=3,
+    max_size=12,
+)
 
 
 @given(ops=OPS)
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
-def test_interleaved_tenants_never_see_each_others_rows(ops: list[tuple[str, str, str, str]], api: str,
-                                                        tenants: dict[str, Any]) -> None:
+def test_interleaved_tenants_never_see_each_others_rows(
+    ops: list[tuple[str, str, str, str]], api: str, tenants: dict[str, Any]
+) -> None:
     clients = {name: Client(api, t["key"]) for name, t in tenants.items()}
     owned: dict[str, set[str]] = {name: set() for name in tenants}
     for tenant, op, agent, text in ops:

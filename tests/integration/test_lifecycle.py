@@ -1,6 +1,7 @@
 """Lifecycle rules against the real database, with a clock the tests move: TTL purge,
 age x never-recalled, long-unused, the cap, decay, promotion, confirmation, merge,
 supersede and review, and three tenants that never see each other's governance."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -11,9 +12,11 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from memworker import db, errors, governance, lifecycle, memories, recall, retention, store
-from memworker.embeddings import CachedQueryEmbedder
+from memworker import errors, memories, recall
+from memworker.lifecycle import governance, retention, rules
+from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
+from memworker.storage import db, store
 from memworker.testing import FakeEmbedder
 from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)
 
@@ -35,17 +38,41 @@ def t0(pool: Any, tenants: dict[str, Any]) -> datetime:
         return governance.clock(conn)
 
 
-def write(pool: Any, tenant: UUID, agent: str, text: str, *, kind: str = "fact", tier: str = "L1",
-          confidence: float = 0.7, salience: float = 0.5, expires_at: datetime | None = None,
-          provenance: tuple[str, ...] = ("api",), session_id: str | None = None, key: str | None = None) -> UUID:
+def write(
+    pool: Any,
+    tenant: UUID,
+    agent: str,
+    text: str,
+    *,
+    kind: str = "fact",
+    tier: str = "L1",
+    confidence: float = 0.7,
+    salience: float = 0.5,
+    expires_at: datetime | None = None,
+    provenance: tuple[str, ...] = ("api",),
+    session_id: str | None = None,
+    key: str | None = None,
+) -> UUID:
     """A memory written straight to the store (no write-path hooks), by default never expiring."""
     with db.tenant_tx(pool, tenant) as conn:
         store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
-        mid = store.insert_memory(conn, tenant_id=tenant, agent_id=agent, embedding=EMB.embed([text])[0],
-                                  draft=memories.Draft(text=text, kind=kind, tier=tier, confidence=confidence,
-                                                       salience=salience, expires_at=expires_at,
-                                                       provenance=provenance),
-                                  source_key=key or f"t:{agent}:{text}:{kind}:{tier}", session_id=session_id)
+        mid = store.insert_memory(
+            conn,
+            tenant_id=tenant,
+            agent_id=agent,
+            embedding=EMB.embed([text])[0],
+            draft=memories.Draft(
+                text=text,
+                kind=kind,
+                tier=tier,
+                confidence=confidence,
+                salience=salience,
+                expires_at=expires_at,
+                provenance=provenance,
+            ),
+            source_key=key or f"t:{agent}:{text}:{kind}:{tier}",
+            session_id=session_id,
+        )
     assert mid is not None
     return mid
 
@@ -73,8 +100,9 @@ def events(pool: Any, tenant: UUID, agent: str, mid: UUID) -> list[dict[str, Any
 
 def test_ttl_purge_happens_at_expiry_with_an_event(pool: Any, tenants: dict[str, Any], t0: datetime) -> None:
     alice = tenants["alice"]["id"]
-    scratch = write(pool, alice, "ttl", "Scratch note about the current build.", tier="L0",
-                    expires_at=t0 + timedelta(hours=6))
+    scratch = write(
+        pool, alice, "ttl", "Scratch note about the current build.", tier="L0", expires_at=t0 + timedelta(hours=6)
+    )
     keep = write(pool, alice, "ttl", "A durable fact with no expiry at all.", tier="L2")
     early = retention.sweep_agent(pool, tenant_id=alice, agent_id="ttl", now=t0 + timedelta(hours=5))
     assert early.status == "done" and early.expired == 0 and row(pool, alice, scratch)
@@ -87,7 +115,8 @@ def test_ttl_purge_happens_at_expiry_with_an_event(pool: Any, tenants: dict[str,
 
 
 def test_old_never_recalled_episodic_items_are_forgotten_but_not_protected_ones(
-        pool: Any, tenants: dict[str, Any], stack: dict[str, Any], t0: datetime) -> None:
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any], t0: datetime
+) -> None:
     alice = tenants["alice"]["id"]
     a = "aging"
     set_policy(pool, alice, a, unused_days=None)
@@ -108,7 +137,8 @@ def test_old_never_recalled_episodic_items_are_forgotten_but_not_protected_ones(
 
 
 def test_long_unused_items_go_after_90_days_except_l3_and_insights(
-        pool: Any, tenants: dict[str, Any], stack: dict[str, Any], t0: datetime) -> None:
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any], t0: datetime
+) -> None:
     bob = tenants["bob"]["id"]
     a = "unused"
     used_once = write(pool, bob, a, "The staging cluster runs in Frankfurt.", tier="L2")
@@ -116,15 +146,20 @@ def test_long_unused_items_go_after_90_days_except_l3_and_insights(
     canonical = write(pool, bob, a, "Never deploy on Fridays.", tier="L3")
     insight = write(pool, bob, a, "Deploy pain comes from manual steps.", kind="insight", tier="L2")
     owner(stack, "UPDATE memworker.memories SET access_count = 4, last_access_at = %s WHERE id = %s", t0, used_once)
-    owner(stack, "UPDATE memworker.memories SET access_count = 4, last_access_at = %s WHERE id = %s",
-          t0 + 60 * DAY, used_lately)
+    owner(
+        stack,
+        "UPDATE memworker.memories SET access_count = 4, last_access_at = %s WHERE id = %s",
+        t0 + 60 * DAY,
+        used_lately,
+    )
     report = retention.sweep_agent(pool, tenant_id=bob, agent_id=a, now=t0 + 91 * DAY)
     assert report.forgotten_unused == 1 and row(pool, bob, used_once) is None
     assert all(row(pool, bob, m) for m in (used_lately, canonical, insight))
 
 
-def test_the_cap_keeps_the_most_recalled_and_freshest(pool: Any, tenants: dict[str, Any],
-                                                      stack: dict[str, Any], t0: datetime) -> None:
+def test_the_cap_keeps_the_most_recalled_and_freshest(
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any], t0: datetime
+) -> None:
     charlie = tenants["charlie"]["id"]
     a = "capped"
     set_policy(pool, charlie, a, max_episodic=3)
@@ -141,8 +176,9 @@ def test_the_cap_keeps_the_most_recalled_and_freshest(pool: Any, tenants: dict[s
     assert retention.sweep_agent(pool, tenant_id=charlie, agent_id=a, now=t0).forgotten_cap == 0
 
 
-def test_salience_and_confidence_decay_slowly_and_once_per_clock(pool: Any, tenants: dict[str, Any],
-                                                                stack: dict[str, Any], t0: datetime) -> None:
+def test_salience_and_confidence_decay_slowly_and_once_per_clock(
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any], t0: datetime
+) -> None:
     alice = tenants["alice"]["id"]
     a = "decay"
     set_policy(pool, alice, a, decay_days=None, unused_days=None)
@@ -156,19 +192,21 @@ def test_salience_and_confidence_decay_slowly_and_once_per_clock(pool: Any, tena
     assert r1.decayed == 2
     q, u, c = (row(pool, alice, m) for m in (quiet, used, canonical))
     days = (when - created).total_seconds() / 86400
-    assert q["salience"] == pytest.approx(lifecycle.decayed(0.8, days - 7, 30), abs=1e-5)  # type: ignore[index]
-    assert q["confidence"] == pytest.approx(lifecycle.decayed(0.8, days, 180, 0.1), abs=1e-5)  # type: ignore[index]
+    assert q["salience"] == pytest.approx(rules.decayed(0.8, days - 7, 30), abs=1e-5)  # type: ignore[index]
+    assert q["confidence"] == pytest.approx(rules.decayed(0.8, days, 180, 0.1), abs=1e-5)  # type: ignore[index]
     assert u["salience"] == pytest.approx(0.8) and u["confidence"] < 0.8  # type: ignore[index]  # recalled: no salience decay
     assert c["salience"] == pytest.approx(0.8) and c["confidence"] == pytest.approx(0.8)  # type: ignore[index]
     r2 = retention.sweep_agent(pool, tenant_id=alice, agent_id=a, now=when)
     assert r2.decayed == 0 and row(pool, alice, quiet)["salience"] == q["salience"]  # type: ignore[index]
     retention.sweep_agent(pool, tenant_id=alice, agent_id=a, now=when + 30 * DAY)  # composes
     assert row(pool, alice, quiet)["salience"] == pytest.approx(  # type: ignore[index]
-        lifecycle.decayed(0.8, days + 30 - 7, 30), abs=1e-5)
+        rules.decayed(0.8, days + 30 - 7, 30), abs=1e-5
+    )
 
 
-def test_promotion_by_recalls_connections_and_confirmations(pool: Any, tenants: dict[str, Any],
-                                                            stack: dict[str, Any], t0: datetime) -> None:
+def test_promotion_by_recalls_connections_and_confirmations(
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any], t0: datetime
+) -> None:
     bob = tenants["bob"]["id"]
     a = "promo"
     recalled = write(pool, bob, a, "The on-call phone number changed.")
@@ -176,8 +214,15 @@ def test_promotion_by_recalls_connections_and_confirmations(pool: Any, tenants: 
     linked2 = write(pool, bob, a, "Night batch jobs saturate Kafka.")
     plain = write(pool, bob, a, "Someone mentioned a new logo.")
     owner(stack, "UPDATE memworker.memories SET access_count = 3 WHERE id = %s", recalled)
-    owner(stack, "INSERT INTO memworker.memory_connections (tenant_id, agent_id, from_id, to_id, relationship) "
-                 "VALUES (%s, %s, %s, %s, 'causes')", bob, a, linked2, linked1)
+    owner(
+        stack,
+        "INSERT INTO memworker.memory_connections (tenant_id, agent_id, from_id, to_id, relationship) "
+        "VALUES (%s, %s, %s, %s, 'causes')",
+        bob,
+        a,
+        linked2,
+        linked1,
+    )
     report = retention.sweep_agent(pool, tenant_id=bob, agent_id=a, now=t0)
     assert report.promoted == 3
     for mid in (recalled, linked1, linked2):
@@ -190,35 +235,82 @@ def test_promotion_by_recalls_connections_and_confirmations(pool: Any, tenants: 
     confirmed = write(pool, bob, a, "The release train leaves every Tuesday.", expires_at=t0 + 7 * DAY)
     with db.tenant_tx(pool, bob) as conn:
         policy = store.policy_for(conn, tenant_id=bob, agent_id=a)
-        governance.confirm(conn, tenant_id=bob, agent_id=a, memory_id=confirmed, confidence=0.7,
-                           source="episode:00000000-0000-0000-0000-000000000001", policy=policy, now=t0 + DAY)
+        governance.confirm(
+            conn,
+            tenant_id=bob,
+            agent_id=a,
+            memory_id=confirmed,
+            confidence=0.7,
+            source="episode:00000000-0000-0000-0000-000000000001",
+            policy=policy,
+            now=t0 + DAY,
+        )
     r = row(pool, bob, confirmed)
     assert r["tier"] == "L1" and r["confidence"] == pytest.approx(0.76)  # type: ignore[index]
     assert r["expires_at"] == t0 + 8 * DAY and r["confirmations"] == 1  # type: ignore[index]  # TTL starts again
     with db.tenant_tx(pool, bob) as conn:  # the same episode again is not new evidence
-        governance.confirm(conn, tenant_id=bob, agent_id=a, memory_id=confirmed, confidence=0.7,
-                           source="episode:00000000-0000-0000-0000-000000000001#m2", policy=policy, now=t0 + DAY)
+        governance.confirm(
+            conn,
+            tenant_id=bob,
+            agent_id=a,
+            memory_id=confirmed,
+            confidence=0.7,
+            source="episode:00000000-0000-0000-0000-000000000001#m2",
+            policy=policy,
+            now=t0 + DAY,
+        )
         assert row(pool, bob, confirmed)["confirmations"] == 1  # type: ignore[index]
-        governance.confirm(conn, tenant_id=bob, agent_id=a, memory_id=confirmed, confidence=0.7,
-                           source="episode:00000000-0000-0000-0000-000000000002", policy=policy, now=t0 + 2 * DAY)
+        governance.confirm(
+            conn,
+            tenant_id=bob,
+            agent_id=a,
+            memory_id=confirmed,
+            confidence=0.7,
+            source="episode:00000000-0000-0000-0000-000000000002",
+            policy=policy,
+            now=t0 + 2 * DAY,
+        )
     r = row(pool, bob, confirmed)
     assert r["tier"] == "L2" and r["confidence"] == pytest.approx(0.808)  # type: ignore[index]
     assert r["expires_at"] == t0 + 32 * DAY  # type: ignore[index]
 
 
-def test_near_duplicates_merge_and_the_merged_id_resolves(pool: Any, tenants: dict[str, Any],
-                                                          stack: dict[str, Any], t0: datetime) -> None:
+def test_near_duplicates_merge_and_the_merged_id_resolves(
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any], t0: datetime
+) -> None:
     charlie = tenants["charlie"]["id"]
     a = "merge"
-    first = write(pool, charlie, a, "The build server is called hal9000 in the lab.", provenance=("episode:a",),
-                  salience=0.4, confidence=0.6)
-    second = write(pool, charlie, a, "The build server is called hal9000 in the lab!", provenance=("episode:b",),
-                   salience=0.9, confidence=0.8, key="second")
+    first = write(
+        pool,
+        charlie,
+        a,
+        "The build server is called hal9000 in the lab.",
+        provenance=("episode:a",),
+        salience=0.4,
+        confidence=0.6,
+    )
+    second = write(
+        pool,
+        charlie,
+        a,
+        "The build server is called hal9000 in the lab!",
+        provenance=("episode:b",),
+        salience=0.9,
+        confidence=0.8,
+        key="second",
+    )
     other = write(pool, charlie, a, "Lunch is served at noon in the lab.")
     owner(stack, "UPDATE memworker.memories SET access_count = 2 WHERE id = %s", first)
     owner(stack, "UPDATE memworker.memories SET access_count = 1 WHERE id = %s", second)
-    owner(stack, "INSERT INTO memworker.memory_connections (tenant_id, agent_id, from_id, to_id, relationship) "
-                 "VALUES (%s, %s, %s, %s, 'near')", charlie, a, second, other)
+    owner(
+        stack,
+        "INSERT INTO memworker.memory_connections (tenant_id, agent_id, from_id, to_id, relationship) "
+        "VALUES (%s, %s, %s, %s, 'near')",
+        charlie,
+        a,
+        second,
+        other,
+    )
     report = retention.sweep_agent(pool, tenant_id=charlie, agent_id=a, now=t0)
     assert report.merged == 1 and row(pool, charlie, second) is None
     s = row(pool, charlie, first)
@@ -236,26 +328,35 @@ def test_near_duplicates_merge_and_the_merged_id_resolves(pool: Any, tenants: di
 
 
 def test_a_sure_contradiction_supersedes_on_write_and_an_unsure_one_is_reviewed(
-        pool: Any, tenants: dict[str, Any], t0: datetime) -> None:
+    pool: Any, tenants: dict[str, Any], t0: datetime
+) -> None:
     alice = tenants["alice"]["id"]
     a = "versions"
     v39 = write(pool, alice, a, "The project uses Python 3.9.")
 
-    def write_checked(text: str, confidence: float) -> tuple[UUID, list[lifecycle.Verdict]]:
+    def write_checked(text: str, confidence: float) -> tuple[UUID, list[rules.Verdict]]:
         mid = write(pool, alice, a, text, confidence=confidence)
         with db.tenant_tx(pool, alice) as conn:
             policy = store.policy_for(conn, tenant_id=alice, agent_id=a)
             draft = memories.Draft(text=text, confidence=confidence)
-            return mid, governance.check_new(conn, tenant_id=alice, agent_id=a, written=[(mid, draft)],
-                                             policy=policy, actor="test")
+            return mid, governance.check_new(
+                conn, tenant_id=alice, agent_id=a, written=[(mid, draft)], policy=policy, actor="test"
+            )
 
     v311, verdicts = write_checked("The project uses Python 3.11.", 0.95)
     assert [v.action for v in verdicts] == ["supersede"]
     old = row(pool, alice, v39)
     assert old["valid_to"] is not None and old["superseded_by"] == v311  # type: ignore[index]
     with db.tenant_tx(pool, alice) as conn:
-        hits = recall.recall(conn, CachedQueryEmbedder(EMB), tenant_id=alice, agent_id=a,
-                             query=recall.Query("python version project", k=10), policy=Policy(), bump=False)
+        hits = recall.recall(
+            conn,
+            CachedQueryEmbedder(EMB),
+            tenant_id=alice,
+            agent_id=a,
+            query=recall.Query("python version project", k=10),
+            policy=Policy(),
+            bump=False,
+        )
         assert [h["id"] for h in hits] == [str(v311)]
         chain = governance.history(conn, tenant_id=alice, agent_id=a, memory_id=v39)
     assert [v["id"] for v in chain["versions"]] == [v39, v311]
@@ -267,17 +368,26 @@ def test_a_sure_contradiction_supersedes_on_write_and_an_unsure_one_is_reviewed(
         (item,) = governance.reviews(conn, tenant_id=alice, agent_id=a, status="open", limit=10)
         assert item["newer"]["id"] == v312 and item["older"]["id"] == v311
         policy = store.policy_for(conn, tenant_id=alice, agent_id=a)
-        out = governance.resolve_review(conn, tenant_id=alice, agent_id=a, review_id=item["id"], keep=str(v312),
-                                        reason="upgraded last week", actor="test", may_change_l3=False,
-                                        policy=policy)
+        out = governance.resolve_review(
+            conn,
+            tenant_id=alice,
+            agent_id=a,
+            review_id=item["id"],
+            keep=str(v312),
+            reason="upgraded last week",
+            actor="test",
+            may_change_l3=False,
+            policy=policy,
+        )
         assert out["superseded"] == str(v311)
         chain = governance.history(conn, tenant_id=alice, agent_id=a, memory_id=v312)
     assert [v["id"] for v in chain["versions"]] == [v39, v311, v312]
     assert {e["event"] for e in chain["events"]} >= {"created", "superseded"}
 
 
-def test_the_sweep_repairs_contradictions_written_without_the_hook(pool: Any, tenants: dict[str, Any],
-                                                                   t0: datetime) -> None:
+def test_the_sweep_repairs_contradictions_written_without_the_hook(
+    pool: Any, tenants: dict[str, Any], t0: datetime
+) -> None:
     bob = tenants["bob"]["id"]
     a = "repair"
     old = write(pool, bob, a, "Our office is in Berlin.")
@@ -329,12 +439,18 @@ def test_due_agents_and_tenant_isolation(pool: Any, tenants: dict[str, Any], t0:
         bobs = conn.execute("SELECT count(*) AS n FROM retention_runs").fetchone()
         assert bobs is not None
     with db.tenant_tx(pool, bob) as conn:
-        assert store.one(conn, "lifecycle_resolve_alias", tenant_id=alice, agent_id="merge",
-                         memory_id=UUID(int=1)) is None
+        assert (
+            store.one(conn, "lifecycle_resolve_alias", tenant_id=alice, agent_id="merge", memory_id=UUID(int=1)) is None
+        )
 
 
 def test_the_lifecycle_tables_are_tenant_isolated(stack: dict[str, Any]) -> None:
-    rows = dict(owner(stack, "SELECT c.relname, (c.relrowsecurity AND c.relforcerowsecurity) FROM pg_class c "
-                             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'memworker' "
-                             "AND c.relname IN ('retention_runs', 'memory_reviews', 'memory_aliases')"))
+    rows = dict(
+        owner(
+            stack,
+            "SELECT c.relname, (c.relrowsecurity AND c.relforcerowsecurity) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'memworker' "
+            "AND c.relname IN ('retention_runs', 'memory_reviews', 'memory_aliases')",
+        )
+    )
     assert rows == {"retention_runs": True, "memory_reviews": True, "memory_aliases": True}

@@ -1,4 +1,5 @@
 """The migration runner and the database's own guarantees (RLS, roles)."""
+
 from __future__ import annotations
 
 import shutil
@@ -9,10 +10,20 @@ from typing import Any
 import psycopg
 import pytest
 
-from memworker import errors, migrate
+from memworker import errors
+from memworker.storage import migrate
 
-TENANT_TABLES = ["api_keys", "agents", "episodes", "memories", "memory_terms",
-                 "memory_connections", "consolidation_runs", "memory_events", "tenants"]
+TENANT_TABLES = [
+    "api_keys",
+    "agents",
+    "episodes",
+    "memories",
+    "memory_terms",
+    "memory_connections",
+    "consolidation_runs",
+    "memory_events",
+    "tenants",
+]
 
 
 def test_applied_files_are_recorded_with_checksums(stack: dict[str, Any]) -> None:
@@ -34,8 +45,7 @@ def test_an_edited_applied_file_is_refused(stack: dict[str, Any], tmp_path: Path
 def test_a_failing_file_rolls_back_whole(stack: dict[str, Any], tmp_path: Path) -> None:
     sql_dir = tmp_path / "sql"
     shutil.copytree(migrate.SQL_DIR, sql_dir)
-    (sql_dir / "9998_half.sql").write_text(
-        "CREATE TABLE memworker.half_done (id int);\nSELECT no_such_function();\n")
+    (sql_dir / "9998_half.sql").write_text("CREATE TABLE memworker.half_done (id int);\nSELECT no_such_function();\n")
     with pytest.raises(errors.MigrationError, match="9998_half.sql"):
         migrate.migrate(stack["owner_url"], sql_dir)
     with psycopg.connect(stack["owner_url"]) as conn:
@@ -47,7 +57,8 @@ def test_concurrent_migrators_apply_each_file_once(stack: dict[str, Any], tmp_pa
     sql_dir = tmp_path / "sql"
     shutil.copytree(migrate.SQL_DIR, sql_dir)
     (sql_dir / "9999_counter.sql").write_text(
-        "CREATE TABLE memworker.counter (n int);\nINSERT INTO memworker.counter VALUES (1);\n")
+        "CREATE TABLE memworker.counter (n int);\nINSERT INTO memworker.counter VALUES (1);\n"
+    )
     results: list[list[str]] = []
     failures: list[BaseException] = []
 
@@ -72,10 +83,12 @@ def test_concurrent_migrators_apply_each_file_once(stack: dict[str, Any], tmp_pa
 
 def test_every_tenant_table_has_forced_row_level_security(stack: dict[str, Any]) -> None:
     with psycopg.connect(stack["owner_url"]) as conn:
-        rows = dict(conn.execute(
-            "SELECT c.relname, (c.relrowsecurity AND c.relforcerowsecurity) FROM pg_class c "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'memworker' AND c.relkind = 'r'"
-        ).fetchall())
+        rows = dict(
+            conn.execute(
+                "SELECT c.relname, (c.relrowsecurity AND c.relforcerowsecurity) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'memworker' AND c.relkind = 'r'"
+            ).fetchall()
+        )
     for table in TENANT_TABLES:
         assert rows[table] is True, table
 

@@ -1,5 +1,6 @@
 """Recall against the real database: BM25 equals a reference implementation, vector
 search is each agent's exact top-k, and the ranking rules hold."""
+
 from __future__ import annotations
 
 import math
@@ -13,18 +14,51 @@ import numpy as np
 import psycopg
 import pytest
 
-from memworker import db, memories, recall, store, tokens
-from memworker.embeddings import CachedQueryEmbedder
+from memworker import memories, recall, tokens
+from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
+from memworker.storage import db, store
 from memworker.testing import FakeEmbedder
 
-WORDS = ("alpha beta gamma delta kafka postgres redis celery vector index coffee tea garden "
-         "berlin paris deploy rollback incident outage budget launch design review python rust "
-         "memory agent sleep insight").split()
-BM25_ONLY = Policy(recall_bm25_weight=1.0, recall_vector_weight=0.0, recall_prior_weight=0.0,
-                   recall_vector_floor=1.0)
-VECTOR_ONLY = Policy(recall_bm25_weight=0.0, recall_vector_weight=1.0, recall_prior_weight=0.0,
-                     recall_vector_floor=0.0, recall_candidates=100)
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "kafka",
+    "postgres",
+    "redis",
+    "celery",
+    "vector",
+    "index",
+    "coffee",
+    "tea",
+    "garden",
+    "berlin",
+    "paris",
+    "deploy",
+    "rollback",
+    "incident",
+    "outage",
+    "budget",
+    "launch",
+    "design",
+    "review",
+    "python",
+    "rust",
+    "memory",
+    "agent",
+    "sleep",
+    "insight",
+]
+BM25_ONLY = Policy(recall_bm25_weight=1.0, recall_vector_weight=0.0, recall_prior_weight=0.0, recall_vector_floor=1.0)
+VECTOR_ONLY = Policy(
+    recall_bm25_weight=0.0,
+    recall_vector_weight=1.0,
+    recall_prior_weight=0.0,
+    recall_vector_floor=0.0,
+    recall_candidates=100,
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +82,9 @@ class _Vectors:
 
 def _write(conn: Any, tenant: UUID, agent: str, text: str, vec: np.ndarray, key: str) -> UUID:
     store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
-    mid = store.insert_memory(conn, tenant_id=tenant, agent_id=agent, draft=memories.Draft(text=text),
-                              embedding=vec, source_key=key)
+    mid = store.insert_memory(
+        conn, tenant_id=tenant, agent_id=agent, draft=memories.Draft(text=text), embedding=vec, source_key=key
+    )
     assert mid is not None
     return mid
 
@@ -73,8 +108,15 @@ def _reference_bm25(docs: dict[UUID, str], query: str) -> dict[UUID, float]:
 
 def _bm25_hits(conn: Any, tenant: UUID, agent: str, query: str, k: int = 100) -> dict[UUID, float]:
     q = recall.Query(query, k=k, explain=True)
-    hits = recall.recall(conn, CachedQueryEmbedder(FakeEmbedder()), tenant_id=tenant, agent_id=agent,
-                         query=q, policy=BM25_ONLY, bump=False)
+    hits = recall.recall(
+        conn,
+        CachedQueryEmbedder(FakeEmbedder()),
+        tenant_id=tenant,
+        agent_id=agent,
+        query=q,
+        policy=BM25_ONLY,
+        bump=False,
+    )
     return {UUID(h["id"]): h["signals"]["bm25"] for h in hits}
 
 
@@ -92,8 +134,9 @@ def _compare(conn: Any, tenant: UUID, agent: str, docs: dict[UUID, str], queries
     return checked
 
 
-def test_bm25_matches_the_reference_as_memories_change(pool: Any, tenants: dict[str, Any],
-                                                        stack: dict[str, Any]) -> None:
+def test_bm25_matches_the_reference_as_memories_change(
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any]
+) -> None:
     rng = random.Random(7)
     tenant = tenants["alice"]["id"]
     emb = FakeEmbedder()
@@ -102,8 +145,14 @@ def test_bm25_matches_the_reference_as_memories_change(pool: Any, tenants: dict[
         for i in range(300):
             text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 25)))
             docs[_write(conn, tenant, "bm25", text, emb.embed([text])[0], f"t:{i}")] = text
-    queries = ["postgres vector index", "coffee", "incident outage rollback deploy", "sleep insight memory",
-               "berlin paris", "alpha alpha beta"]
+    queries = [
+        "postgres vector index",
+        "coffee",
+        "incident outage rollback deploy",
+        "sleep insight memory",
+        "berlin paris",
+        "alpha alpha beta",
+    ]
     with db.tenant_tx(pool, tenant) as conn:
         assert _compare(conn, tenant, "bm25", docs, queries) > 300
 
@@ -111,15 +160,22 @@ def test_bm25_matches_the_reference_as_memories_change(pool: Any, tenants: dict[
     with db.tenant_tx(pool, tenant) as conn:
         for mid in ids[:20]:  # changed
             text = "coffee garden " + docs[mid]
-            store.update_memory(conn, tenant_id=tenant, agent_id="bm25", memory_id=mid,
-                                changes={"text": text}, embedding=emb.embed([text])[0])
+            store.update_memory(
+                conn,
+                tenant_id=tenant,
+                agent_id="bm25",
+                memory_id=mid,
+                changes={"text": text},
+                embedding=emb.embed([text])[0],
+            )
             docs[mid] = text
         for mid in ids[20:40]:  # deleted
             store.delete_memory(conn, tenant_id=tenant, agent_id="bm25", memory_id=mid)
             del docs[mid]
     with psycopg.connect(stack["owner_url"]) as conn:  # expired (the clock moved past them)
-        conn.execute("UPDATE memworker.memories SET expires_at = now() - interval '1 s' WHERE id = ANY(%s)",
-                     (ids[40:60],))
+        conn.execute(
+            "UPDATE memworker.memories SET expires_at = now() - interval '1 s' WHERE id = ANY(%s)", (ids[40:60],)
+        )
     for mid in ids[40:60]:
         del docs[mid]
     with db.tenant_tx(pool, tenant) as conn:
@@ -133,8 +189,14 @@ def test_chinese_memories_are_found_by_chinese_queries(pool: Any, tenants: dict[
     with db.tenant_tx(pool, tenant) as conn:
         for i, t in enumerate(texts):
             _write(conn, tenant, "zh", t, emb.embed([t])[0], f"zh:{i}")
-        hits = recall.recall(conn, CachedQueryEmbedder(emb), tenant_id=tenant, agent_id="zh",
-                             query=recall.Query("数据库为什么故障", k=1), policy=Policy())
+        hits = recall.recall(
+            conn,
+            CachedQueryEmbedder(emb),
+            tenant_id=tenant,
+            agent_id="zh",
+            query=recall.Query("数据库为什么故障", k=1),
+            policy=Policy(),
+        )
     assert hits[0]["text"] == texts[2]
 
 
@@ -157,16 +219,24 @@ def test_each_of_50_agents_gets_its_exact_vector_top_k(pool: Any, tenants: dict[
             q = rng.random(384).astype(np.float32)
             q /= np.linalg.norm(q)
             qe.by_text[agent] = q
-            hits = recall.recall(conn, CachedQueryEmbedder(qe), tenant_id=tenant, agent_id=agent,
-                                 query=recall.Query(agent, k=k, explain=True), policy=VECTOR_ONLY, bump=False)
+            hits = recall.recall(
+                conn,
+                CachedQueryEmbedder(qe),
+                tenant_id=tenant,
+                agent_id=agent,
+                query=recall.Query(agent, k=k, explain=True),
+                policy=VECTOR_ONLY,
+                bump=False,
+            )
             exact = sorted(mine, key=lambda m: -float(mine[m] @ q))[:k]
             assert len(hits) == min(k, len(mine))
             assert [UUID(h["id"]) for h in hits] == exact
             assert all(UUID(h["id"]) in mine for h in hits)
 
 
-def test_irrelevant_expired_and_superseded_never_come_back(pool: Any, tenants: dict[str, Any],
-                                                           stack: dict[str, Any]) -> None:
+def test_irrelevant_expired_and_superseded_never_come_back(
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any]
+) -> None:
     tenant = tenants["alice"]["id"]
     emb = FakeEmbedder()
     with db.tenant_tx(pool, tenant) as conn:
@@ -177,11 +247,26 @@ def test_irrelevant_expired_and_superseded_never_come_back(pool: Any, tenants: d
         conn.execute("UPDATE memworker.memories SET valid_to = now(), superseded_by = %s WHERE id = %s", (live, old))
         conn.execute("UPDATE memworker.memories SET expires_at = now() - interval '1 s' WHERE id = %s", (gone,))
     with db.tenant_tx(pool, tenant) as conn:
-        hits = recall.recall(conn, CachedQueryEmbedder(emb), tenant_id=tenant, agent_id="rules",
-                             query=recall.Query("rollout deploys", k=10), policy=Policy())
+        hits = recall.recall(
+            conn,
+            CachedQueryEmbedder(emb),
+            tenant_id=tenant,
+            agent_id="rules",
+            query=recall.Query("rollout deploys", k=10),
+            policy=Policy(),
+        )
         assert [UUID(h["id"]) for h in hits] == [live]
-        assert recall.recall(conn, CachedQueryEmbedder(emb), tenant_id=tenant, agent_id="rules",
-                             query=recall.Query("zebra xylophone", k=10), policy=Policy()) == []
+        assert (
+            recall.recall(
+                conn,
+                CachedQueryEmbedder(emb),
+                tenant_id=tenant,
+                agent_id="rules",
+                query=recall.Query("zebra xylophone", k=10),
+                policy=Policy(),
+            )
+            == []
+        )
 
 
 def test_priors_reorder_near_ties_and_hits_are_counted(pool: Any, tenants: dict[str, Any]) -> None:
@@ -191,10 +276,15 @@ def test_priors_reorder_near_ties_and_hits_are_counted(pool: Any, tenants: dict[
         a = _write(conn, tenant, "ties", "standup is at nine", emb.embed(["standup is at nine"])[0], "a")
         b = _write(conn, tenant, "ties", "standup is at nine", emb.embed(["standup is at nine"])[0], "b")
         conn.execute("UPDATE memworker.memories SET salience = 1.0 WHERE id = %s", (b,))
-        hits = recall.recall(conn, CachedQueryEmbedder(emb), tenant_id=tenant, agent_id="ties",
-                             query=recall.Query("standup", k=2), policy=Policy())
+        hits = recall.recall(
+            conn,
+            CachedQueryEmbedder(emb),
+            tenant_id=tenant,
+            agent_id="ties",
+            query=recall.Query("standup", k=2),
+            policy=Policy(),
+        )
         assert [UUID(h["id"]) for h in hits] == [b, a]
-        rows = conn.execute("SELECT id, access_count FROM memworker.memories WHERE id = ANY(%s)",
-                            ([a, b],)).fetchall()
+        rows = conn.execute("SELECT id, access_count FROM memworker.memories WHERE id = ANY(%s)", ([a, b],)).fetchall()
         counts = {r["id"]: r["access_count"] for r in rows}
     assert counts == {a: 1, b: 1}

@@ -1,6 +1,7 @@
 """The production deployment files, checked by parsing them: there is no Docker engine on
 the development machines, so docker-compose.yml, ops/Dockerfile and the Postgres init script
 are never run here and these tests are what stands between a typo and a failed deploy."""
+
 from __future__ import annotations
 
 import re
@@ -30,6 +31,7 @@ _VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg
 
 def interpolate(value: str, env: dict[str, str]) -> str:
     """What compose makes of a string, given the variables in env (a missing `:?` raises)."""
+
     def sub(m: re.Match[str]) -> str:
         name, op, arg = m.group("name"), m.group("op"), m.group("arg")
         if env.get(name):
@@ -37,11 +39,11 @@ def interpolate(value: str, env: dict[str, str]) -> str:
         if op in (":?", "?"):
             raise KeyError(f"{name} is required: {arg}")
         return arg or ""
+
     return _VAR.sub(sub, value)
 
 
-FAKE_ENV = {"POSTGRES_PASSWORD": "ownerpw", "MEMWORKER_APP_PASSWORD": "apppw",
-            "FLOWER_BASIC_AUTH": "admin:pw"}
+FAKE_ENV = {"POSTGRES_PASSWORD": "ownerpw", "MEMWORKER_APP_PASSWORD": "apppw", "FLOWER_BASIC_AUTH": "admin:pw"}
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +96,9 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 
 # --- docker-compose.yml ----------------------------------------------------------------------
 
+
 def test_compose_defines_every_service_of_the_system(svcs: dict[str, Any]) -> None:
-    assert SERVICES <= set(svcs)
+    assert set(svcs) >= SERVICES
 
 
 def test_every_variable_reference_is_well_formed_and_required_ones_are_documented() -> None:
@@ -194,8 +197,7 @@ def test_app_services_reach_the_postgres_and_redis_services(svcs: dict[str, Any]
         assert redis.scheme == "redis" and redis.hostname == "redis" and redis.port == 6379, name
 
 
-def test_app_services_share_one_environment_anchor(compose: dict[str, Any],
-                                                  svcs: dict[str, Any]) -> None:
+def test_app_services_share_one_environment_anchor(compose: dict[str, Any], svcs: dict[str, Any]) -> None:
     shared = {k: str(v) for k, v in compose["x-memworker-env"].items()}
     assert shared["HF_HUB_OFFLINE"] == "1"
     assert shared["PROMETHEUS_MULTIPROC_DIR"]
@@ -203,8 +205,9 @@ def test_app_services_share_one_environment_anchor(compose: dict[str, Any],
         env = env_of(svcs[name])
         assert shared.items() <= env.items(), name
         # the multiprocess metrics directory exists (a tmpfs) in every container
-        assert any(str(t).split(":")[0] == shared["PROMETHEUS_MULTIPROC_DIR"]
-                   for t in svcs[name].get("tmpfs", [])), name
+        assert any(str(t).split(":")[0] == shared["PROMETHEUS_MULTIPROC_DIR"] for t in svcs[name].get("tmpfs", [])), (
+            name
+        )
 
 
 def test_only_migrate_holds_the_owner_role(svcs: dict[str, Any]) -> None:
@@ -231,7 +234,7 @@ def test_api_and_worker_start_only_after_a_successful_migration(svcs: dict[str, 
 def test_api_serves_the_app_factory_on_8420_and_checks_healthz(svcs: dict[str, Any]) -> None:
     api = svcs["api"]
     cmd = argv(api)
-    assert cmd[:3] == ["uvicorn", "memworker.api:create_app", "--factory"]
+    assert cmd[:3] == ["uvicorn", "memworker.api.app:create_app", "--factory"]
     assert cmd[cmd.index("--host") + 1] == "0.0.0.0"
     assert cmd[cmd.index("--port") + 1] == "8420"
     assert any(str(p).endswith("8420:8420") for p in api["ports"])
@@ -262,6 +265,7 @@ def test_named_volumes_are_declared(compose: dict[str, Any], svcs: dict[str, Any
 
 # --- ops/Dockerfile --------------------------------------------------------------------------
 
+
 def test_dockerfile_builds_on_python_311_slim() -> None:
     froms = [args for instr, args in dockerfile_instructions() if instr == "FROM"]
     assert froms == ["python:3.11-slim"]
@@ -280,18 +284,23 @@ def test_dockerfile_gets_torch_only_through_the_project_pin() -> None:
 
 def test_dockerfile_copies_the_sources_and_installs_editable_so_sql_is_found() -> None:
     instrs = dockerfile_instructions()
-    copied = {src.rstrip("/") for instr, args in instrs if instr == "COPY"
-              for src in args.split()[:-1] if not src.startswith("--")}
+    copied = {
+        src.rstrip("/")
+        for instr, args in instrs
+        if instr == "COPY"
+        for src in args.split()[:-1]
+        if not src.startswith("--")
+    }
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    needed = {"pyproject.toml", pyproject["project"]["readme"], "sql",
-              *pyproject["tool"]["setuptools"]["packages"]}
+    needed = {"pyproject.toml", pyproject["project"]["readme"], "sql", *pyproject["tool"]["setuptools"]["packages"]}
     assert needed <= copied
     for src in ("sql", *pyproject["tool"]["setuptools"]["packages"]):
         assert (ROOT / src).is_dir(), src
     # migrate.py looks for sql/ beside the package directory: only an editable install from
     # the copied tree keeps them side by side.
     assert any(instr == "RUN" and re.search(r"pip install .*-e \.", args) for instr, args in instrs)
-    from memworker import migrate
+    from memworker.storage import migrate
+
     assert migrate.SQL_DIR == ROOT / "sql"
 
 

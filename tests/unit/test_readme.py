@@ -1,11 +1,13 @@
 """The README's tables are the operator's reference: they must name every setting with its
 default, every policy field, and every route the API serves."""
+
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
-from memworker import api, settings
+from memworker import settings
+from memworker.api import app
 from memworker.policy import Policy
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
@@ -22,8 +24,8 @@ def test_every_policy_field_is_in_the_policy_table() -> None:
 
 
 def test_every_route_is_in_the_route_table() -> None:
-    table = README[README.index("| route | what |"):README.index("## Architecture")]
-    for router in api.ROUTERS:
+    table = README[README.index("| route | what |") : README.index("## Architecture")]
+    for router in app.ROUTERS:
         for route in router.routes:
             # rows abbreviate paths ("GET .../memories/{id}/history"); the last fixed segment
             # of every route must be there

@@ -16,16 +16,28 @@ def test_defaults_mean_embedded_services() -> None:
 
 
 def test_values_are_read_with_the_prefix() -> None:
-    s = Settings.from_env({"MEMWORKER_API_PORT": "9000", "MEMWORKER_LLM_TIMEOUT_S": "2.5",
-                           "MEMWORKER_REDIS_URL": "redis://h:1/0", "OTHER_API_PORT": "1"})
+    s = Settings.from_env(
+        {
+            "MEMWORKER_API_PORT": "9000",
+            "MEMWORKER_LLM_TIMEOUT_S": "2.5",
+            "MEMWORKER_REDIS_URL": "redis://h:1/0",
+            "OTHER_API_PORT": "1",
+        }
+    )
     assert (s.api_port, s.llm_timeout_s, s.redis_url) == (9000, 2.5, "redis://h:1/0")
 
 
-@pytest.mark.parametrize("name,value", [
-    ("MEMWORKER_API_PORT", "eighty"), ("MEMWORKER_API_PORT", "70000"),
-    ("MEMWORKER_DATABASE_URL", "mysql://x"), ("MEMWORKER_REDIS_URL", "http://x"),
-    ("MEMWORKER_DB_POOL_MAX", "0"), ("MEMWORKER_LOG_LEVEL", "LOUD"),
-])
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("MEMWORKER_API_PORT", "eighty"),
+        ("MEMWORKER_API_PORT", "70000"),
+        ("MEMWORKER_DATABASE_URL", "mysql://x"),
+        ("MEMWORKER_REDIS_URL", "http://x"),
+        ("MEMWORKER_DB_POOL_MAX", "0"),
+        ("MEMWORKER_LOG_LEVEL", "LOUD"),
+    ],
+)
 def test_bad_values_fail_at_start_naming_the_variable(name: str, value: str) -> None:
     with pytest.raises(errors.ConfigError, match=name):
         Settings.from_env({name: value})

@@ -1,9 +1,11 @@
 """Tokenizer, offline reflector and the tolerant LLM JSON parser."""
+
 from __future__ import annotations
 
 import pytest
 
-from memworker import llm, memories, reflection, tokens
+from memworker import memories, reflection, tokens
+from memworker.models import llm
 
 
 def test_tokenizer_folds_case_width_and_stems() -> None:
@@ -25,8 +27,11 @@ def test_clip_keeps_memories_tweet_sized() -> None:
 
 
 def test_offline_reflector_keeps_facts_and_drops_chitchat() -> None:
-    r = reflection.OfflineReflector().reflect(reflection.Episode(
-        "Hi! Thanks. I prefer dark roast coffee. We decided to ship on Friday. Maybe the cache is too small. ok"))
+    r = reflection.OfflineReflector().reflect(
+        reflection.Episode(
+            "Hi! Thanks. I prefer dark roast coffee. We decided to ship on Friday. Maybe the cache is too small. ok"
+        )
+    )
     kinds = {i.text: (i.kind, i.confidence) for i in r.items}
     assert kinds["I prefer dark roast coffee."] == ("preference", 0.7)
     assert kinds["We decided to ship on Friday."][0] == "decision"
@@ -36,20 +41,29 @@ def test_offline_reflector_keeps_facts_and_drops_chitchat() -> None:
 
 
 def test_offline_reflector_records_source_messages() -> None:
-    r = reflection.OfflineReflector().reflect(reflection.Episode("", [
-        {"role": "user", "content": "hello"},
-        {"role": "user", "content": "My daughter Emma starts school in Berlin next September."}]))
+    r = reflection.OfflineReflector().reflect(
+        reflection.Episode(
+            "",
+            [
+                {"role": "user", "content": "hello"},
+                {"role": "user", "content": "My daughter Emma starts school in Berlin next September."},
+            ],
+        )
+    )
     assert [i.messages for i in r.items] == [(1,)]
     assert "Emma" in r.items[0].entities
 
 
-@pytest.mark.parametrize("raw", [
-    '[{"text": "a"}]',
-    '```json\n[{"text": "a"}]\n```',
-    'Sure! Here you go:\n[{"text": "a"}]\nHope that helps.',
-    '{"memories": [{"text": "a"}]}',
-    '{"text": "a"}',
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '[{"text": "a"}]',
+        '```json\n[{"text": "a"}]\n```',
+        'Sure! Here you go:\n[{"text": "a"}]\nHope that helps.',
+        '{"memories": [{"text": "a"}]}',
+        '{"text": "a"}',
+    ],
+)
 def test_parser_survives_fences_prose_and_shapes(raw: str) -> None:
     assert llm.parse_json(raw, want=list) == [{"text": "a"}]
 
@@ -66,7 +80,9 @@ def test_instruction_like_text_is_flagged() -> None:
 
 
 def test_near_duplicates_need_the_same_numbers_and_words() -> None:
-    assert memories.says_the_same("The on-call rotation changes every Monday.", "the on-call rotation changes every monday!")
+    assert memories.says_the_same(
+        "The on-call rotation changes every Monday.", "the on-call rotation changes every monday!"
+    )
     assert not memories.says_the_same("Ticket 1 was closed by engineer 1.", "Ticket 11 was closed by engineer 11.")
     assert not memories.says_the_same("Alice likes tea", "Bob dislikes strong black coffee a lot")
 

@@ -1,0 +1,203 @@
+"""The HTTP API (/v1): the app factory, error mapping, limits, health and metrics. Routes
+live in routes_*.py, one router per domain noun.
+
+Routes are sync `def`s (Starlette runs them in its threadpool) so the API, the workers and
+the CLI share one sync code path."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from typing import Any
+
+import redis
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from memworker import errors, keys, metrics, runtime
+from memworker.api import ratelimit
+from memworker.api.routes import archives, consolidation, episodes, hooks, lifecycle, memories, recall, sessions
+from memworker.settings import Settings
+from memworker.storage import db
+from tasks.publish import Publisher
+
+logger = logging.getLogger(__name__)
+
+ROUTERS = [episodes.router, memories.router, recall.router]
+ROUTERS.append(consolidation.router)  # sleep (issue 5)
+ROUTERS.append(lifecycle.router)  # lifecycle governance (issue 6)
+ROUTERS += [sessions.router, archives.router, hooks.router]  # sessions (issue 7)
+_STATUS = {
+    errors.NotFound: 404,
+    errors.InvalidInput: 422,
+    errors.Unauthorized: 401,
+    errors.Forbidden: 403,
+    errors.Unavailable: 503,
+    errors.PayloadTooLarge: 413,
+    errors.Conflict: 409,
+}
+
+
+def create_app(
+    settings: Settings | None = None, *, resources: runtime.Resources | None = None, publisher: Publisher | None = None
+) -> FastAPI:
+    """The ASGI app. Without arguments (uvicorn --factory) it reads MEMWORKER_* itself."""
+    settings = runtime.resolve(settings or Settings.from_env(os.environ))
+
+    async def lifespan(app: FastAPI) -> Any:
+        app.state.resources = resources or runtime.build(settings)
+        app.state.publisher = publisher or Publisher.for_settings(settings)
+        app.state.key_cache = keys.KeyCache(ttl_s=10.0)
+        limiter_redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=1, socket_connect_timeout=1)
+        app.state.limiter = ratelimit.Limiter(
+            limiter_redis,
+            key_rate=settings.rate_key_per_s,
+            key_burst=settings.rate_key_burst,
+            tenant_rate=settings.rate_tenant_per_s,
+            tenant_burst=settings.rate_tenant_burst,
+        )
+        app.state.fleet = metrics.FleetCollector(
+            lambda: queue_depths(limiter_redis), lambda: memory_estimates(app.state.resources.pool)
+        )
+        yield
+        limiter_redis.close()
+        if resources is None:
+            app.state.resources.close()
+
+    app = FastAPI(
+        title="memworker", version="0.1.0", lifespan=lifespan, description="Memory service for fleets of LLM agents."
+    )
+    for router in ROUTERS:
+        app.include_router(router)
+    for exc_type, code in _STATUS.items():
+        app.add_exception_handler(exc_type, _handler(code))
+    app.add_exception_handler(RequestValidationError, _validation_handler)
+    app.add_exception_handler(errors.RateLimited, _rate_limited)
+
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+
+    @app.middleware("http")
+    async def request_metrics(request: Request, call_next: Any) -> Response:
+        started = time.perf_counter()
+        response: Response = await call_next(request)
+        route = request.scope.get("route")
+        metrics.HTTP_SECONDS.labels(
+            getattr(route, "path", "unmatched"), request.method, str(response.status_code)
+        ).observe(time.perf_counter() - started)
+        return response
+
+    @app.get("/healthz", tags=["ops"])
+    def healthz(request: Request) -> JSONResponse:
+        """Postgres and Redis reachability; 503 naming what is down."""
+        checks = {"postgres": "ok", "redis": "ok"}
+        try:
+            with db.system_tx(request.app.state.resources.pool) as conn:
+                conn.execute("SELECT 1")
+        except errors.MemworkerError as exc:
+            checks["postgres"] = f"down: {exc}"
+        try:
+            import redis
+
+            client = redis.Redis.from_url(settings.redis_url or "", socket_timeout=2, socket_connect_timeout=2)
+            client.ping()
+            client.close()
+        except Exception as exc:  # any failure here means 'down', reported, not raised
+            checks["redis"] = f"down: {type(exc).__name__}"
+        ok = all(v == "ok" for v in checks.values())
+        return JSONResponse({"status": "ok" if ok else "unavailable", **checks}, 200 if ok else 503)
+
+    @app.get("/metrics", tags=["ops"])
+    def metrics_text(request: Request) -> Response:
+        return Response(generate_latest(metrics.registry(request.app.state.fleet)), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+# kombu's Redis transport keeps one list per queue and priority step.
+_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+
+
+def queue_depths(client: redis.Redis) -> dict[str, int]:
+    """Messages waiting in each Celery queue."""
+    pipe = client.pipeline()
+    queues = ("ingest", "consolidate", "maintenance")
+    for q in queues:
+        for suffix in _PRIORITY_SUFFIXES:
+            pipe.llen(q + suffix)
+    counts = pipe.execute()
+    n = len(_PRIORITY_SUFFIXES)
+    return {q: int(sum(counts[i * n : (i + 1) * n])) for i, q in enumerate(queues)}
+
+
+def memory_estimates(pool: Any) -> list[tuple[str, str, float]]:
+    with db.system_tx(pool) as conn:
+        rows = conn.execute("SELECT attribute, value, estimate FROM memory_estimates()").fetchall()
+    return [(r["attribute"], r["value"], float(r["estimate"])) for r in rows]
+
+
+class BodyLimit:
+    """413 for a body over the limit, whether it declares its length or streams in chunks.
+
+    The body is read (up to the limit) before the route runs and then handed on: JSON
+    routes read it whole anyway, and a route must not start work on a body it will refuse."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        too_large = JSONResponse({"error": f"request body over {self.limit} bytes"}, 413)
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await too_large(scope, receive, send)
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                await too_large(scope, receive, send)
+                return
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Any:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _handler(code: int) -> Any:
+    async def handle(_: Request, exc: Exception) -> JSONResponse:
+        headers = {"Retry-After": "5"} if code == 503 else None
+        return JSONResponse({"error": str(exc)}, code, headers=headers)
+
+    return handle
+
+
+async def _rate_limited(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, errors.RateLimited)
+    return JSONResponse({"error": str(exc)}, 429, headers={"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))})
+
+
+async def _validation_handler(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    detail = [{"field": ".".join(str(x) for x in e["loc"] if x != "body"), "problem": e["msg"]} for e in exc.errors()]
+    first = detail[0] if detail else {"field": "", "problem": "invalid request"}
+    return JSONResponse({"error": f"{first['field'] or 'body'}: {first['problem']}", "detail": detail}, 422)

@@ -1,0 +1,85 @@
+"""Request plumbing shared by every router: the caller's principal, a transaction bound to
+its tenant, the process resources, and the JSON helpers."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any
+from uuid import UUID
+
+import psycopg
+from fastapi import Path, Query, Request
+
+from memworker import errors, keys, memories, runtime
+from memworker.storage import db
+
+if TYPE_CHECKING:
+    from tasks.publish import Publisher
+
+# Every {agent_id} in a path: checked before any query sees it.
+AgentId = Annotated[
+    str,
+    Path(
+        pattern=memories.AGENT_ID.pattern,
+        max_length=128,
+        description="letters, digits and . _ : @ -, starting with a letter or digit",
+    ),
+]
+AgentIdQuery = Annotated[str | None, Query(pattern=memories.AGENT_ID.pattern, max_length=128)]
+
+
+def resources(request: Request) -> runtime.Resources:
+    return request.app.state.resources  # type: ignore[no-any-return]
+
+
+def publisher(request: Request) -> Publisher:
+    """The process's task publisher (tasks/publish.py), made when the app starts."""
+    return request.app.state.publisher  # type: ignore[no-any-return]
+
+
+def principal(request: Request) -> keys.Principal:
+    """The caller, from its bearer key (FastAPI dependency). Raises Unauthorized."""
+    header = request.headers.get("authorization", "")
+    if not header.lower().startswith("bearer "):
+        raise errors.Unauthorized("missing api key")
+    pool = resources(request).pool
+    cache: keys.KeyCache = request.app.state.key_cache
+    p = cache.get(header[7:].strip(), lambda key: keys.authenticate(pool, key))
+    request.app.state.limiter.take(str(p.key_id), str(p.tenant_id))
+    return p
+
+
+@contextmanager
+def tx(request: Request, p: keys.Principal) -> Iterator[psycopg.Connection]:
+    """One transaction bound to the caller's tenant (row-level security applies)."""
+    with db.tenant_tx(resources(request).pool, p.tenant_id) as conn:
+        yield conn
+
+
+def jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with UUIDs and datetimes as strings."""
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if isinstance(v, UUID):
+            v = str(v)
+        elif isinstance(v, datetime):
+            v = v.isoformat()
+        elif isinstance(v, list) and v and isinstance(v[0], UUID):
+            v = [str(x) for x in v]
+        out[k] = v
+    return out
+
+
+def encode_cursor(created_at: datetime, item_id: str) -> str:
+    return base64.urlsafe_b64encode(f"{created_at.isoformat()}|{item_id}".encode()).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+    try:
+        created, _, item_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return datetime.fromisoformat(created), UUID(item_id)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.InvalidInput("invalid cursor") from exc

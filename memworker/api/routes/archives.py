@@ -1,0 +1,83 @@
+"""Session archives over HTTP (issue 7): archive (snapshot, close, distil), restore, list,
+download."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Request, Response
+from pydantic import Field
+
+from memworker import keys
+from memworker.api.deps import AgentId, principal, tx
+from memworker.api.routes.sessions import SessionId, after_commit
+from memworker.schemas import Strict
+from memworker.sessions import archive
+
+router = APIRouter(tags=["sessions"])
+
+
+class RestoreIn(Strict):
+    version: int | None = Field(default=None, ge=1)  # default: the latest archive
+
+
+@router.post("/v1/agents/{agent_id}/sessions/{session_id}/archive")
+def post_archive(
+    agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """Snapshot (gzip JSONL), close, and distil the session into long-term memory."""
+    p.require("memories:write", agent_id)
+    with tx(request, p) as conn:
+        out, episode_id, deliveries = archive.archive(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id
+        )
+    after_commit(request, p.tenant_id, episode_id, deliveries)
+    return out
+
+
+@router.post("/v1/agents/{agent_id}/sessions/{session_id}/restore")
+def post_restore(
+    agent_id: AgentId,
+    session_id: SessionId,
+    request: Request,
+    body: RestoreIn | None = None,
+    p: keys.Principal = Depends(principal),
+) -> dict[str, Any]:
+    p.require("memories:write", agent_id)
+    with tx(request, p) as conn:
+        return archive.restore(
+            conn,
+            tenant_id=p.tenant_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            version=body.version if body else None,
+        )
+
+
+@router.get("/v1/agents/{agent_id}/sessions/{session_id}/archives")
+def list_archives(
+    agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        return {
+            "archives": archive.list_archives(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id)
+        }
+
+
+@router.get("/v1/agents/{agent_id}/sessions/{session_id}/archives/{version}")
+def download_archive(
+    agent_id: AgentId,
+    session_id: SessionId,
+    version: Annotated[int, Path(ge=1)],
+    request: Request,
+    p: keys.Principal = Depends(principal),
+) -> Response:
+    """The archive as stored: gzip-compressed JSONL."""
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        data = archive.download(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, version=version)
+    name = f"{agent_id}-{session_id}-v{version}.jsonl.gz"
+    return Response(
+        data, media_type="application/gzip", headers={"Content-Disposition": f'attachment; filename="{name}"'}
+    )

@@ -1,0 +1,96 @@
+"""Sleep over HTTP: ask for a pass, read its reports, the agent's consolidation status and
+its profile."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from memworker import errors, keys
+from memworker.api.deps import jsonable, principal, publisher, resources, tx
+from memworker.sleep import consolidation, profile
+from memworker.storage import store
+
+logger = logging.getLogger(__name__)
+router = APIRouter(tags=["consolidation"])
+
+
+@router.post("/v1/agents/{agent_id}/consolidate", status_code=202)
+def post_consolidate(agent_id: str, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+    """Queue one pass now (it still waits for the agent's lock). 422 when the agent's policy
+    has consolidation off: with a paid LLM it must be switched on first."""
+    p.require("memories:write", agent_id)
+    settings = resources(request).settings
+    with tx(request, p) as conn:
+        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+        if not consolidation.enabled(policy, settings):
+            raise errors.InvalidInput(
+                "consolidation is off for this agent; set its policy consolidation_enabled to true "
+                "(memworker consolidation enable --agent ...)"
+            )
+        run_id = consolidation.request_run(conn, tenant_id=p.tenant_id, agent_id=agent_id, trigger="api")
+        # Also the explicit gate: if the message below is lost, the next sweep takes the agent.
+        store.run(conn, "consolidation_request", tenant_id=p.tenant_id, agent_id=agent_id)
+    try:
+        publisher(request).consolidate(p.tenant_id, agent_id, run_id)
+    except Exception as exc:  # the run row and the request flag are durable; the sweep covers it
+        logger.warning("enqueue of consolidation run %s failed; the sweep will take the agent: %s", run_id, exc)
+    return {"run_id": str(run_id), "status": "queued"}
+
+
+@router.get("/v1/agents/{agent_id}/consolidation/runs")
+def list_runs(
+    agent_id: str, request: Request, limit: int = Query(20, ge=1, le=200), p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """The agent's pass reports, newest first."""
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        rows = store.all_(conn, "consolidation_runs_list", tenant_id=p.tenant_id, agent_id=agent_id, limit=limit)
+    return {"runs": [run_json(r) for r in rows]}
+
+
+@router.get("/v1/agents/{agent_id}/consolidation")
+def get_status(agent_id: str, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+    """Whether consolidation is on, the gates, failures (flagged after 3 in a row)."""
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+        row = store.one(conn, "consolidation_agent", tenant_id=p.tenant_id, agent_id=agent_id)
+    assert row is not None
+    return status_json(row, consolidation.enabled(policy, resources(request).settings))
+
+
+@router.get("/v1/agents/{agent_id}/profile")
+def get_profile(
+    agent_id: str, request: Request, version: int | None = Query(None, ge=1), p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """The agent's profile (latest version, or ?version=N of the last ten); version 0 and
+    empty sections before the first pass."""
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        doc = profile.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, version=version)
+    if version is not None and doc["version"] != version:
+        raise errors.NotFound("profile version not found")
+    return {"agent_id": agent_id, **doc}
+
+
+def run_json(row: dict[str, Any]) -> dict[str, Any]:
+    out = jsonable({k: v for k, v in row.items() if k != "report"})
+    out["run_id"] = out.pop("id")
+    report = row.get("report") or {}
+    out["steps"] = report.get("steps", {})
+    for key in ("insight_id", "conclusion_ids", "profile_version", "rejected_connections", "flagged"):
+        if key in report:
+            out[key] = report[key]
+    return out
+
+
+def status_json(row: dict[str, Any], is_enabled: bool) -> dict[str, Any]:
+    out = jsonable({k: v for k, v in row.items() if k != "policy"})
+    out["enabled"] = is_enabled
+    out["flagged"] = row["consolidation_failures"] >= consolidation.FLAG_AFTER
+    return out

@@ -1,0 +1,113 @@
+"""Episodes: accept (202, durable before the answer), status, replay, usage."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from memworker import errors, ingest, keys, metrics
+from memworker.api.deps import AgentId, AgentIdQuery, jsonable, principal, publisher, resources, tx
+from memworker.schemas import EpisodeBatch, EpisodeIn, EpisodeStatus
+from memworker.storage import store
+
+logger = logging.getLogger(__name__)
+router = APIRouter(tags=["episodes"])
+
+
+def _accept(request: Request, p: keys.Principal, agent_id: str, bodies: list[EpisodeIn]) -> list[tuple[UUID, bool]]:
+    p.require("episodes:write", agent_id)
+    settings = resources(request).settings
+    if len(bodies) > settings.max_batch:
+        raise errors.PayloadTooLarge(f"at most {settings.max_batch} episodes per batch")
+    eps = []
+    for b in bodies:
+        msgs = [m.model_dump() for m in b.messages] if b.messages else None
+        content = ingest.render(msgs) if msgs else (b.content or "")
+        if len(content.encode()) > settings.max_content_bytes:
+            raise errors.PayloadTooLarge(f"episode content over {settings.max_content_bytes} bytes")
+        eps.append(ingest.EpisodeIn(content, msgs, b.session_id, b.idempotency_key, b.occurred_at, b.metadata))
+    with tx(request, p) as conn:
+        result = ingest.accept(conn, tenant_id=p.tenant_id, agent_id=agent_id, episodes=eps)
+    new = [eid for eid, is_new in result if is_new]
+    if new:
+        try:
+            publisher(request).ingest(p.tenant_id, new)
+        except Exception as exc:  # the rows are durable; the reconciler sends them later
+            logger.warning("enqueue failed, the reconciler will send %d episodes: %s", len(new), exc)
+    metrics.EPISODES.labels("accepted").inc(len(new))
+    return result
+
+
+@router.post("/v1/agents/{agent_id}/episodes", status_code=202)
+def post_episode(
+    agent_id: AgentId, body: EpisodeIn, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    ((eid, is_new),) = _accept(request, p, agent_id, [body])
+    return {"episode_id": str(eid), "status": "queued", "duplicate": not is_new}
+
+
+@router.post("/v1/agents/{agent_id}/episodes/batch", status_code=202)
+def post_episodes(
+    agent_id: AgentId, body: EpisodeBatch, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    result = _accept(request, p, agent_id, body.episodes)
+    return {"episodes": [{"episode_id": str(e), "status": "queued", "duplicate": not n} for e, n in result]}
+
+
+@router.get("/v1/agents/{agent_id}/episodes/{episode_id}")
+def get_episode(
+    agent_id: AgentId, episode_id: UUID, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        row = store.one(conn, "get_episode", tenant_id=p.tenant_id, agent_id=agent_id, episode_id=episode_id)
+    if row is None:
+        raise errors.NotFound("episode not found")
+    return _episode_json(row)
+
+
+@router.post("/v1/agents/{agent_id}/episodes/{episode_id}/replay", status_code=202)
+def replay_episode(
+    agent_id: AgentId, episode_id: UUID, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    p.require("episodes:write", agent_id)
+    with tx(request, p) as conn:
+        if store.one(conn, "replay_episode", tenant_id=p.tenant_id, agent_id=agent_id, episode_id=episode_id) is None:
+            raise errors.NotFound("no dead or failed episode with that id")
+    publisher(request).ingest(p.tenant_id, [episode_id])
+    return {"episode_id": str(episode_id), "status": "queued"}
+
+
+@router.get("/v1/episodes")
+def list_episodes(
+    request: Request,
+    status: EpisodeStatus | None = None,
+    agent_id: AgentIdQuery = None,
+    limit: int = Query(100, ge=1, le=1000),
+    p: keys.Principal = Depends(principal),
+) -> dict[str, Any]:
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        rows = store.all_(conn, "list_episodes", tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit)
+    return {"episodes": [_episode_json(r) for r in rows]}
+
+
+@router.get("/v1/usage")
+def usage(request: Request, agent_id: AgentIdQuery = None, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+    """LLM calls, tokens and latency per agent and for the tenant."""
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        rows = store.all_(conn, "usage", tenant_id=p.tenant_id, agent_id=agent_id)
+    fields = ("episodes", "stored", "dead", "llm_calls", "tokens_in", "tokens_out", "llm_ms")
+    agents = [{"agent_id": r["agent_id"], **{f: int(r[f] or 0) for f in fields}} for r in rows]
+    return {"tenant": {f: sum(a[f] for a in agents) for f in fields}, "agents": agents}
+
+
+def _episode_json(row: dict[str, Any]) -> dict[str, Any]:
+    out = jsonable(row)
+    out["episode_id"] = out.pop("id")
+    out["memory_ids"] = [str(m) for m in row["memory_ids"]]
+    return out

@@ -1,0 +1,76 @@
+"""Tenant webhooks over HTTP (issue 7): register (the signing secret is shown once), list,
+delete, and each webhook's recent deliveries. Tenant configuration: the admin scope."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+from pydantic import Field
+
+from memworker import errors, keys, memories
+from memworker.api.deps import jsonable, principal, tx
+from memworker.schemas import Strict
+from memworker.sessions import hooks
+from memworker.storage import store
+
+router = APIRouter(tags=["webhooks"])
+
+
+class WebhookIn(Strict):
+    url: str = Field(min_length=8, max_length=2000, pattern=r"^https?://\S+$")
+    events: list[Literal["pre_turn", "post_turn", "archive"]] = Field(min_length=1, max_length=3)
+    agent_ids: list[str] | None = Field(default=None, min_length=1, max_length=1000)  # default: every agent
+    description: str = Field(default="", max_length=500)
+
+
+@router.post("/v1/webhooks", status_code=201)
+def post_webhook(body: WebhookIn, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+    """Register a webhook; the answer holds its signing secret, shown this once."""
+    p.require("admin")
+    for agent in body.agent_ids or []:
+        if not memories.AGENT_ID.match(agent):
+            raise errors.InvalidInput(f"agent_ids: {agent!r} is not an agent id")
+    with tx(request, p) as conn:
+        row, secret = hooks.create(
+            conn,
+            tenant_id=p.tenant_id,
+            url=body.url,
+            events=list(body.events),
+            agent_ids=body.agent_ids,
+            description=body.description,
+        )
+    return {**hooks.public(row), "secret": secret}
+
+
+@router.get("/v1/webhooks")
+def list_webhooks(request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+    p.require("admin")
+    with tx(request, p) as conn:
+        rows = store.all_(conn, "webhook_list", tenant_id=p.tenant_id)
+    return {"webhooks": [hooks.public(r) for r in rows]}
+
+
+@router.delete("/v1/webhooks/{webhook_id}", status_code=204)
+def delete_webhook(webhook_id: UUID, request: Request, p: keys.Principal = Depends(principal)) -> Response:
+    """Delete a webhook and its pending and past deliveries."""
+    p.require("admin")
+    with tx(request, p) as conn:
+        if store.one(conn, "webhook_delete", tenant_id=p.tenant_id, webhook_id=webhook_id) is None:
+            raise errors.NotFound("webhook not found")
+    return Response(status_code=204)
+
+
+@router.get("/v1/webhooks/{webhook_id}/deliveries")
+def list_deliveries(
+    webhook_id: UUID, request: Request, limit: int = Query(50, ge=1, le=1000), p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """The webhook's deliveries, newest first: status, attempts, last HTTP status and error."""
+    p.require("admin")
+    with tx(request, p) as conn:
+        if store.one(conn, "webhook_get", tenant_id=p.tenant_id, webhook_id=webhook_id) is None:
+            raise errors.NotFound("webhook not found")
+        rows = store.all_(conn, "webhook_deliveries", tenant_id=p.tenant_id, webhook_id=webhook_id, limit=limit)
+    return {"deliveries": [jsonable(r) for r in rows]}

@@ -1,0 +1,188 @@
+"""Lifecycle governance over HTTP: promote, history, review, forget, policy, retention."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Body, Depends, Query, Request
+from pydantic import Field
+
+from memworker import errors, keys
+from memworker.api.deps import AgentId, jsonable, principal, resources, tx
+from memworker.lifecycle import forget, governance, retention
+from memworker.schemas import Strict
+from memworker.storage import store
+
+router = APIRouter(tags=["lifecycle"])
+
+
+class PromoteIn(Strict):
+    tier: Literal["L1", "L2", "L3"]
+    reason: str = Field(min_length=1, max_length=500)
+
+
+class ResolveIn(Strict):
+    keep: str = Field(min_length=1, max_length=64, description="'both' or the id of the memory to keep")
+    reason: str = Field(default="", max_length=500)
+
+
+class ForgetIn(Strict):
+    provenance: str | None = Field(default=None, min_length=1, max_length=500)
+    memory_ids: list[UUID] | None = Field(default=None, min_length=1, max_length=forget.MAX_IDS)
+    session_id: str | None = Field(default=None, min_length=1, max_length=128)
+    before: datetime | None = None
+
+
+def _actor(p: keys.Principal) -> str:
+    return f"key:{p.key_id}"
+
+
+@router.post("/v1/agents/{agent_id}/memories/{memory_id}/promote")
+def promote(
+    agent_id: AgentId, memory_id: UUID, body: PromoteIn, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """Move a memory up a tier, audited. L3 (canonical) needs the admin scope."""
+    p.require("admin" if body.tier == "L3" else "memories:write", agent_id)
+    with tx(request, p) as conn:
+        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+        memory_id = governance.resolve(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id)
+        return governance.promote(
+            conn,
+            tenant_id=p.tenant_id,
+            agent_id=agent_id,
+            memory_id=memory_id,
+            tier=body.tier,
+            reason=body.reason,
+            actor=_actor(p),
+            policy=policy,
+        ).to_json()
+
+
+@router.get("/v1/agents/{agent_id}/memories/{memory_id}/history")
+def history(
+    agent_id: AgentId, memory_id: UUID, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """The supersede chain through a memory (oldest first) and its audit events."""
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        h = governance.history(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id)
+    return {
+        "memory_id": str(h["memory_id"]),
+        "asked": str(h["asked"]),
+        "versions": [jsonable(v) for v in h["versions"]],
+        "events": [jsonable(e) for e in h["events"]],
+    }
+
+
+@router.get("/v1/agents/{agent_id}/review")
+def review_list(
+    agent_id: AgentId,
+    request: Request,
+    status: Literal["open", "resolved"] | None = "open",
+    limit: int = Query(100, ge=1, le=1000),
+    p: keys.Principal = Depends(principal),
+) -> dict[str, Any]:
+    """Contradictions the validate/repair rules could not settle on their own."""
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        items = governance.reviews(conn, tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit)
+    return {"reviews": [{**jsonable(i), "newer": jsonable(i["newer"]), "older": jsonable(i["older"])} for i in items]}
+
+
+@router.post("/v1/agents/{agent_id}/review/{review_id}/resolve")
+def review_resolve(
+    agent_id: AgentId, review_id: UUID, body: ResolveIn, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """keep 'both', or keep one memory: the other is superseded by it."""
+    p.require("memories:write", agent_id)
+    with tx(request, p) as conn:
+        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+        return governance.resolve_review(
+            conn,
+            tenant_id=p.tenant_id,
+            agent_id=agent_id,
+            review_id=review_id,
+            keep=body.keep,
+            reason=body.reason,
+            actor=_actor(p),
+            may_change_l3="admin" in p.scopes,
+            policy=policy,
+        )
+
+
+@router.post("/v1/agents/{agent_id}/forget")
+def forget_route(
+    agent_id: AgentId, body: ForgetIn, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """Right to be forgotten: erase memories, their episodes and what was derived from them;
+    returns a receipt with counts and ids."""
+    p.require("erase", agent_id)
+    req = forget.Request(
+        body.provenance, tuple(body.memory_ids) if body.memory_ids else None, body.session_id, body.before
+    )
+    req.validate()
+    with tx(request, p) as conn:
+        return forget.forget(conn, tenant_id=p.tenant_id, agent_id=agent_id, request=req, actor=_actor(p))
+
+
+@router.get("/v1/agents/{agent_id}/policy")
+def agent_policy(agent_id: AgentId, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        return governance.get_policy(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+
+
+@router.put("/v1/agents/{agent_id}/policy")
+def put_agent_policy(
+    agent_id: AgentId, request: Request, body: dict[str, Any] = Body(...), p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """Replace the agent's overrides (the agent is created on first use). A bad value is a
+    422 naming the field, and nothing changes."""
+    p.require("admin", agent_id)
+    with tx(request, p) as conn:
+        out = governance.put_policy(conn, tenant_id=p.tenant_id, agent_id=agent_id, overrides=body)
+    resources(request).policies.forget(p.tenant_id, agent_id)
+    return out
+
+
+@router.get("/v1/policy")
+def tenant_policy(request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+    p.require("memories:read")
+    with tx(request, p) as conn:
+        return governance.get_policy(conn, tenant_id=p.tenant_id, agent_id=None)
+
+
+@router.put("/v1/policy")
+def put_tenant_policy(
+    request: Request, body: dict[str, Any] = Body(...), p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """Replace the tenant's defaults (every agent without its own override follows them)."""
+    p.require("admin")
+    if p.agent_ids is not None:
+        raise errors.Forbidden("a key limited to some agents cannot change the tenant's defaults")
+    with tx(request, p) as conn:
+        out = governance.put_policy(conn, tenant_id=p.tenant_id, agent_id=None, overrides=body)
+    resources(request).policies.forget(p.tenant_id)
+    return out
+
+
+@router.post("/v1/agents/{agent_id}/retention/run")
+def retention_run(agent_id: AgentId, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+    """Sweep the agent now (the same rules as the beat sweep); returns the report."""
+    p.require("admin", agent_id)
+    report = retention.sweep_agent(resources(request).pool, tenant_id=p.tenant_id, agent_id=agent_id, trigger="api")
+    return report.to_json()
+
+
+@router.get("/v1/agents/{agent_id}/retention")
+def retention_reports(
+    agent_id: AgentId, request: Request, limit: int = Query(20, ge=1, le=500), p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """The agent's latest retention reports, newest first."""
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        rows = retention.runs(conn, tenant_id=p.tenant_id, agent_id=agent_id, limit=limit)
+    return {"runs": [jsonable(r) for r in rows]}

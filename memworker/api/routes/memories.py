@@ -1,0 +1,164 @@
+"""Direct memory writes (recallable when the call returns), reads, changes, deletes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+
+from memworker import errors, keys, memories
+from memworker.api.deps import AgentId, decode_cursor, encode_cursor, principal, resources, tx
+from memworker.lifecycle import governance
+from memworker.schemas import Kind, MemoryBatch, MemoryIn, MemoryPatch, Tier
+from memworker.storage import store
+
+router = APIRouter(tags=["memories"])
+
+
+def check_text(text: str) -> None:
+    """Raises InvalidInput for a blank text or one over the 280-character limit."""
+    if len(text) > memories.MAX_TEXT_CHARS:
+        raise errors.InvalidInput(
+            f"memory text is {len(text)} characters; the limit is {memories.MAX_TEXT_CHARS} "
+            "(summarize, don't hoard: send long material as an episode)"
+        )
+    if not text.strip():
+        raise errors.InvalidInput("memory text must not be blank")
+
+
+def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[MemoryIn]) -> list[memories.Memory]:
+    p.require("memories:write", agent_id)
+    res = resources(request)
+    if len(bodies) > res.settings.max_batch:
+        raise errors.PayloadTooLarge(f"at most {res.settings.max_batch} memories per batch")
+    for b in bodies:
+        check_text(b.text)
+    vectors = res.embedder.embed([b.text for b in bodies])
+    ids: list[UUID] = []
+    with tx(request, p) as conn:
+        store.ensure_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        written: list[tuple[UUID, memories.Draft]] = []
+        for b, vec in zip(bodies, vectors, strict=True):
+            key = f"api:{b.idempotency_key}" if b.idempotency_key else f"api:{os.urandom(12).hex()}"
+            draft = memories.Draft(
+                text=b.text,
+                kind=b.kind,
+                tier=b.tier,
+                salience=b.salience,
+                confidence=b.confidence,
+                metadata=b.metadata,
+                provenance=("api",),
+                flags=memories.flags_for(b.text),
+                trust="api",
+                expires_at=b.expires_at or store.expiry(conn, policy, b.tier),
+            )
+            mid = store.insert_memory(
+                conn,
+                tenant_id=p.tenant_id,
+                agent_id=agent_id,
+                draft=draft,
+                embedding=vec,
+                source_key=key,
+                session_id=b.session_id,
+                actor="api",
+            )
+            if mid is None:  # the same idempotency key: the first write stands
+                existing = store.one(conn, "memory_by_source_key", tenant_id=p.tenant_id, source_key=key)
+                assert existing is not None
+                mid = existing["id"]
+            else:
+                written.append((mid, draft))
+            ids.append(mid)
+        # a fact a new memory changes is superseded, or the contradiction queued for review
+        governance.check_new(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, written=written, policy=policy, actor="api"
+        )
+        out = [store.get_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=mid) for mid in ids]
+    return out
+
+
+@router.post("/v1/agents/{agent_id}/memories", status_code=201)
+def post_memory(
+    agent_id: AgentId, body: MemoryIn, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    return _write(request, p, agent_id, [body])[0].to_json()
+
+
+@router.post("/v1/agents/{agent_id}/memories/batch", status_code=201)
+def post_memories(
+    agent_id: AgentId, body: MemoryBatch, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    return {"memories": [m.to_json() for m in _write(request, p, agent_id, body.memories)]}
+
+
+@router.get("/v1/agents/{agent_id}/memories")
+def list_memories(
+    agent_id: AgentId,
+    request: Request,
+    tier: Tier | None = None,
+    kind: Kind | None = None,
+    session_id: str | None = Query(None, alias="session", max_length=128, pattern=r"^[^\x00]*$"),
+    limit: int = Query(50, ge=1, le=500),
+    cursor: str | None = None,
+    p: keys.Principal = Depends(principal),
+) -> dict[str, Any]:
+    p.require("memories:read", agent_id)
+    after = decode_cursor(cursor) if cursor else None
+    with tx(request, p) as conn:
+        store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        items = store.list_memories(
+            conn,
+            tenant_id=p.tenant_id,
+            agent_id=agent_id,
+            tier=tier,
+            kind=kind,
+            session_id=session_id,
+            limit=limit,
+            after=after,
+        )
+    nxt = encode_cursor(items[-1].created_at, items[-1].id) if len(items) == limit else None
+    return {"memories": [m.to_json() for m in items], "next_cursor": nxt}
+
+
+@router.get("/v1/agents/{agent_id}/memories/{memory_id}")
+def get_memory(
+    agent_id: AgentId, memory_id: UUID, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:  # a merged-away id resolves to its survivor (issue 6)
+        memory_id = governance.resolve(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id)
+        return store.get_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id).to_json()
+
+
+@router.patch("/v1/agents/{agent_id}/memories/{memory_id}")
+def patch_memory(
+    agent_id: AgentId, memory_id: UUID, body: MemoryPatch, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    p.require("memories:write", agent_id)
+    # null clears expires_at; for every other field it means "no change"
+    changes = {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None or k == "expires_at"}
+    if not changes:
+        raise errors.InvalidInput("nothing to change")
+    vec = None
+    if "text" in changes:
+        check_text(changes["text"])
+        changes["flags"] = list(memories.flags_for(changes["text"]))
+        vec = resources(request).embedder.embed([changes["text"]])[0]
+    with tx(request, p) as conn:
+        return store.update_memory(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id, changes=changes, embedding=vec
+        ).to_json()
+
+
+@router.delete("/v1/agents/{agent_id}/memories/{memory_id}", status_code=204)
+def delete_memory(
+    agent_id: AgentId, memory_id: UUID, request: Request, p: keys.Principal = Depends(principal)
+) -> Response:
+    p.require("memories:write", agent_id)
+    with tx(request, p) as conn:
+        store.delete_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id)
+    return Response(status_code=204)

@@ -1,0 +1,52 @@
+"""Hybrid recall over HTTP."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+
+from memworker import keys, metrics, recall
+from memworker.api.deps import AgentId, principal, resources, tx
+from memworker.policy import Policy
+from memworker.schemas import RecallIn
+from memworker.storage import store
+
+router = APIRouter(tags=["recall"])
+
+
+@router.post("/v1/agents/{agent_id}/recall")
+def post_recall(
+    agent_id: AgentId, body: RecallIn, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    p.require("memories:read", agent_id)
+    started = time.perf_counter()
+    q = recall.Query(
+        body.query,
+        body.k,
+        tuple(body.tiers) if body.tiers else None,
+        tuple(body.kinds) if body.kinds else None,
+        body.since,
+        body.until,
+        body.metadata,
+        body.explain,
+    )
+    q.validate()
+    res = resources(request)
+    # Embed before taking a connection (the LRU cache serves recall's own lookup), so no
+    # pooled connection waits on the model.
+    res.query_embedder.embed_one(q.text)
+    policy = res.policies.get(p.tenant_id, agent_id, lambda: _policy(request, p, agent_id))
+    hits = recall.serve(res.pool, res.query_embedder, tenant_id=p.tenant_id, agent_id=agent_id, query=q, policy=policy)
+    took = time.perf_counter() - started
+    metrics.RECALL_SECONDS.observe(took)
+    if not hits:
+        metrics.RECALL_EMPTY.inc()
+    return {"memories": hits, "took_ms": round(took * 1000, 3)}
+
+
+def _policy(request: Request, p: keys.Principal, agent_id: str) -> Policy:
+    """The agent's effective policy; NotFound (404) when the agent does not exist."""
+    with tx(request, p) as conn:
+        return store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)

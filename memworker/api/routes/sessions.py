@@ -1,0 +1,411 @@
+"""Sessions over HTTP (issue 7): sessions and their working memory, execution plans, the
+runtime context and context use (the flush). Archives are in routes_archives.py, webhooks
+in routes_hooks.py."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from psycopg.types.json import Jsonb
+from pydantic import Field
+
+from memworker import context, errors, keys, memories
+from memworker.api.deps import AgentId, jsonable, principal, publisher, resources, tx
+from memworker.models import budget
+from memworker.schemas import Strict
+from memworker.sessions import hooks, plans, session, working
+from memworker.storage import store
+
+logger = logging.getLogger(__name__)
+router = APIRouter(tags=["sessions"])
+
+SessionId = Annotated[str, Path(pattern=memories.AGENT_ID.pattern, max_length=128)]
+StepId = Annotated[str, Path(pattern=plans.ID.pattern, max_length=64)]
+SESSION_PATTERN = memories.AGENT_ID.pattern
+Status = Literal["pending", "in_progress", "done", "blocked", "skipped"]
+
+
+class SessionIn(Strict):
+    session_id: str | None = Field(default=None, pattern=SESSION_PATTERN, max_length=128)
+    goal: str | None = Field(default=None, min_length=1, max_length=working.MAX_TEXT)
+    context_window_tokens: int | None = Field(default=None, ge=256, le=10_000_000)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class WorkingItemIn(Strict):
+    kind: Literal["constraint", "decision", "question", "candidate"]
+    text: str | None = Field(default=None, min_length=1, max_length=working.MAX_TEXT)
+    memory_id: UUID | None = None
+
+
+class WorkingPatchIn(Strict):
+    goal: str | None = Field(default=None, max_length=working.MAX_TEXT)  # null clears it
+    intent: str | None = Field(default=None, max_length=working.MAX_TEXT)
+    add: list[WorkingItemIn] = Field(default_factory=list, max_length=100)
+    remove: list[int] = Field(default_factory=list, max_length=500)
+    touch: list[int] = Field(default_factory=list, max_length=500)
+    expected_revision: int | None = None
+
+
+class StepIn(Strict):
+    id: str | None = Field(default=None, pattern=plans.ID.pattern)
+    title: str = Field(min_length=1, max_length=500)
+    status: Status | None = None
+    progress: int | None = Field(default=None, ge=0, le=100)
+    output: str | None = Field(default=None, max_length=plans.MAX_OUTPUT)
+    note: str | None = Field(default=None, max_length=plans.MAX_OUTPUT)
+
+
+class MilestoneIn(Strict):
+    id: str | None = Field(default=None, pattern=plans.ID.pattern)
+    title: str = Field(min_length=1, max_length=500)
+    steps: list[StepIn] = Field(min_length=1, max_length=plans.MAX_STEPS)
+
+
+class PlanIn(Strict):
+    title: str | None = Field(default=None, min_length=1, max_length=500)
+    milestones: list[MilestoneIn] = Field(min_length=1, max_length=plans.MAX_MILESTONES)
+
+
+class StepPatchIn(Strict):
+    status: Status | None = None
+    progress: int | None = Field(default=None, ge=0, le=100)
+    output: str | None = Field(default=None, max_length=plans.MAX_OUTPUT)
+    note: str | None = Field(default=None, max_length=plans.MAX_OUTPUT)
+    expected_revision: int | None = None
+
+
+class UsageIn(Strict):
+    context_used: float | None = Field(default=None, ge=0, le=10)  # share of the window in use
+    used_tokens: int | None = Field(default=None, ge=0)
+    window_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
+
+
+class ContextIn(UsageIn):
+    query: str = Field(min_length=1, max_length=4000)
+    session_id: str | None = Field(default=None, pattern=SESSION_PATTERN, max_length=128)
+    max_tokens: int | None = Field(default=None, ge=16, le=1_000_000)
+    k: int | None = Field(default=None, ge=1, le=100)
+
+
+def _use(body: UsageIn) -> session.Use | None:
+    use = session.Use(body.context_used, body.used_tokens, body.window_tokens)
+    return use if use.given else None
+
+
+def after_commit(request: Request, tenant_id: UUID, episode_id: UUID | None, deliveries: list[UUID]) -> None:
+    """Publish what the committed transaction created. Both are durable rows already: a lost
+    message is re-sent by the reconciler (episodes) or the webhook sweep (deliveries)."""
+    try:
+        if episode_id is not None:
+            publisher(request).ingest(tenant_id, [episode_id])
+        if deliveries:
+            publisher(request).deliver_webhooks(tenant_id, deliveries)
+    except Exception as exc:  # the request's edge: its work is committed; record and move on
+        logger.warning("publish after commit failed (the sweeps will send it): %s", exc)
+
+
+def _working_json(row: dict[str, Any]) -> dict[str, Any]:
+    steps = [
+        {"id": s["id"], "title": s["title"], "status": s["status"], "progress": s["progress"]}
+        for m in (row["plan"] or {}).get("milestones", [])
+        for s in m["steps"]
+    ]
+    return {
+        "session_id": row["id"],
+        "status": row["status"],
+        "revision": row["revision"],
+        **working.view(row["working"]),
+        "steps": steps,
+    }
+
+
+def _plan_json(row: dict[str, Any]) -> dict[str, Any]:
+    if not row["plan"]:
+        raise errors.NotFound("this session has no plan; PUT .../plan first")
+    return {"session_id": row["id"], "revision": row["revision"], **plans.view(row["plan"])}
+
+
+# --- sessions and working memory -----------------------------------------------------------
+
+
+@router.post("/v1/agents/{agent_id}/sessions", status_code=201)
+def post_session(
+    agent_id: AgentId,
+    request: Request,
+    response: Response,
+    body: SessionIn | None = None,
+    p: keys.Principal = Depends(principal),
+) -> dict[str, Any]:
+    """Open a session; an existing session_id answers 200 with that session unchanged."""
+    p.require("memories:write", agent_id)
+    body = body or SessionIn()
+    with tx(request, p) as conn:
+        row, created = session.create(
+            conn,
+            tenant_id=p.tenant_id,
+            agent_id=agent_id,
+            session_id=body.session_id,
+            goal=body.goal,
+            window_tokens=body.context_window_tokens,
+            metadata=body.metadata,
+        )
+        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+    if not created:
+        response.status_code = 200
+    return {**session.summary(row, policy), "created": created}
+
+
+@router.get("/v1/agents/{agent_id}/sessions")
+def list_sessions(
+    agent_id: AgentId,
+    request: Request,
+    status: Literal["open", "archived"] | None = None,
+    limit: int = Query(50, ge=1, le=500),
+    p: keys.Principal = Depends(principal),
+) -> dict[str, Any]:
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        rows = store.all_(conn, "session_list", tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit)
+    return {"sessions": [session.summary(r, policy) for r in rows]}
+
+
+@router.get("/v1/agents/{agent_id}/sessions/{session_id}")
+def get_session(
+    agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        row = session.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id)
+        return session.summary(row, store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id))
+
+
+@router.get("/v1/agents/{agent_id}/sessions/{session_id}/working")
+def get_working(
+    agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        return _working_json(
+            session.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, open_only=True)
+        )
+
+
+@router.patch("/v1/agents/{agent_id}/sessions/{session_id}/working")
+def patch_working(
+    agent_id: AgentId,
+    session_id: SessionId,
+    body: WorkingPatchIn,
+    request: Request,
+    p: keys.Principal = Depends(principal),
+) -> dict[str, Any]:
+    """Set goal or intent, add (a restated item is referenced once more), remove or touch items."""
+    p.require("memories:write", agent_id)
+    fields = body.model_fields_set
+    if not fields - {"expected_revision"}:
+        raise errors.InvalidInput("nothing to change: give goal, intent, add, remove or touch")
+    patch = working.Patch(
+        goal=body.goal if "goal" in fields else working.UNSET,
+        intent=body.intent if "intent" in fields else working.UNSET,
+        add=tuple(working.NewItem(a.kind, a.text, str(a.memory_id) if a.memory_id else None) for a in body.add),
+        remove=tuple(body.remove),
+        touch=tuple(body.touch),
+    )
+    with tx(request, p) as conn:
+        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        row, report = session.patch_working(
+            conn,
+            tenant_id=p.tenant_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            patch=patch,
+            expected_revision=body.expected_revision,
+            policy=policy,
+        )
+    return {**_working_json(row), "changes": report.to_json()}
+
+
+# --- plans ---------------------------------------------------------------------------------
+
+
+@router.put("/v1/agents/{agent_id}/sessions/{session_id}/plan")
+def put_plan(
+    agent_id: AgentId, session_id: SessionId, body: PlanIn, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    p.require("memories:write", agent_id)
+    with tx(request, p) as conn:
+        row = session.put_plan(
+            conn,
+            tenant_id=p.tenant_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            spec=body.model_dump(exclude_unset=True),
+        )
+    return _plan_json(row)
+
+
+@router.get("/v1/agents/{agent_id}/sessions/{session_id}/plan")
+def get_plan(
+    agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """The plan with each milestone's status and progress, and `resume`: the last completed
+    milestone and the next step."""
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        return _plan_json(
+            session.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, open_only=True)
+        )
+
+
+@router.patch("/v1/agents/{agent_id}/sessions/{session_id}/plan/steps/{step_id}")
+def patch_step(
+    agent_id: AgentId,
+    session_id: SessionId,
+    step_id: StepId,
+    body: StepPatchIn,
+    request: Request,
+    p: keys.Principal = Depends(principal),
+) -> dict[str, Any]:
+    p.require("memories:write", agent_id)
+    patch = plans.StepPatch(body.status, body.progress, body.output, body.note)
+    with tx(request, p) as conn:
+        row = session.patch_step(
+            conn,
+            tenant_id=p.tenant_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            step_id=step_id,
+            patch=patch,
+            expected_revision=body.expected_revision,
+        )
+    return _plan_json(row)
+
+
+# --- runtime context and context use --------------------------------------------------------
+
+
+@router.post("/v1/agents/{agent_id}/context")
+def post_context(
+    agent_id: AgentId, body: ContextIn, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """Profile, working memory, plan progress and recalled memories packed under max_tokens."""
+    p.require("memories:read", agent_id)
+    res = resources(request)
+    count = budget.counter(res.settings.embedding_model)
+    res.query_embedder.embed_one(body.query)  # before the transaction: recall finds it cached
+    flush_episode, use = None, None
+    with tx(request, p) as conn:
+        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+        row = (
+            session.load(
+                conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=body.session_id, lock=True, open_only=True
+            )
+            if body.session_id
+            else None
+        )
+        max_tokens = body.max_tokens or policy.context_max_tokens
+        inputs = context.gather(
+            conn,
+            res.query_embedder,
+            tenant_id=p.tenant_id,
+            agent_id=agent_id,
+            query=body.query,
+            k=body.k or policy.context_recall_k,
+            policy=policy,
+            session=row,
+        )
+        packed = context.build(
+            inputs, query=body.query, agent_id=agent_id, session_id=body.session_id, budget=max_tokens, count=count
+        )
+        context.bump_used(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_ids=packed.memory_ids)
+        call_id = None
+        if row is not None:
+            session.note_context(
+                conn,
+                row,
+                relevant_items=[int(x.ref[1:]) for x in packed.kept if x.ref and x.ref.startswith("w") and x.relevant],
+            )
+            use, flush_episode = session.record_use(
+                conn, row, policy=policy, reported=_use(body), context_tokens=packed.tokens
+            )
+            call = store.one(
+                conn,
+                "context_call_insert",
+                tenant_id=p.tenant_id,
+                agent_id=agent_id,
+                session_id=row["id"],
+                query=body.query,
+                max_tokens=max_tokens,
+                tokens=packed.tokens,
+                memory_ids=packed.memory_ids,
+                dropped=Jsonb(packed.dropped_counts()),
+                sections=Jsonb(packed.section_tokens),
+                used=use["use"],
+            )
+            call_id = str(call["id"]) if call else None
+        deliveries = hooks.emit(
+            conn,
+            tenant_id=p.tenant_id,
+            agent_id=agent_id,
+            event="pre_turn",
+            session_id=body.session_id,
+            data={
+                "query": body.query,
+                "tokens": packed.tokens,
+                "max_tokens": max_tokens,
+                "memory_ids": packed.memory_ids,
+                "dropped": packed.dropped_counts(),
+                "context_call_id": call_id,
+            },
+        )
+    after_commit(request, p.tenant_id, flush_episode, deliveries)
+    return {
+        "context": packed.context,
+        "sections": packed.sections,
+        "tokens": packed.tokens,
+        "max_tokens": max_tokens,
+        "memory_ids": packed.memory_ids,
+        "dropped": packed.dropped_counts(),
+        "section_tokens": packed.section_tokens,
+        "tokenizer": budget.NAME,
+        "context_call_id": call_id,
+        "usage": use,
+    }
+
+
+@router.post("/v1/agents/{agent_id}/sessions/{session_id}/usage")
+def post_usage(
+    agent_id: AgentId, session_id: SessionId, body: UsageIn, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """Report how full the client's context window is (or, with an empty body, ask for the
+    estimate); at or above the policy's flush_at the session log is distilled."""
+    p.require("memories:write", agent_id)
+    with tx(request, p) as conn:
+        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        row = session.load(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True
+        )
+        use, flush_episode = session.record_use(conn, row, policy=policy, reported=_use(body), context_tokens=None)
+    after_commit(request, p.tenant_id, flush_episode, [])
+    return use
+
+
+@router.get("/v1/agents/{agent_id}/sessions/{session_id}/context_calls")
+def context_calls(
+    agent_id: AgentId,
+    session_id: SessionId,
+    request: Request,
+    limit: int = Query(50, ge=1, le=1000),
+    p: keys.Principal = Depends(principal),
+) -> dict[str, Any]:
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        session.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id)
+        rows = store.all_(
+            conn, "context_calls_recent", tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, limit=limit
+        )
+    return {"context_calls": [jsonable(r) for r in rows]}

@@ -1,0 +1,478 @@
+"""Lifecycle operations on one agent's memories, the I/O side of memworker.lifecycle.rules:
+confirmation and promotion, supersede or review when a memory is written, merge, the
+history of a memory, the review list, and policy overrides. Every change writes a
+memory_events row (ids, reason, actor; never text). The caller owns the transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from memworker import errors, memories
+from memworker.lifecycle import rules
+from memworker.policy import Policy
+from memworker.storage import store
+
+PROBE_TERMS = 6  # a memory's rarest terms, through which merge/contradiction candidates are found
+
+
+def clock(conn: psycopg.Connection) -> datetime:
+    """The database's clock for this transaction (the same instant as its now())."""
+    row = store.one(conn, "lifecycle_now")
+    assert row is not None
+    return row["now"]  # type: ignore[no-any-return]
+
+
+def ttl_until(policy: Policy, tier: str, now: datetime) -> datetime | None:
+    hours = policy.ttl_hours(tier)
+    return None if hours is None else now + timedelta(hours=hours)
+
+
+def resolve(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> UUID:
+    """The id a memory goes by now: a merged-away id resolves to its survivor."""
+    row = store.one(conn, "lifecycle_resolve_alias", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    return row["memory_id"] if row else memory_id
+
+
+# --- confirmation and promotion ----------------------------------------------------------------
+
+
+def confirm(
+    conn: psycopg.Connection,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    memory_id: UUID,
+    confidence: float,
+    source: str,
+    policy: Policy,
+    now: datetime | None = None,
+) -> None:
+    """A later episode said the same thing: the memory gains a source, salience and
+    confidence (rules.grow_confidence), its TTL starts again, and enough confirmed
+    confidence promotes L1 to L2."""
+    now = now or clock(conn)
+    row = store.one(conn, "lifecycle_lock_memory", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    if row is None:
+        raise errors.NotFound("memory not found")
+    # Another item of an episode already among the sources is not new evidence; and L3's
+    # confidence changes only by an explicit call.
+    episode = source.split("#", 1)[0]
+    fresh = all(p.split("#", 1)[0] != episode for p in row["provenance"])
+    grown = (
+        rules.grow_confidence(float(row["confidence"]), confidence, policy.confidence_growth)
+        if fresh and row["tier"] != "L3"
+        else float(row["confidence"])
+    )
+    out = store.one(
+        conn,
+        "lifecycle_confirm",
+        tenant_id=tenant_id,
+        memory_id=memory_id,
+        confidence=grown,
+        source=source,
+        now=now,
+        renew_to=ttl_until(policy, row["tier"], now),
+        count=int(fresh),
+    )
+    assert out is not None
+    store.event(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        memory_id=memory_id,
+        event="strengthened",
+        reason=f"confirmed by {source.split('#')[0]}",
+    )
+    reason = rules.promotion_reason(
+        tier=out["tier"],
+        access_count=out["access_count"],
+        confirmations=out["confirmations"],
+        confidence=float(out["confidence"]),
+        connected=False,
+        policy=policy,
+    )
+    if reason:
+        promote(
+            conn,
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            memory_id=memory_id,
+            tier="L2",
+            reason=reason,
+            actor="system",
+            policy=policy,
+            now=now,
+        )
+
+
+def promote(
+    conn: psycopg.Connection,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    memory_id: UUID,
+    tier: str,
+    reason: str,
+    actor: str,
+    policy: Policy,
+    now: datetime | None = None,
+) -> memories.Memory:
+    """Move a live memory up to `tier`; its TTL becomes that tier's, from now.
+
+    Raises NotFound, or InvalidInput when it is retired or the tier is not higher."""
+    now = now or clock(conn)
+    current = store.get_memory(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    if current.valid_to is not None or (current.expires_at is not None and current.expires_at <= now):
+        raise errors.InvalidInput("only a live memory can be promoted (this one is superseded or expired)")
+    if tier not in rules.TIER_RANK or rules.TIER_RANK[tier] <= rules.TIER_RANK[current.tier]:
+        raise errors.InvalidInput(f"tier: the memory is {current.tier}; promotion must go to a higher tier")
+    row = store.one(
+        conn,
+        "lifecycle_set_tier",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        memory_id=memory_id,
+        tier=tier,
+        expires_at=ttl_until(policy, tier, now),
+        now=now,
+    )
+    assert row is not None
+    store.event(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        memory_id=memory_id,
+        event="promoted",
+        reason=f"{current.tier} -> {tier}: {reason}",
+        actor=actor,
+    )
+    return memories.Memory.from_row(row)
+
+
+# --- supersede and review --------------------------------------------------------------------------
+
+
+def check_new(
+    conn: psycopg.Connection,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    written: Sequence[tuple[UUID, memories.Draft]],
+    policy: Policy,
+    actor: str,
+    now: datetime | None = None,
+) -> list[rules.Verdict]:
+    """Compare just-written memories (their postings already stored) with the live memories
+    that share their rarest terms: an older one a new memory contradicts with enough
+    confidence is superseded; an unresolvable contradiction goes to the review list. Returns
+    what was decided. One candidate query for the whole list (a batch write pays one round
+    trip, not one per memory), and index lookups only, so it stays cheap on a large agent.
+    Within the list, a memory is judged against the ones written before it, as if they had
+    been checked one at a time."""
+    stateful = [(mid, d) for mid, d in written if d.kind in rules.STATEFUL_KINDS]
+    if not stateful:
+        return []
+    now = now or clock(conn)
+    order = {mid: i for i, (mid, _) in enumerate(written)}
+    pairs = store.all_(
+        conn,
+        "new_memory_pairs",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        ids=[mid for mid, _ in stateful],
+        probe_terms=PROBE_TERMS,
+        now=now,
+    )
+    # a later memory of the same list is not "older": it gets its own turn as the newer one
+    pairs = [p for p in pairs if order.get(p["b"], -1) < order[p["a"]]]
+    rows = (
+        store.all_(
+            conn, "retention_facts", tenant_id=tenant_id, agent_id=agent_id, now=now, ids=list({p["b"] for p in pairs})
+        )
+        if pairs
+        else []
+    )
+    olds = {r["id"]: fact(r) for r in rows}
+    verdicts = []
+    for mid, draft in stateful:
+        new = rules.Fact(str(mid), draft.text, draft.kind, draft.tier, draft.confidence, now)
+        for old in (olds[p["b"]] for p in pairs if p["a"] == mid and p["b"] in olds):
+            verdict = rules.judge(old, new, policy)
+            if verdict is None:
+                continue
+            if verdict.action == "supersede":
+                if not supersede(
+                    conn,
+                    tenant_id=tenant_id,
+                    agent_id=agent_id,
+                    older_id=UUID(old.id),
+                    newer_id=mid,
+                    reason=verdict.reason,
+                    actor=actor,
+                    policy=policy,
+                    now=now,
+                ):
+                    continue
+            else:
+                add_review(
+                    conn,
+                    tenant_id=tenant_id,
+                    agent_id=agent_id,
+                    newer_id=mid,
+                    older_id=UUID(old.id),
+                    reason=verdict.reason,
+                    now=now,
+                )
+            verdicts.append(verdict)
+    return verdicts
+
+
+def fact(row: dict[str, Any]) -> rules.Fact:
+    return rules.Fact(
+        str(row["id"]),
+        row["text"],
+        row["kind"],
+        row["tier"],
+        float(row["confidence"]),
+        row["created_at"],
+        int(row.get("access_count") or 0),
+    )
+
+
+def supersede(
+    conn: psycopg.Connection,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    older_id: UUID,
+    newer_id: UUID,
+    reason: str,
+    actor: str,
+    policy: Policy,
+    now: datetime,
+) -> bool:
+    """Retire the older memory in favour of the newer: out of recall, kept for history for
+    superseded_keep_days. False when it was no longer live."""
+    keep = None if policy.superseded_keep_days is None else now + timedelta(days=policy.superseded_keep_days)
+    row = store.one(
+        conn,
+        "lifecycle_supersede",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        older_id=older_id,
+        newer_id=newer_id,
+        keep_until=keep,
+        now=now,
+    )
+    if row is None:
+        return False
+    store.event(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        memory_id=older_id,
+        event="superseded",
+        reason=reason,
+        actor=actor,
+        related_ids=[newer_id],
+    )
+    return True
+
+
+def add_review(
+    conn: psycopg.Connection,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    newer_id: UUID,
+    older_id: UUID,
+    reason: str,
+    now: datetime,
+) -> bool:
+    """Put a contradiction on the review list (once per pair). True when it is new."""
+    return (
+        store.one(
+            conn,
+            "lifecycle_add_review",
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            memory_id=newer_id,
+            other_id=older_id,
+            reason=reason,
+            now=now,
+        )
+        is not None
+    )
+
+
+def reviews(
+    conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, status: str | None, limit: int
+) -> list[dict[str, Any]]:
+    rows = store.all_(conn, "lifecycle_reviews", tenant_id=tenant_id, agent_id=agent_id, status=status, limit=limit)
+    out = []
+    for r in rows:
+        item: dict[str, Any] = {
+            k: r[k] for k in ("id", "reason", "status", "resolution", "resolved_by", "resolved_at", "created_at")
+        }
+        for side, prefix in (("newer", "memory"), ("older", "other")):
+            item[side] = {
+                "id": r[f"{prefix}_id"],
+                "text": r[f"{prefix}_text"],
+                "tier": r[f"{prefix}_tier"],
+                "confidence": round(float(r[f"{prefix}_confidence"]), 4),
+                "created_at": r[f"{prefix}_created_at"],
+                "live": r[f"{prefix}_valid_to"] is None,
+            }
+        out.append(item)
+    return out
+
+
+def resolve_review(
+    conn: psycopg.Connection,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    review_id: UUID,
+    keep: str,
+    reason: str,
+    actor: str,
+    may_change_l3: bool,
+    policy: Policy,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Settle a review: keep 'both' (not a contradiction after all), or keep one memory and
+    supersede the other by it. Raises NotFound, InvalidInput, or Forbidden for retiring an
+    L3 memory without the admin scope."""
+    now = now or clock(conn)
+    row = store.one(conn, "lifecycle_lock_review", tenant_id=tenant_id, agent_id=agent_id, review_id=review_id)
+    if row is None:
+        raise errors.NotFound("review not found")
+    if row["status"] != "open":
+        raise errors.InvalidInput("this review is already resolved")
+    sides = {str(row["memory_id"]): row["memory_tier"], str(row["other_id"]): row["other_tier"]}
+    superseded = None
+    if keep == "both":
+        resolution = "kept both"
+    elif keep in sides:
+        loser = next(i for i in sides if i != keep)
+        if sides[loser] == "L3" and not may_change_l3:
+            raise errors.Forbidden("retiring an L3 memory needs the 'admin' scope")
+        if supersede(
+            conn,
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            older_id=UUID(loser),
+            newer_id=UUID(keep),
+            reason=f"review {review_id}: {reason}".strip(": "),
+            actor=actor,
+            policy=policy,
+            now=now,
+        ):
+            superseded = loser
+        resolution = f"kept {keep}"
+    else:
+        raise errors.InvalidInput("keep: give 'both' or the id of one of the two memories under review")
+    store.one(
+        conn,
+        "lifecycle_resolve_review",
+        tenant_id=tenant_id,
+        review_id=review_id,
+        resolution=f"{resolution}: {reason}" if reason else resolution,
+        actor=actor,
+        now=now,
+    )
+    return {"id": str(review_id), "status": "resolved", "kept": keep, "superseded": superseded}
+
+
+# --- merge -----------------------------------------------------------------------------------------
+
+
+def merge(
+    conn: psycopg.Connection,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    survivor_id: UUID,
+    other_id: UUID,
+    reason: str,
+    actor: str,
+    now: datetime,
+) -> bool:
+    """Fold a near-duplicate into its survivor (union of provenance, the higher salience
+    and confidence, both recall counts), move its links over, and leave an alias so its id
+    resolves to the survivor. False when either is no longer live."""
+    params = dict(tenant_id=tenant_id, agent_id=agent_id, survivor=survivor_id, other=other_id, now=now)
+    if store.one(conn, "lifecycle_merge_into", **params) is None:
+        return False
+    store.one(conn, "lifecycle_merge_finish", **params, reason=reason, actor=actor)
+    return True
+
+
+# --- history ----------------------------------------------------------------------------------------
+
+
+def history(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> dict[str, Any]:
+    """The supersede chain through a memory, oldest first, with the audit events of every
+    version and of the ids merged into them. Raises NotFound."""
+    asked = memory_id
+    memory_id = resolve(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    chain = store.all_(conn, "lifecycle_history", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    if not chain:
+        raise errors.NotFound("memory not found")
+    ids = [r["id"] for r in chain]
+    ids += [
+        r["alias_id"] for r in store.all_(conn, "lifecycle_aliases_of", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
+    ]
+    events = store.all_(conn, "lifecycle_events", tenant_id=tenant_id, agent_id=agent_id, ids=ids, limit=500)
+    return {
+        "memory_id": memory_id,
+        "asked": asked,
+        "versions": [
+            {
+                **r,
+                "current": r["valid_to"] is None,
+                "confidence": round(float(r["confidence"]), 4),
+                "salience": round(float(r["salience"]), 4),
+            }
+            for r in chain
+        ],
+        "events": events,
+    }
+
+
+# --- policy -----------------------------------------------------------------------------------------
+
+
+def get_policy(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str | None) -> dict[str, Any]:
+    """The overrides at this level and the effective policy. Raises NotFound for an unknown agent."""
+    row = store.one(conn, "policies", tenant_id=tenant_id, agent_id=agent_id)
+    if row is None or (agent_id is not None and row["agent_policy"] is None):
+        raise errors.NotFound("agent not found")
+    layers = [row["tenant_policy"]] + ([row["agent_policy"]] if agent_id is not None else [])
+    out: dict[str, Any] = {"overrides": layers[-1], "effective": Policy.resolve(*layers).to_json()}
+    if agent_id is not None:
+        out["tenant_overrides"] = row["tenant_policy"]
+    return out
+
+
+def put_policy(
+    conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str | None, overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """Replace the overrides of the tenant (agent_id None) or of one agent (created on first
+    use). Raises InvalidInput naming the bad field; nothing is written then."""
+    row = store.one(conn, "policies", tenant_id=tenant_id, agent_id=agent_id)
+    tenant_layer = row["tenant_policy"] if row else {}
+    effective = Policy.resolve(tenant_layer, overrides) if agent_id is not None else Policy.resolve(overrides)
+    clean = {k: effective.to_json()[k] for k in overrides}
+    if agent_id is None:
+        store.one(conn, "lifecycle_set_tenant_policy", tenant_id=tenant_id, policy=Jsonb(clean))
+    else:
+        store.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
+        store.one(conn, "lifecycle_set_agent_policy", tenant_id=tenant_id, agent_id=agent_id, policy=Jsonb(clean))
+    return get_policy(conn, tenant_id=tenant_id, agent_id=agent_id)

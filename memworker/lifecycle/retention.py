@@ -1,0 +1,440 @@
+"""The retention sweep of one agent (seeds 000, 001, 002, 004): purge expired memories,
+merge near-duplicates and retire contradicted facts (validate/repair), promote L1 -> L2 by
+evidence, forget old never-recalled episodic items, long-unused items and whatever is over
+the per-agent cap, and decay salience and confidence slowly. Insights, conclusions and L3
+are never forgotten by decay or cap.
+
+Every step works in batches of policy.retention_batch rows, each its own short transaction
+holding the agent's advisory lock (db.try_agent_lock, shared with consolidation), so no
+lock is held for long and a pass never overlaps another rewrite of the same agent. The
+clock is a parameter: a test can sweep "30 days later". The report is a retention_runs row."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import psycopg_pool
+
+from memworker.lifecycle import governance, rules
+from memworker.policy import Policy
+from memworker.storage import db, store
+
+logger = logging.getLogger(__name__)
+
+ACTOR = "retention"
+DECAY_STEP_DAYS = 1.0  # a row's salience/confidence is rewritten at most once a day
+_NIL = UUID(int=0)
+COUNTS = (
+    "scanned",
+    "expired",
+    "forgotten_age",
+    "forgotten_unused",
+    "forgotten_cap",
+    "decayed",
+    "promoted",
+    "merged",
+    "superseded",
+    "reviews",
+    "batches",
+)
+
+
+@dataclass
+class Report:
+    """What one sweep did; stored as its retention_runs row."""
+
+    agent_id: str
+    run_id: str | None = None
+    status: str = "running"  # done | partial (agent busy) | skipped | failed | duplicate
+    clock: datetime | None = None
+    scanned: int = 0
+    expired: int = 0
+    forgotten_age: int = 0
+    forgotten_unused: int = 0
+    forgotten_cap: int = 0
+    decayed: int = 0
+    promoted: int = 0
+    merged: int = 0
+    superseded: int = 0
+    reviews: int = 0
+    batches: int = 0
+    duration_ms: int = 0
+    skipped_reason: str | None = None
+    error: str | None = None
+    phase_ms: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> int:
+        return (
+            self.expired
+            + self.forgotten_age
+            + self.forgotten_unused
+            + self.forgotten_cap
+            + self.decayed
+            + self.promoted
+            + self.merged
+            + self.superseded
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["clock"] = self.clock.isoformat() if self.clock else None
+        return out
+
+
+class _Busy(Exception):
+    """The agent's lock stayed taken (consolidation or another sweep) for lock_wait_s."""
+
+
+def sweep_agent(
+    pool: psycopg_pool.ConnectionPool,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    now: datetime | None = None,
+    run_key: str | None = None,
+    trigger: str = "api",
+    lock_wait_s: float = 5.0,
+    resume: bool = False,
+) -> Report:
+    """Run one retention sweep of the agent at clock `now` (default: the database's).
+
+    A run_key already used (a beat window fired twice) does nothing: status 'duplicate'.
+    With resume (the task was redelivered: its worker died mid-sweep) a run of that key
+    still 'running' is taken over and swept again; every batch is idempotent, so the
+    batches the dead worker committed are simply found done. Raises NotFound for an
+    unknown agent."""
+    started = time.perf_counter()
+    report = Report(agent_id)
+    with db.tenant_tx(pool, tenant_id) as conn:
+        store.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
+        report.clock = now = now or governance.clock(conn)
+        row = store.one(
+            conn,
+            "retention_start",
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            run_key=run_key or f"{trigger}:{uuid.uuid4()}",
+            trigger=trigger,
+            now=now,
+            resume=resume,
+        )
+        if row is None:
+            report.status = "duplicate"
+            return report
+        report.run_id = str(row["id"])
+        policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
+        state = store.one(conn, "retention_state", tenant_id=tenant_id, agent_id=agent_id, now=now)
+        assert state is not None
+    report.scanned = int(state["live"])
+    sweep = _Sweep(pool, tenant_id, agent_id, policy, now, report, lock_wait_s)
+    try:
+        if not policy.retention_enabled:
+            report.status, report.skipped_reason = "skipped", "retention_enabled is false in the policy"
+        else:
+            sweep.run(state["retention_done_at"])
+            report.status = "done"
+    except _Busy:
+        report.status = "partial"
+        report.skipped_reason = "the agent stayed locked (consolidation or another sweep); the next run resumes"
+    except Exception as exc:  # recorded on the run row, then raised: the failure is never silent
+        report.status, report.error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
+        _finish(pool, tenant_id, report, started)
+        raise
+    _finish(pool, tenant_id, report, started)
+    logger.info(
+        "retention %s/%s: %s, %d changed of %d",
+        tenant_id,
+        agent_id,
+        report.status,
+        report.changed,
+        report.scanned,
+        extra={"action": "retention", "tenant_id": str(tenant_id)},
+    )
+    return report
+
+
+def _finish(pool: psycopg_pool.ConnectionPool, tenant_id: UUID, report: Report, started: float) -> None:
+    report.duration_ms = int((time.perf_counter() - started) * 1000)
+    with db.tenant_tx(pool, tenant_id) as conn:
+        store.run(
+            conn,
+            "retention_finish",
+            tenant_id=tenant_id,
+            run_id=report.run_id,
+            status=report.status,
+            duration_ms=report.duration_ms,
+            skipped_reason=report.skipped_reason,
+            error=report.error,
+            **{k: getattr(report, k) for k in COUNTS},
+        )
+        store.run(
+            conn,
+            "retention_stamp",
+            tenant_id=tenant_id,
+            agent_id=report.agent_id,
+            now=report.clock,
+            done=report.status == "done",
+        )
+
+
+class _Sweep:
+    def __init__(
+        self,
+        pool: psycopg_pool.ConnectionPool,
+        tenant_id: UUID,
+        agent_id: str,
+        policy: Policy,
+        now: datetime,
+        report: Report,
+        lock_wait_s: float,
+    ) -> None:
+        self.pool, self.tenant_id, self.agent_id = pool, tenant_id, agent_id
+        self.policy, self.now, self.report, self.lock_wait_s = policy, now, report, lock_wait_s
+        self.base = dict(tenant_id=tenant_id, agent_id=agent_id, now=now, actor=ACTOR, batch=policy.retention_batch)
+
+    def run(self, last_done: datetime | None) -> None:
+        p = self.policy
+        protected = list(rules.PROTECTED_KINDS)
+        episodic = list(rules.EPISODIC_TIERS)
+        self._phase("expire", lambda: self._drain("retention_purge_expired", "expired"))
+        self._phase("repair", lambda: self._repair(last_done))
+        self._phase("promote", self._promote)
+        if (age := p.decay_days) is not None:
+            self._phase(
+                "forget_age",
+                lambda: self._drain(
+                    "retention_forget_age",
+                    "forgotten_age",
+                    tiers=episodic,
+                    protected=protected,
+                    cutoff=self.now - timedelta(days=age),
+                    reason=f"older than {age:g} days and never recalled",
+                ),
+            )
+        if (unused := p.unused_days) is not None:
+            self._phase(
+                "forget_unused",
+                lambda: self._drain(
+                    "retention_forget_unused",
+                    "forgotten_unused",
+                    protected=protected,
+                    cutoff=self.now - timedelta(days=unused),
+                    reason=f"not used for {unused:g} days",
+                ),
+            )
+        self._phase(
+            "forget_cap",
+            lambda: self._drain(
+                "retention_forget_cap",
+                "forgotten_cap",
+                tiers=episodic,
+                protected=protected,
+                cap=p.max_episodic,
+                reason=f"over the cap of {p.max_episodic} episodic memories (least recalled, oldest)",
+            ),
+        )
+        self._phase("decay", self._decay)
+
+    def _phase(self, name: str, step: Callable[[], None]) -> None:
+        started = time.perf_counter()
+        step()
+        self.report.phase_ms[name] = int((time.perf_counter() - started) * 1000)
+
+    @contextmanager
+    def _locked(self) -> Iterator[psycopg.Connection]:
+        """One short transaction holding the agent's advisory lock; waits for it a while."""
+        deadline = time.monotonic() + self.lock_wait_s
+        while True:
+            with db.tenant_tx(self.pool, self.tenant_id) as conn:
+                if db.try_agent_lock(conn, self.tenant_id, self.agent_id):
+                    self.report.batches += 1
+                    yield conn
+                    return
+            if time.monotonic() >= deadline:
+                raise _Busy()
+            time.sleep(0.05)
+
+    def _drain(self, query: str, counter: str, **params: Any) -> None:
+        """Repeat a batched delete until a batch comes back short."""
+        while True:
+            with self._locked() as conn:
+                row = store.one(conn, query, **self.base, **params)
+            n = int(row["n"]) if row else 0
+            setattr(self.report, counter, getattr(self.report, counter) + n)
+            if n < self.policy.retention_batch:
+                return
+
+    def _promote(self) -> None:
+        after = _NIL
+        while True:
+            with self._locked() as conn:
+                rows = store.all_(
+                    conn,
+                    "retention_promote_candidates",
+                    **self.base,
+                    after=after,
+                    min_recalls=self.policy.promote_min_recalls,
+                    min_confidence=self.policy.promote_min_confidence,
+                )
+                reasons = {}
+                for r in rows:
+                    why = rules.promotion_reason(
+                        tier=r["tier"],
+                        access_count=r["access_count"],
+                        confirmations=r["confirmations"],
+                        confidence=float(r["confidence"]),
+                        connected=r["connected"],
+                        policy=self.policy,
+                    )
+                    if why:
+                        reasons[str(r["id"])] = f"L1 -> L2: {why}"
+                if reasons:
+                    done = store.all_(
+                        conn,
+                        "retention_promote",
+                        **self.base,
+                        ids=list(reasons),
+                        expires_at=governance.ttl_until(self.policy, "L2", self.now),
+                    )
+                    ids = [str(d["id"]) for d in done]
+                    self._events(conn, "promoted", ids, [reasons[i] for i in ids])
+                    self.report.promoted += len(ids)
+            if len(rows) < self.policy.retention_batch:
+                return
+            after = rows[-1]["id"]
+
+    def _repair(self, last_done: datetime | None) -> None:
+        """Merge and contradiction checks for what changed since the last complete sweep."""
+        since = last_done or datetime.min.replace(tzinfo=self.now.tzinfo)
+        after = _NIL
+        while True:
+            with db.tenant_tx(self.pool, self.tenant_id) as conn:  # reads only: no lock needed
+                fresh = [r["id"] for r in store.all_(conn, "retention_fresh", **self.base, after=after, since=since)]
+                pairs = (
+                    store.all_(conn, "retention_pairs", **self.base, ids=fresh, probe_terms=governance.PROBE_TERMS)
+                    if fresh
+                    else []
+                )
+                ids = {p["a"] for p in pairs} | {p["b"] for p in pairs}
+                facts = (
+                    {
+                        str(r["id"]): governance.fact(r)
+                        for r in store.all_(conn, "retention_facts", **self.base, ids=list(ids))
+                    }
+                    if ids
+                    else {}
+                )
+            decided = rules.plan(
+                [rules.Pair(str(p["a"]), str(p["b"]), float(p["cosine"])) for p in pairs], facts, self.policy
+            )
+            if decided.supersede or decided.review or decided.merge:
+                with self._locked() as conn:
+                    self._apply(conn, decided)
+            if len(fresh) < self.policy.retention_batch:
+                return
+            after = fresh[-1]
+
+    def _apply(self, conn: psycopg.Connection, decided: rules.Plan) -> None:
+        t, a, now = self.tenant_id, self.agent_id, self.now
+        for v in decided.supersede:
+            if governance.supersede(
+                conn,
+                tenant_id=t,
+                agent_id=a,
+                older_id=UUID(v.older.id),
+                newer_id=UUID(v.newer.id),
+                reason=v.reason,
+                actor=ACTOR,
+                policy=self.policy,
+                now=now,
+            ):
+                self.report.superseded += 1
+        for v in decided.review:
+            if governance.add_review(
+                conn,
+                tenant_id=t,
+                agent_id=a,
+                newer_id=UUID(v.newer.id),
+                older_id=UUID(v.older.id),
+                reason=v.reason,
+                now=now,
+            ):
+                self.report.reviews += 1
+        for keep, away, cosine in decided.merge:
+            if governance.merge(
+                conn,
+                tenant_id=t,
+                agent_id=a,
+                survivor_id=UUID(keep.id),
+                other_id=UUID(away.id),
+                reason=f"near-duplicate of {keep.id} (cosine {cosine:.3f})",
+                actor=ACTOR,
+                now=now,
+            ):
+                self.report.merged += 1
+
+    def _decay(self) -> None:
+        p = self.policy
+        if p.confidence_half_life_days is None and (
+            p.salience_half_life_days is None or p.salience_decay_after_days is None
+        ):
+            return
+        after = _NIL
+        while True:
+            with self._locked() as conn:
+                row = store.one(
+                    conn,
+                    "retention_decay",
+                    **self.base,
+                    after=after,
+                    protected=list(rules.PROTECTED_KINDS),
+                    s_half=p.salience_half_life_days,
+                    s_after=p.salience_decay_after_days,
+                    c_half=p.confidence_half_life_days,
+                    c_floor=p.confidence_floor,
+                    step_days=DECAY_STEP_DAYS,
+                )
+            assert row is not None
+            self.report.decayed += int(row["n"])
+            if int(row["seen"]) < p.retention_batch:
+                return
+            after = row["last_id"]
+
+    def _events(self, conn: psycopg.Connection, event: str, ids: list[str], reasons: list[str]) -> None:
+        store.run(
+            conn,
+            "lifecycle_insert_events",
+            **self.base,
+            event=event,
+            ids=ids,
+            reasons=reasons,
+            related=[None] * len(ids),
+        )
+
+
+def runs(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The agent's latest retention reports, newest first. Raises NotFound for an unknown agent."""
+    store.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
+    return store.all_(conn, "retention_runs", tenant_id=tenant_id, agent_id=agent_id, limit=limit)
+
+
+def due(pool: psycopg_pool.ConnectionPool, *, before: datetime, limit: int = 10_000) -> list[tuple[UUID, str]]:
+    """Agents (across tenants) not swept since `before`, least recently swept first."""
+    with db.system_tx(pool) as conn:
+        return [(r["tenant_id"], r["agent_id"]) for r in store.all_(conn, "retention_due", before=before, limit=limit)]
+
+
+def window(now: datetime, every_s: float) -> datetime:
+    """The start of the beat window `now` falls in: every fire in it gets the same run key."""
+    epoch = now.timestamp()
+    return datetime.fromtimestamp(epoch - epoch % every_s, tz=now.tzinfo)

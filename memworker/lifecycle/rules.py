@@ -1,0 +1,319 @@
+"""Pure lifecycle rules (seeds 002 and 004): confidence growth and decay, promotion by
+evidence, contradiction (supersede or review) and near-duplicate merge. No I/O: the write
+path (memworker.lifecycle.governance) and the sweep (memworker.lifecycle.retention) apply them.
+
+Why the contradiction rule is lexical: with no LLM in the loop it has to be deterministic
+and it must not retire true memories. It only fires when two texts say the same thing about
+the same subject with one value swapped ("The project uses Python 3.9" -> "... 3.11"), or
+one of them negated; anything looser is left alone. See docs/lifecycle.md."""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+
+from memworker import memories
+from memworker.policy import Policy
+
+TIER_RANK = {t: i for i, t in enumerate(memories.TIERS)}
+EPISODIC_TIERS = ("L0", "L1")  # what decay, age-forgetting and the cap act on
+PROTECTED_KINDS = ("insight", "conclusion")  # never forgotten by decay or cap (seed 002)
+DERIVED_KINDS = ("insight", "conclusion")  # written by consolidation from evidence
+# Kinds that state how things are (one current value): the only ones a newer memory can
+# contradict. Two events on different dates are both true; insights are derived.
+STATEFUL_KINDS = ("fact", "preference", "decision", "method")
+
+
+# --- confidence -------------------------------------------------------------------------
+
+
+def grow_confidence(current: float, evidence: float, growth: float) -> float:
+    """Confidence after a later episode confirmed the memory: at least the new evidence's,
+    then `growth` of the remaining gap to 1.0 closed (so it approaches 1, never reaches it
+    by repetition alone)."""
+    base = max(current, evidence)
+    return min(1.0, base + growth * (1.0 - base))
+
+
+def decayed(value: float, days: float, half_life_days: float | None, floor: float = 0.0) -> float:
+    """value after `days` without evidence, halving every half_life_days, never below floor
+    (a value already under the floor stays where it is). The sweep's SQL uses this formula."""
+    if half_life_days is None or days <= 0:
+        return value
+    return max(min(value, floor), value * math.pow(0.5, days / half_life_days))
+
+
+# --- promotion ----------------------------------------------------------------------------
+
+
+def promotion_reason(
+    *, tier: str, access_count: int, confirmations: int, confidence: float, connected: bool, policy: Policy
+) -> str | None:
+    """Why an L1 memory has earned L2, or None. Evidence is any of: recalled often,
+    connected by consolidation, or confirmed by a later episode with enough confidence.
+    L2 -> L3 never happens here: only through the explicit, audited promote call."""
+    if tier != "L1":
+        return None
+    if access_count >= policy.promote_min_recalls:
+        return f"recalled {access_count} times"
+    if connected:
+        return "connected by consolidation"
+    if confirmations > 0 and confidence >= policy.promote_min_confidence:
+        return f"confirmed by {confirmations} later episode(s), confidence {confidence:.2f}"
+    return None
+
+
+# --- contradiction --------------------------------------------------------------------------
+
+_WORD = re.compile(r"\d+(?:[.:/,-]\d+)*[a-z%]*|[^\W_]+")
+_NEGATIONS = frozenset({"not", "no", "never", "cannot", "nobody", "nothing"})
+_AUXILIARIES = frozenset({"do", "does", "did"})  # "does not use X" vs "uses X"
+# Words that change how something is said, not what: "now uses", "officially uses".
+_FILLERS = frozenset(
+    [
+        "now",
+        "currently",
+        "still",
+        "already",
+        "officially",
+        "definitely",
+        "certainly",
+        "actually",
+        "really",
+        "also",
+        "just",
+        "recently",
+        "indeed",
+        "confirmed",
+        "always",
+    ]
+)
+# Verbs after which a changed word is a changed value ("is in Berlin" -> "is in Lisbon").
+_SINGLE_VALUED = frozenset(
+    [
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "prefers",
+        "prefer",
+        "preferred",
+        "lives",
+        "live",
+        "located",
+        "based",
+        "hosted",
+        "deployed",
+        "called",
+        "named",
+        "scheduled",
+        "moved",
+        "switched",
+        "changed",
+        "became",
+        "becomes",
+        "equals",
+        "set",
+        "targets",
+        "runs",
+        "run",
+        "uses",
+        "use",
+        "using",
+        "costs",
+        "cost",
+        "requires",
+        "require",
+    ]
+)
+# Verbs after which only a changed number is a changed value ("has 3 nodes" -> "has 5 nodes").
+_VALUE_VERBS = _SINGLE_VALUED | frozenset(
+    [
+        "has",
+        "have",
+        "had",
+        "needs",
+        "need",
+        "takes",
+        "take",
+        "starts",
+        "start",
+        "begins",
+        "begin",
+        "ends",
+        "end",
+        "expires",
+        "expire",
+    ]
+)
+_SKIP = _NEGATIONS | _AUXILIARIES | _FILLERS
+_MAX_SWAPPED = 2  # words that may differ after the verb
+_SWAP_WINDOW = 4  # ... within the first few words after it
+
+
+@lru_cache(maxsize=65_536)  # the sweep compares each memory with several others
+def _parse(text: str) -> tuple[bool, tuple[str, ...]]:
+    """(negated, the words that carry meaning): case-folded, fillers and negations dropped."""
+    words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold().replace("n't", " not"))
+    return any(w in _NEGATIONS for w in words), tuple(w for w in words if w not in _SKIP)
+
+
+def _is_value(word: str) -> bool:
+    return any(ch.isdigit() for ch in word)
+
+
+def contradiction(older: str, newer: str) -> str | None:
+    """How newer contradicts older about the same subject and attribute: 'value' (a number
+    changed), 'swap' (a word after a single-valued verb changed), 'negation' (one says not),
+    or None. The subject (everything before the verb) must be identical, so 'Ticket 4411
+    is about SSO' never contradicts 'Ticket 4412 is about SSO'."""
+    (neg_a, core_a), (neg_b, core_b) = _parse(older), _parse(newer)
+    verb = next((i for i, w in enumerate(core_a) if w in _VALUE_VERBS), None)
+    if verb is None or verb >= len(core_b) or core_a[: verb + 1] != core_b[: verb + 1]:
+        return None
+    if neg_a != neg_b:
+        return "negation" if core_a == core_b and core_a[verb] in _SINGLE_VALUED else None
+    tail_a, tail_b = core_a[verb + 1 :], core_b[verb + 1 :]
+    if len(tail_a) != len(tail_b):
+        return None
+    diffs = [i for i, (x, y) in enumerate(zip(tail_a, tail_b, strict=True)) if x != y]
+    if not diffs:
+        return None
+    if all(_is_value(tail_a[i]) and _is_value(tail_b[i]) for i in diffs):
+        return "value"
+    if core_a[verb] in _SINGLE_VALUED and len(diffs) <= _MAX_SWAPPED and max(diffs) < _SWAP_WINDOW:
+        return "swap"
+    return None
+
+
+@dataclass(frozen=True)
+class Fact:
+    """What the rules need to know about one live memory."""
+
+    id: str
+    text: str
+    kind: str
+    tier: str
+    confidence: float
+    created_at: datetime
+    access_count: int = 0
+
+    @property
+    def protected(self) -> bool:
+        return self.kind in PROTECTED_KINDS
+
+
+@dataclass(frozen=True)
+class Verdict:
+    action: str  # 'supersede' (older retired) or 'review' (a person decides)
+    older: Fact
+    newer: Fact
+    reason: str
+
+
+def ordered(a: Fact, b: Fact) -> tuple[Fact, Fact]:
+    """(older, newer) by creation time, then id."""
+    return (a, b) if (a.created_at, a.id) <= (b.created_at, b.id) else (b, a)
+
+
+def judge(older: Fact, newer: Fact, policy: Policy) -> Verdict | None:
+    """Supersede when the newer contradicts the older and is sure enough; a contradiction
+    it cannot resolve (unsure, or the older is canonical L3) goes to review; else None."""
+    if older.kind not in STATEFUL_KINDS or newer.kind not in STATEFUL_KINDS:
+        return None
+    how = contradiction(older.text, newer.text)
+    if how is None:
+        return None
+    if older.tier == "L3":
+        return Verdict("review", older, newer, f"{how} contradiction with a canonical (L3) memory")
+    if newer.confidence >= policy.supersede_min_confidence:
+        return Verdict(
+            "supersede", older, newer, f"{how} changed by a newer memory (confidence {newer.confidence:.2f})"
+        )
+    return Verdict(
+        "review",
+        older,
+        newer,
+        f"{how} contradiction; the newer memory's confidence {newer.confidence:.2f} is under "
+        f"{policy.supersede_min_confidence:.2f}",
+    )
+
+
+# --- merge -------------------------------------------------------------------------------------
+
+
+def mergeable(a: Fact, b: Fact, cosine: float, policy: Policy) -> bool:
+    """Near-duplicates: close vectors AND the same numbers and most words (cosine alone
+    merges 'ticket 1' with 'ticket 11'), never two versions of a changed fact, never L3
+    (canonical memories change only by an explicit call)."""
+    return (
+        cosine >= policy.merge_similarity
+        and "L3" not in (a.tier, b.tier)
+        and memories.says_the_same(a.text, b.text, min_jaccard=policy.merge_min_jaccard)
+        and contradiction(*(x.text for x in ordered(a, b))) is None
+    )
+
+
+def survivor(a: Fact, b: Fact) -> tuple[Fact, Fact]:
+    """(survivor, merged away): an insight or conclusion outlives an episodic item (it keeps
+    its protection), then the higher tier, the more recalled, the more confident, the older."""
+
+    def rank(f: Fact) -> tuple[bool, int, int, float, float]:
+        return (f.protected, TIER_RANK[f.tier], f.access_count, f.confidence, -f.created_at.timestamp())
+
+    return (a, b) if rank(a) >= rank(b) else (b, a)
+
+
+@dataclass(frozen=True)
+class Pair:
+    a: str
+    b: str
+    cosine: float
+
+
+@dataclass
+class Plan:
+    """What one look at candidate pairs decided."""
+
+    supersede: list[Verdict] = field(default_factory=list)
+    review: list[Verdict] = field(default_factory=list)
+    merge: list[tuple[Fact, Fact, float]] = field(default_factory=list)  # (survivor, away, cosine)
+
+
+def plan(pairs: Iterable[Pair], facts: dict[str, Fact], policy: Policy) -> Plan:
+    """Contradictions first (a changed fact must never be merged into its old version),
+    then merges, most similar first; a memory retired or merged away takes no further part."""
+    out = Plan()
+    seen: set[frozenset[str]] = set()
+    unique: list[Pair] = []
+    for p in pairs:
+        key = frozenset((p.a, p.b))
+        if p.a != p.b and key not in seen and p.a in facts and p.b in facts:
+            seen.add(key)
+            unique.append(p)
+    gone: set[str] = set()
+    for p in unique:
+        verdict = judge(*ordered(facts[p.a], facts[p.b]), policy)
+        if verdict is None:
+            continue
+        if verdict.action == "review":
+            out.review.append(verdict)
+        elif verdict.older.id not in gone and verdict.newer.id not in gone:
+            out.supersede.append(verdict)
+            gone.add(verdict.older.id)
+    contradicting = {frozenset((v.older.id, v.newer.id)) for v in out.review + out.supersede}
+    for p in sorted(unique, key=lambda x: -x.cosine):
+        if p.a in gone or p.b in gone or frozenset((p.a, p.b)) in contradicting:
+            continue
+        fa, fb = facts[p.a], facts[p.b]
+        if mergeable(fa, fb, p.cosine, policy):
+            keep, away = survivor(fa, fb)
+            out.merge.append((keep, away, p.cosine))
+            gone.add(away.id)
+    return out

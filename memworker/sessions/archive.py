@@ -1,0 +1,349 @@
+"""Session archives (seed 004): closing a session writes a gzip-compressed, versioned JSONL
+snapshot of its state, working memory, plan, episodes and context calls into Postgres,
+closes it, and distils it into long-term memory through the reflective write (a summary
+episode, reflected like any other). Restoring brings the state back from the snapshot.
+
+The snapshot moves out of the live tables what only the session needs (working memory,
+plan, the context-call log): a closed session costs one compressed row. Episodes stay
+where they are (memories point at them) and are copied in for audit; restore does not
+re-insert episodes, so an episode forgotten since the archive stays forgotten.
+
+Format (FORMAT_VERSION 1), one JSON object per line, in this order:
+  {"type": "header", "format": "memworker.session-archive", "format_version": 1, ...}
+  {"type": "session", ...restorable session fields}
+  {"type": "working", "document": {...}}
+  {"type": "plan", "document": {...} | null}
+  {"type": "episode", ...}       one per episode of the session, oldest first
+  {"type": "context_call", ...}  one per context call, oldest first
+  {"type": "footer", "counts": {...}}"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from memworker import errors, ingest
+from memworker.sessions import hooks, plans, session, working
+from memworker.sleep import consolidation
+from memworker.storage import store
+
+FORMAT = "memworker.session-archive"
+FORMAT_VERSION = 1
+SESSION_FIELDS = (
+    "status",
+    "metadata",
+    "revision",
+    "window_tokens",
+    "log_tokens",
+    "last_context_tokens",
+    "reported_used",
+    "flush_armed",
+    "flush_count",
+    "flushed_at",
+    "flushed_revision",
+    "last_flush_episode_id",
+    "created_at",
+)
+EPISODE_FIELDS = (
+    "id",
+    "content",
+    "messages",
+    "metadata",
+    "idempotency_key",
+    "status",
+    "memory_ids",
+    "occurred_at",
+    "created_at",
+    "stored_at",
+)
+CALL_FIELDS = ("id", "query", "max_tokens", "tokens", "memory_ids", "dropped", "sections", "used", "created_at")
+
+
+# --- the format (pure) -----------------------------------------------------------------------
+
+
+def snapshot(
+    session: dict[str, Any],
+    episodes: list[dict[str, Any]],
+    calls: list[dict[str, Any]],
+    *,
+    version: int,
+    archived_at: datetime,
+) -> list[dict[str, Any]]:
+    """The archive's lines, as objects."""
+    lines: list[dict[str, Any]] = [
+        {
+            "type": "header",
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "agent_id": session["agent_id"],
+            "session_id": session["id"],
+            "archive_version": version,
+            "archived_at": archived_at.isoformat(),
+        },
+        {"type": "session", **{k: _plain(session[k]) for k in SESSION_FIELDS}},
+        {"type": "working", "document": working.normalised(session["working"])},
+        {"type": "plan", "document": session["plan"]},
+    ]
+    lines += [{"type": "episode", **{k: _plain(e[k]) for k in EPISODE_FIELDS}} for e in episodes]
+    lines += [{"type": "context_call", **{k: _plain(c[k]) for k in CALL_FIELDS}} for c in calls]
+    lines.append({"type": "footer", "counts": counts_of(lines)})
+    return lines
+
+
+def counts_of(lines: list[dict[str, Any]]) -> dict[str, int]:
+    doc = next((x["document"] for x in lines if x["type"] == "working"), None) or {}
+    plan = next((x["document"] for x in lines if x["type"] == "plan"), None)
+    return {
+        "episodes": sum(1 for x in lines if x["type"] == "episode"),
+        "context_calls": sum(1 for x in lines if x["type"] == "context_call"),
+        "working_items": len(doc.get("items", [])),
+        "plan_steps": sum(len(m["steps"]) for m in plan["milestones"]) if plan else 0,
+    }
+
+
+def encode(lines: list[dict[str, Any]]) -> tuple[bytes, int, str]:
+    """(gzip bytes, JSONL size, sha256 of the JSONL). mtime 0: the same content, the same bytes."""
+    raw = "".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in lines).encode()
+    return gzip.compress(raw, compresslevel=6, mtime=0), len(raw), hashlib.sha256(raw).hexdigest()
+
+
+def decode(data: bytes, *, sha256: str | None = None) -> list[dict[str, Any]]:
+    """The lines of an archive. Raises InvalidInput for a corrupt or unknown-version archive."""
+    try:
+        raw = gzip.decompress(data)
+        lines = [json.loads(x) for x in raw.decode().splitlines() if x]
+    except (OSError, EOFError, ValueError) as exc:
+        raise errors.InvalidInput(f"archive is corrupt: {exc}") from exc
+    if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
+        raise errors.InvalidInput("archive checksum mismatch")
+    if not lines or lines[0].get("type") != "header" or lines[0].get("format") != FORMAT:
+        raise errors.InvalidInput("not a memworker session archive")
+    if lines[0].get("format_version") != FORMAT_VERSION:
+        raise errors.InvalidInput(
+            f"archive format version {lines[0].get('format_version')} is not supported "
+            f"(this build reads version {FORMAT_VERSION})"
+        )
+    if lines[-1].get("type") != "footer":
+        raise errors.InvalidInput("archive is truncated (no footer)")
+    return lines
+
+
+def summary_lines(lines: list[dict[str, Any]]) -> list[str]:
+    """Sentences distilled into long-term memory: the session's working memory and plan."""
+    doc = next(x["document"] for x in lines if x["type"] == "working")
+    plan = next(x["document"] for x in lines if x["type"] == "plan")
+    return working.render_lines(doc) + plans.render_lines(plan)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+# --- archive, restore, list, download ---------------------------------------------------------
+
+
+def archive(
+    conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str
+) -> tuple[dict[str, Any], UUID | None, list[UUID]]:
+    """Archive and close the session. Returns (the archive's listing, the summary episode to
+    publish or None, webhook deliveries to send). An already archived session returns its
+    latest archive with already_archived true and nothing to publish."""
+    row = session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True)
+    if row["status"] == "archived":
+        latest = store.one(
+            conn,
+            "archive_get",
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            version=row["archive_count"],
+        )
+        assert latest is not None
+        return {**listing(latest), "already_archived": True}, None, []
+    version = row["archive_count"] + 1
+    episodes = store.all_(conn, "session_episodes", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    calls = store.all_(conn, "context_calls_of_session", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    lines = snapshot(row, episodes, calls, version=version, archived_at=session.now())
+    data, raw_bytes, digest = encode(lines)
+    summary = summary_lines(lines)
+    episode_id = None
+    if summary:  # the reflective write: the summary becomes an episode, reflected like any other
+        ((episode_id, _),) = ingest.accept(
+            conn,
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            episodes=[
+                ingest.EpisodeIn(
+                    "\n".join(summary),
+                    session_id=session_id,
+                    idempotency_key=f"session-archive:{session_id}:{version}",
+                    metadata={"source": "session_archive", "session_id": session_id, "archive_version": version},
+                )
+            ],
+        )
+    saved = store.one(
+        conn,
+        "archive_insert",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        session_id=session_id,
+        version=version,
+        format_version=FORMAT_VERSION,
+        data=data,
+        bytes=len(data),
+        raw_bytes=raw_bytes,
+        sha256=digest,
+        counts=Jsonb(lines[-1]["counts"]),
+        episode_ids=[e["id"] for e in episodes],
+        distill_episode_id=episode_id,
+    )
+    assert saved is not None
+    store.run(conn, "context_calls_delete", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    store.run(conn, "session_archived", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version)
+    consolidation.session_ended(conn, tenant_id=tenant_id, agent_id=agent_id)  # sleep's session gate
+    out = listing(saved)
+    deliveries = hooks.emit(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        event="archive",
+        session_id=session_id,
+        data={k: out[k] for k in ("version", "bytes", "counts", "distill_episode_id")},
+    )
+    return {**out, "already_archived": False}, episode_id, deliveries
+
+
+def restore(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, version: int | None) -> dict[str, Any]:
+    """Reopen an archived session from its latest (or the given) archive. Raises NotFound,
+    Conflict (the session is open), InvalidInput (corrupt or unsupported archive)."""
+    row = session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True)
+    if row["status"] != "archived":
+        raise errors.Conflict(f"session {session_id} is open; only an archived session can be restored")
+    arc = store.one(
+        conn,
+        "archive_get",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        session_id=session_id,
+        version=version or row["archive_count"],
+    )
+    if arc is None:
+        raise errors.NotFound(f"no archive version {version} of this session")
+    lines = decode(bytes(arc["data"]), sha256=arc["sha256"])
+    state = next(x for x in lines if x["type"] == "session")
+    doc = next(x["document"] for x in lines if x["type"] == "working")
+    plan = next(x["document"] for x in lines if x["type"] == "plan")
+    store.run(
+        conn,
+        "session_restore",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        session_id=session_id,
+        metadata=Jsonb(state["metadata"]),
+        working=Jsonb(doc),
+        plan=Jsonb(plan) if plan else None,
+        revision=state["revision"],
+        window_tokens=state["window_tokens"],
+        log_tokens=state["log_tokens"],
+        last_context_tokens=state["last_context_tokens"],
+        reported_used=state["reported_used"],
+        flush_armed=state["flush_armed"],
+        flush_count=state["flush_count"],
+        flushed_at=state["flushed_at"],
+        flushed_revision=state["flushed_revision"],
+        last_flush_episode_id=state["last_flush_episode_id"],
+    )
+    calls = [x for x in lines if x["type"] == "context_call"]
+    for c in calls:
+        store.run(
+            conn,
+            "context_call_restore",
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            **{k: Jsonb(c[k]) if k in ("dropped", "sections") else c[k] for k in CALL_FIELDS},
+        )
+    archived = [x["id"] for x in lines if x["type"] == "episode"]
+    present = store.one(conn, "episodes_present", tenant_id=tenant_id, agent_id=agent_id, ids=archived)
+    return {
+        "session_id": session_id,
+        "status": "open",
+        "from_version": arc["version"],
+        "restored": {
+            "working_items": len(doc.get("items", [])),
+            "plan_steps": sum(len(m["steps"]) for m in plan["milestones"]) if plan else 0,
+            "context_calls": len(calls),
+            "episodes_in_archive": len(archived),
+            "episodes_present": int(present["n"]) if present else 0,
+        },
+    }
+
+
+def listing(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "session_id": row["session_id"],
+        "version": row["version"],
+        "format_version": row["format_version"],
+        "bytes": row["bytes"],
+        "raw_bytes": row["raw_bytes"],
+        "sha256": row["sha256"],
+        "counts": row["counts"],
+        "distill_episode_id": str(row["distill_episode_id"]) if row["distill_episode_id"] else None,
+        "created_at": row["created_at"].isoformat(),
+    }
+
+
+def list_archives(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str) -> list[dict[str, Any]]:
+    session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    rows = store.all_(conn, "archive_list", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    return [listing(r) for r in rows]
+
+
+def download(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, version: int) -> bytes:
+    """The archive's gzip bytes. Raises NotFound."""
+    row = store.one(conn, "archive_get", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version)
+    if row is None:
+        raise errors.NotFound("archive not found")
+    return bytes(row["data"])
+
+
+def scrub_episodes(conn: Any, *, tenant_id: UUID, agent_id: str, episode_ids: list[UUID]) -> int:
+    """Rewrite every archive of the agent that holds a copy of one of these episodes without
+    it (for forget, issue 6: an archive must not keep a forgotten episode's text). Returns
+    how many archives were rewritten."""
+    if not episode_ids:
+        return 0
+    gone = {str(e) for e in episode_ids}
+    rows = store.all_(conn, "archives_with_episodes", tenant_id=tenant_id, agent_id=agent_id, ids=list(episode_ids))
+    for r in rows:
+        kept = [x for x in decode(bytes(r["data"])) if not (x["type"] == "episode" and x["id"] in gone)]
+        kept[-1] = {"type": "footer", "counts": counts_of(kept), "scrubbed": True}
+        data, raw_bytes, digest = encode(kept)
+        store.run(
+            conn,
+            "archive_rewrite",
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            session_id=r["session_id"],
+            version=r["version"],
+            data=data,
+            bytes=len(data),
+            raw_bytes=raw_bytes,
+            sha256=digest,
+            counts=Jsonb(kept[-1]["counts"]),
+            episode_ids=[x["id"] for x in kept if x["type"] == "episode"],
+        )
+    return len(rows)

@@ -1,0 +1,214 @@
+"""Execution plans (seed 004's execution context): milestones of steps, each step with a
+status, a progress percentage and an optional output. Pure functions over the plan's JSON
+document; memworker/sessions.py stores it in the session row, so it survives any crash or
+restart of the processes that change it.
+
+Where to resume: the last milestone completed (with every milestone before it), and the
+first step, in plan order, that is neither done nor skipped."""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memworker import errors
+
+STATUSES = ("pending", "in_progress", "done", "blocked", "skipped")
+FINISHED = ("done", "skipped")
+ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+MAX_MILESTONES = 50
+MAX_STEPS = 500
+MAX_OUTPUT = 4000  # an intermediate result worth keeping with the step, not a report store
+
+
+@dataclass(frozen=True)
+class StepPatch:
+    status: str | None = None
+    progress: int | None = None
+    output: str | None = None
+    note: str | None = None
+
+
+def build(spec: dict[str, Any], *, old: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
+    """A plan from a PUT body {"title", "milestones": [{"id"?, "title", "steps": [{"id"?,
+    "title", "status"?, "progress"?, "output"?}]}]}. Ids default to m1, m1.s1, ...; a step
+    that keeps its id from the old plan and gives no status keeps its status, progress and
+    output (re-planning does not lose work). Raises InvalidInput."""
+    milestones = spec.get("milestones") or []
+    if not milestones or len(milestones) > MAX_MILESTONES:
+        raise errors.InvalidInput(f"a plan has 1 to {MAX_MILESTONES} milestones")
+    previous = {s["id"]: s for m in (old or {}).get("milestones", []) for s in m["steps"]}
+    seen: set[str] = set()
+    out_ms = []
+    n_steps = 0
+    for mi, m in enumerate(milestones, 1):
+        mid = _id(m.get("id") or f"m{mi}", seen)
+        steps = []
+        for si, s in enumerate(m.get("steps") or [], 1):
+            sid = _id(s.get("id") or f"{mid}.s{si}", seen)
+            step = {
+                "id": sid,
+                "title": _title(s.get("title")),
+                "status": "pending",
+                "progress": 0,
+                "output": None,
+                "note": None,
+                "updated_at": now.isoformat(),
+            }
+            if s.get("status") is None and s.get("progress") is None and sid in previous:
+                kept = previous[sid]
+                step.update({k: kept.get(k) for k in ("status", "progress", "output", "note", "updated_at")})
+            else:
+                step = _patched(
+                    step, StepPatch(s.get("status"), s.get("progress"), s.get("output"), s.get("note")), now
+                )
+            steps.append(step)
+        if not steps:
+            raise errors.InvalidInput(f"milestone {mid!r} has no steps")
+        n_steps += len(steps)
+        out_ms.append({"id": mid, "title": _title(m.get("title")), "steps": steps})
+    if n_steps > MAX_STEPS:
+        raise errors.InvalidInput(f"a plan has at most {MAX_STEPS} steps")
+    title = spec.get("title")
+    return {"title": _title(title) if title else None, "milestones": out_ms, "updated_at": now.isoformat()}
+
+
+def patch_step(plan: dict[str, Any], step_id: str, patch: StepPatch, *, now: datetime) -> dict[str, Any]:
+    """A copy of the plan with one step changed. Raises NotFound, InvalidInput."""
+    out = copy.deepcopy(plan)
+    for m in out["milestones"]:
+        for i, s in enumerate(m["steps"]):
+            if s["id"] == step_id:
+                m["steps"][i] = _patched(s, patch, now)
+                out["updated_at"] = now.isoformat()
+                return out
+    raise errors.NotFound(f"no step {step_id!r} in this plan")
+
+
+def _patched(step: dict[str, Any], patch: StepPatch, now: datetime) -> dict[str, Any]:
+    s = dict(step)
+    if patch.status is not None and patch.status not in STATUSES:
+        raise errors.InvalidInput(f"step status must be one of {list(STATUSES)}")
+    if patch.progress is not None and (
+        isinstance(patch.progress, bool) or not isinstance(patch.progress, int) or not 0 <= patch.progress <= 100
+    ):
+        raise errors.InvalidInput("step progress is an integer percentage, 0 to 100")
+    for name, value in (("output", patch.output), ("note", patch.note)):
+        if value is not None and len(value) > MAX_OUTPUT:
+            raise errors.InvalidInput(f"step {name} is at most {MAX_OUTPUT} characters")
+    if patch.status == "done" and patch.progress is not None and patch.progress != 100:
+        raise errors.InvalidInput("a done step has progress 100")
+    if patch.progress is not None:
+        s["progress"] = patch.progress
+    if patch.status is not None:
+        s["status"] = patch.status
+    elif patch.progress is not None:  # progress alone moves the status along
+        if patch.progress == 100:
+            s["status"] = "done"
+        elif patch.progress > 0 and s["status"] == "pending":
+            s["status"] = "in_progress"
+    if s["status"] == "done":
+        s["progress"] = 100
+    if patch.output is not None:
+        s["output"] = patch.output
+    if patch.note is not None:
+        s["note"] = patch.note
+    s["updated_at"] = now.isoformat()
+    return s
+
+
+def milestone_status(m: dict[str, Any]) -> str:
+    statuses = [s["status"] for s in m["steps"]]
+    if all(st in FINISHED for st in statuses):
+        return "done"
+    if any(st == "blocked" for st in statuses):
+        return "blocked"
+    if any(st != "pending" for st in statuses):
+        return "in_progress"
+    return "pending"
+
+
+def progress(plan: dict[str, Any]) -> int:
+    """Overall percentage: the mean progress of the steps that are not skipped."""
+    steps = [s for m in plan["milestones"] for s in m["steps"] if s["status"] != "skipped"]
+    if not steps:
+        return 100
+    return round(sum(int(s["progress"]) for s in steps) / len(steps))
+
+
+def resume(plan: dict[str, Any]) -> dict[str, Any]:
+    """Where to pick the plan up again."""
+    last_done = None
+    for m in plan["milestones"]:
+        if milestone_status(m) != "done":
+            break
+        last_done = {"id": m["id"], "title": m["title"]}
+    nxt = None
+    for m in plan["milestones"]:
+        s = next((s for s in m["steps"] if s["status"] not in FINISHED), None)
+        if s is not None:
+            nxt = {
+                "id": s["id"],
+                "title": s["title"],
+                "status": s["status"],
+                "progress": s["progress"],
+                "milestone_id": m["id"],
+                "milestone_title": m["title"],
+            }
+            break
+    steps = [s for m in plan["milestones"] for s in m["steps"]]
+    return {
+        "last_completed_milestone": last_done,
+        "next_step": nxt,
+        "done": nxt is None,
+        "progress": progress(plan),
+        "steps_done": sum(s["status"] in FINISHED for s in steps),
+        "steps_total": len(steps),
+        "blocked": [s["id"] for s in steps if s["status"] == "blocked"],
+    }
+
+
+def view(plan: dict[str, Any]) -> dict[str, Any]:
+    """The plan with each milestone's derived status and progress, and where to resume."""
+    out = copy.deepcopy(plan)
+    for m in out["milestones"]:
+        m["status"] = milestone_status(m)
+        live = [s for s in m["steps"] if s["status"] != "skipped"]
+        m["progress"] = round(sum(s["progress"] for s in live) / len(live)) if live else 100
+    out["resume"] = resume(plan)
+    return out
+
+
+def render_lines(plan: dict[str, Any] | None) -> list[str]:
+    """Plain sentences on the plan's state, for distillation (archive, flush): how far it
+    got and what comes next, and what is blocked. Step outputs stay in the plan and the
+    archive: they are artefacts, not memories."""
+    if not plan:
+        return []
+    r = resume(plan)
+    title = plan.get("title") or "the plan"
+    nxt = f"; next step: {r['next_step']['title']}" if r["next_step"] else "; finished"
+    lines = [f"Progress on {title}: {r['progress']}% ({r['steps_done']} of {r['steps_total']} steps){nxt}."]
+    for m in plan["milestones"]:
+        for s in m["steps"]:
+            if s["status"] == "blocked":
+                lines.append(f"Step {s['title']} is blocked" + (f": {s['note']}." if s.get("note") else "."))
+    return lines
+
+
+def _id(value: Any, seen: set[str]) -> str:
+    if not isinstance(value, str) or not ID.match(value):
+        raise errors.InvalidInput("plan ids are 1-64 letters, digits and . _ : -, starting with a letter or digit")
+    if value in seen:
+        raise errors.InvalidInput(f"plan id {value!r} is used twice")
+    seen.add(value)
+    return value
+
+
+def _title(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 500:
+        raise errors.InvalidInput("plan titles are 1-500 characters")
+    return " ".join(value.split())

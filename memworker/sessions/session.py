@@ -1,0 +1,362 @@
+"""Sessions: the stored side of working memory (memworker/working.py), execution plans
+(memworker/plans.py), context use and seed 001's context flush. Everything lives in the
+session's row (sql/0004_sessions.sql), changed under its row lock, so a plan and its
+progress survive any process dying: what an answer confirmed is committed.
+
+Context flush: the client reports how full its context window is (a share, or tokens), or
+memworker estimates it as (transcript tokens stored for the session since the last flush +
+the last context built) / the window. At or above policy.context_flush_at the session's
+log not yet in long-term memory (working memory and plan changes since the last flush; the
+transcript's episodes are reflected one by one already) is written as an episode and so
+distilled by the reflective write. A flush disarms until the use drops below the threshold
+again, so a client that keeps reporting 75 % is not flushed on every call."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from memworker import errors, ingest, memories
+from memworker.policy import Policy
+from memworker.sessions import plans, working
+from memworker.storage import store
+
+SESSION_ID = memories.AGENT_ID  # the same alphabet as agent ids: safe in paths
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def create(
+    conn: Any,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    session_id: str | None,
+    goal: str | None,
+    window_tokens: int | None,
+    metadata: dict[str, Any],
+) -> tuple[dict[str, Any], bool]:
+    """A new open session (the agent is created on first use); (row, created). An existing
+    session_id returns that session unchanged with created False."""
+    sid = session_id or f"s-{uuid.uuid4().hex[:16]}"
+    if not SESSION_ID.match(sid):
+        raise errors.InvalidInput(
+            "session_id must be 1-128 letters, digits and . _ : @ -, starting with a letter or digit"
+        )
+    store.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
+    doc = working.empty()
+    if goal:
+        doc.update(goal=" ".join(goal.split()), goal_seq=1)
+    row = store.one(
+        conn,
+        "session_insert",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        session_id=sid,
+        metadata=Jsonb(metadata),
+        working=Jsonb(doc),
+        window_tokens=window_tokens,
+        revision=1 if goal else 0,
+    )
+    if row is not None:
+        return row, True
+    return load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=sid), False
+
+
+def load(
+    conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, lock: bool = False, open_only: bool = False
+) -> dict[str, Any]:
+    """The session row. Raises NotFound (also for another tenant's or agent's session), and
+    Conflict when open_only and the session is archived."""
+    row = store.one(
+        conn, "session_lock" if lock else "session_get", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id
+    )
+    if row is None:
+        raise errors.NotFound("session not found")
+    if open_only and row["status"] != "open":
+        raise errors.Conflict(f"session {session_id} is archived; POST .../restore to reopen it")
+    return row
+
+
+def summary(row: dict[str, Any], policy: Policy) -> dict[str, Any]:
+    """What GET .../sessions/{id} answers."""
+    doc = working.normalised(row["working"])
+    return {
+        "session_id": row["id"],
+        "agent_id": row["agent_id"],
+        "status": row["status"],
+        "metadata": row["metadata"],
+        "goal": doc["goal"],
+        "intent": doc["intent"],
+        "revision": row["revision"],
+        "working_items": len(doc["items"]),
+        "plan": plans.resume(row["plan"]) if row["plan"] else None,
+        "usage": usage_view(row, policy),
+        "archives": row["archive_count"],
+        **{
+            k: row[k].isoformat() if row[k] else None
+            for k in ("created_at", "updated_at", "archived_at", "restored_at")
+        },
+    }
+
+
+def patch_working(
+    conn: Any,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    session_id: str,
+    patch: working.Patch,
+    expected_revision: int | None,
+    policy: Policy,
+) -> tuple[dict[str, Any], working.Report]:
+    """Apply a working-memory change under the session lock; (new row, report). Raises
+    NotFound, Conflict (archived, or revision moved on), InvalidInput."""
+    row = load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True)
+    _check_revision(row, expected_revision)
+    for item in patch.add:
+        if item.memory_id is not None:
+            store.get_memory(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=_uuid(item.memory_id))
+    revision = row["revision"] + 1
+    doc, report = working.apply(
+        row["working"],
+        patch,
+        revision=revision,
+        now=now(),
+        max_items=policy.working_max_items,
+        prune_to=policy.working_prune_to,
+    )
+    saved = store.one(
+        conn,
+        "session_save_working",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        session_id=session_id,
+        working=Jsonb(doc),
+        revision=revision,
+    )
+    assert saved is not None
+    return saved, report
+
+
+def put_plan(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Replace the session's plan (keeping the progress of steps whose ids stay); the new row."""
+    row = load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True)
+    revision = row["revision"] + 1
+    plan = plans.build(spec, old=row["plan"], now=now())
+    plan["revision"] = revision
+    return _save_plan(conn, tenant_id, agent_id, session_id, plan, revision)
+
+
+def patch_step(
+    conn: Any,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    session_id: str,
+    step_id: str,
+    patch: plans.StepPatch,
+    expected_revision: int | None,
+) -> dict[str, Any]:
+    """Change one step's status, progress or output; the new row. Raises NotFound (no plan,
+    no such step), Conflict, InvalidInput."""
+    row = load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True)
+    _check_revision(row, expected_revision)
+    if not row["plan"]:
+        raise errors.NotFound("this session has no plan; PUT .../plan first")
+    revision = row["revision"] + 1
+    plan = plans.patch_step(row["plan"], step_id, patch, now=now())
+    plan["revision"] = revision
+    return _save_plan(conn, tenant_id, agent_id, session_id, plan, revision)
+
+
+def _save_plan(
+    conn: Any, tenant_id: UUID, agent_id: str, session_id: str, plan: dict[str, Any], revision: int
+) -> dict[str, Any]:
+    saved = store.one(
+        conn,
+        "session_save_plan",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        session_id=session_id,
+        plan=Jsonb(plan),
+        revision=revision,
+    )
+    assert saved is not None
+    return saved
+
+
+def _check_revision(row: dict[str, Any], expected: int | None) -> None:
+    if expected is not None and expected != row["revision"]:
+        raise errors.Conflict(f"session revision is {row['revision']}, not {expected}: re-read and retry")
+
+
+def _uuid(value: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError:
+        raise errors.InvalidInput(f"memory_id {value!r} is not a uuid") from None
+
+
+# --- context use and the flush (seed 001) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Use:
+    """Context use reported by the client: a share of the window, or tokens."""
+
+    share: float | None = None
+    used_tokens: int | None = None
+    window_tokens: int | None = None
+
+    @property
+    def given(self) -> bool:
+        return self.share is not None or self.used_tokens is not None
+
+
+def window_of(row: dict[str, Any], policy: Policy, reported: Use | None = None) -> int:
+    return int((reported.window_tokens if reported else None) or row["window_tokens"] or policy.session_window_tokens)
+
+
+def measure(row: dict[str, Any], policy: Policy, reported: Use | None, context_tokens: int | None) -> tuple[float, str]:
+    """(share of the window in use, 'reported' | 'estimated')."""
+    window = window_of(row, policy, reported)
+    if reported is not None and reported.share is not None:
+        return float(reported.share), "reported"
+    if reported is not None and reported.used_tokens is not None:
+        return reported.used_tokens / window, "reported"
+    last = row["last_context_tokens"] if context_tokens is None else context_tokens
+    return (row["log_tokens"] + last) / window, "estimated"
+
+
+def usage_view(row: dict[str, Any], policy: Policy) -> dict[str, Any]:
+    share, _ = measure(row, policy, None, None)
+    return {
+        "log_tokens": row["log_tokens"],
+        "last_context_tokens": row["last_context_tokens"],
+        "window_tokens": window_of(row, policy),
+        "estimated_use": round(share, 4),
+        "reported_use": row["reported_used"],
+        "flush_at": policy.context_flush_at,
+        "flush_armed": row["flush_armed"],
+        "flush_count": row["flush_count"],
+        "flushed_at": row["flushed_at"].isoformat() if row["flushed_at"] else None,
+        "last_flush_episode_id": str(row["last_flush_episode_id"]) if row["last_flush_episode_id"] else None,
+    }
+
+
+def record_use(
+    conn: Any, row: dict[str, Any], *, policy: Policy, reported: Use | None, context_tokens: int | None
+) -> tuple[dict[str, Any], UUID | None]:
+    """Store the use (and the last context's size), flush when due. The row must be locked.
+    Returns (what happened, the flush episode to publish or None)."""
+    share, source = measure(row, policy, reported, context_tokens)
+    threshold = policy.context_flush_at
+    info: dict[str, Any] = {
+        "use": round(share, 4),
+        "source": source,
+        "threshold": threshold,
+        "window_tokens": window_of(row, policy, reported),
+        "flushed": False,
+        "episode_id": None,
+        "reason": "below threshold",
+    }
+    armed = row["flush_armed"] or share < threshold  # dropping below the threshold re-arms
+    store.run(
+        conn,
+        "session_record_use",
+        tenant_id=row["tenant_id"],
+        agent_id=row["agent_id"],
+        session_id=row["id"],
+        context_tokens=context_tokens,
+        reported=share if source == "reported" else None,
+        window_tokens=reported.window_tokens if reported else None,
+        armed=armed,
+    )
+    if share < threshold:
+        return info, None
+    if not armed:
+        info["reason"] = "already flushed at this level; waiting for use to drop below the threshold"
+        return info, None
+    episode_id = flush(conn, row, share=share)
+    info.update(
+        flushed=True,
+        episode_id=str(episode_id) if episode_id else None,
+        reason="distilled" if episode_id else "nothing new since the last flush",
+    )
+    return info, episode_id
+
+
+def flush(conn: Any, row: dict[str, Any], *, share: float) -> UUID | None:
+    """Write the session's log since the last flush as an episode (the reflective write
+    distils it) and reset the estimate. Returns the new episode id, or None when nothing
+    changed since the last flush."""
+    since = row["flushed_revision"]
+    changed = working.changed_since(row["working"], since)
+    lines = working.render_lines(changed)
+    if row["plan"] and int(row["plan"].get("revision", 0)) > since:
+        lines += plans.render_lines(row["plan"])
+    episode_id = None
+    n = row["flush_count"] + 1
+    if lines:
+        ((episode_id, _),) = ingest.accept(
+            conn,
+            tenant_id=row["tenant_id"],
+            agent_id=row["agent_id"],
+            episodes=[
+                ingest.EpisodeIn(
+                    "\n".join(lines),
+                    session_id=row["id"],
+                    idempotency_key=f"session-flush:{row['id']}:{n}:{row['revision']}",
+                    metadata={"source": "context_flush", "session_id": row["id"], "flush": n, "use": round(share, 4)},
+                )
+            ],
+        )
+    store.run(
+        conn,
+        "session_flushed",
+        tenant_id=row["tenant_id"],
+        agent_id=row["agent_id"],
+        session_id=row["id"],
+        revision=row["revision"],
+        episode_id=episode_id,
+    )
+    return episode_id
+
+
+def note_context(conn: Any, row: dict[str, Any], *, relevant_items: list[int]) -> None:
+    """Working items relevant to a context call count as referenced once more."""
+    if relevant_items:
+        doc = working.referenced(row["working"], relevant_items)
+        store.run(
+            conn,
+            "session_set_working",
+            tenant_id=row["tenant_id"],
+            agent_id=row["agent_id"],
+            session_id=row["id"],
+            working=Jsonb(doc),
+        )
+
+
+def forget_session(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str) -> dict[str, int]:
+    """Delete a session with its working memory, plan, context-call log and archives
+    (cascade), and the webhook deliveries that mention it. For the right to be forgotten
+    (issue 6): the session's episodes and memories are forget's own business."""
+    row = store.one(conn, "session_forget_counts", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    deliveries = store.run(
+        conn, "session_forget_deliveries", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id
+    )
+    gone = store.run(conn, "session_forget", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    return {
+        "sessions": gone,
+        "context_calls": int(row["calls"]) if row else 0,
+        "archives": int(row["archives"]) if row else 0,
+        "webhook_deliveries": deliveries,
+    }

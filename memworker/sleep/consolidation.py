@@ -1,0 +1,577 @@
+"""Sleep: one consolidation pass per agent (seed 000's four steps, seed 002's topic
+conclusions, seed 001's profile), and the sweep that finds agents due for one.
+
+A pass is one transaction under the agent's advisory lock: everything it writes (metadata,
+connections, the insight, conclusions, re-rated salience, the consolidated marks, the profile
+version, the run report, the agent's gates) commits together or not at all. A pass that fails
+leaves memory exactly as it was; its failure is recorded afterwards in a transaction of its
+own, and the agent backs off. The pure steps live in memworker.sleep.synthesis and
+memworker.sleep.profile; docs/consolidation.md explains the choices."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+import psycopg_pool
+from psycopg.types.json import Jsonb
+
+from memworker import errors, memories, metrics
+from memworker.models import llm as llm_mod
+from memworker.models.embeddings import Embedder
+from memworker.policy import Policy
+from memworker.settings import Settings
+from memworker.sleep import profile, synthesis
+from memworker.sleep.synthesis import Connection, Item
+from memworker.storage import db, store
+
+logger = logging.getLogger(__name__)
+
+FLAG_AFTER = 3  # failures in a row before an agent is flagged for a human
+MAX_BACKOFF_S = 300.0  # a failed pass is retried after min(interval, this)
+
+
+@dataclass
+class Report:
+    """What one pass did; stored in consolidation_runs (columns plus the report JSON)."""
+
+    run_id: str
+    agent_id: str
+    trigger: str = "manual"
+    status: str = "running"  # done | skipped | failed | busy
+    items_reviewed: int = 0
+    connections_made: int = 0
+    insights_written: int = 0
+    conclusions_written: int = 0
+    salience_rerated: int = 0
+    skipped_reason: str | None = None
+    error: str | None = None
+    llm_calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    duration_ms: int = 0
+    steps: dict[str, str] = field(default_factory=dict)  # step -> llm | rules | off | skipped: why
+    rejected_connections: dict[str, int] = field(default_factory=dict)
+    insight_id: str | None = None
+    conclusion_ids: list[str] = field(default_factory=list)
+    profile_version: int | None = None
+    profile_changes: dict[str, Any] = field(default_factory=dict)
+    flagged: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def enabled(policy: Policy, settings: Settings) -> bool:
+    """The policy's switch; unset, consolidation is on with the offline reflector and off when
+    a paid LLM is configured (it must then be switched on explicitly)."""
+    if policy.consolidation_enabled is not None:
+        return policy.consolidation_enabled
+    return settings.llm_base_url is None
+
+
+def sweep_defaults(settings: Settings) -> dict[str, Any]:
+    """The defaults the sweep's SQL falls back to when neither tenant nor agent overrides."""
+    d = Policy()
+    return {
+        "consolidation_enabled": settings.llm_base_url is None,
+        "consolidation_interval_minutes": d.consolidation_interval_minutes,
+        "consolidation_sessions_gate": d.consolidation_sessions_gate,
+        "consolidation_quiet_minutes": d.consolidation_quiet_minutes,
+        "consolidation_min_items": d.consolidation_min_items,
+    }
+
+
+def backoff_s(policy: Policy) -> float:
+    return min(policy.consolidation_interval_minutes * 60.0, MAX_BACKOFF_S)
+
+
+# --- the sweep ------------------------------------------------------------------------------
+
+
+@dataclass
+class Sweep:
+    window: datetime
+    deferred: str | None = None  # why nothing was claimed this time
+    claimed: list[tuple[UUID, str, UUID, str]] = field(default_factory=list)  # tenant, agent, run, trigger
+    flagged_agents: int = 0
+
+
+def sweep(pool: psycopg_pool.ConnectionPool, settings: Settings, *, window: datetime, ingest_backlog: int) -> Sweep:
+    """Claim the agents due for a pass in this window (one queued run each). Defers when the
+    ingest queue is longer than settings.consolidation_backlog_max: sleep never starves ingest."""
+    result = Sweep(window)
+    if ingest_backlog > settings.consolidation_backlog_max:
+        result.deferred = f"ingest queue backed up ({ingest_backlog} > {settings.consolidation_backlog_max})"
+        return result
+    with db.system_tx(pool) as conn:
+        rows = store.all_(
+            conn,
+            "claim_due_agents",
+            window=window,
+            defaults=Jsonb(sweep_defaults(settings)),
+            lease_s=settings.consolidation_lease_s,
+            limit=settings.consolidation_sweep_limit,
+        )
+        flagged = store.one(conn, "consolidation_flagged_count", threshold=FLAG_AFTER)
+    result.claimed = [(r["tenant_id"], r["agent_id"], r["run_id"], r["trigger"]) for r in rows]
+    result.flagged_agents = int(flagged["n"]) if flagged else 0
+    metrics.CONSOLIDATION_FLAGGED_AGENTS.set(result.flagged_agents)
+    return result
+
+
+def request_run(conn: Any, *, tenant_id: UUID, agent_id: str, trigger: str, run_key: str | None = None) -> UUID:
+    """A queued run for an explicit pass (API, CLI); the same run_key returns the same run."""
+    key = run_key or f"{trigger}:{uuid.uuid4()}"
+    row = store.one(
+        conn, "consolidation_run_insert", tenant_id=tenant_id, agent_id=agent_id, run_key=key, trigger=trigger
+    )
+    if row is None:
+        row = store.one(conn, "consolidation_run_by_key", tenant_id=tenant_id, agent_id=agent_id, run_key=key)
+    assert row is not None
+    return row["id"]  # type: ignore[no-any-return]
+
+
+def session_ended(conn: Any, *, tenant_id: UUID, agent_id: str) -> None:
+    """Count one ended session towards the session gate (for the sessions API to call)."""
+    store.run(conn, "session_ended", tenant_id=tenant_id, agent_id=agent_id)
+
+
+# --- one pass -------------------------------------------------------------------------------
+
+
+def run_pass(
+    pool: psycopg_pool.ConnectionPool,
+    embedder: Embedder,
+    client: llm_mod.LLM | None,
+    settings: Settings,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    run_id: UUID,
+    force: bool = False,
+) -> Report:
+    """Run the queued run run_id. Returns its report: done, skipped (with the reason), failed
+    (memory unchanged, failure counted) or busy (another pass or a retention sweep holds the
+    agent; nothing written, try again). A run that already finished returns its stored report.
+
+    Raises Unavailable when Postgres cannot be reached (nothing can be recorded then)."""
+    started = time.monotonic()
+    with db.tenant_tx(pool, tenant_id) as conn:
+        if store.one(conn, "consolidation_run_start", tenant_id=tenant_id, agent_id=agent_id, run_id=run_id) is None:
+            return _stored_report(conn, tenant_id, agent_id, run_id)
+    report = Report(str(run_id), agent_id)
+    policy = Policy()
+    try:
+        with db.tenant_tx(pool, tenant_id) as conn:
+            run_row = store.one(conn, "consolidation_run_get", tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
+            assert run_row is not None
+            report.trigger = run_row["trigger"]
+            if not db.try_agent_lock(conn, tenant_id, agent_id):
+                store.run(conn, "consolidation_run_requeue", tenant_id=tenant_id, run_id=run_id)
+                report.status = "busy"
+                metrics.CONSOLIDATION_PASSES.labels("busy").inc()
+                return report
+            policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
+            _Pass(
+                conn,
+                embedder,
+                client,
+                settings,
+                policy,
+                tenant_id,
+                agent_id,
+                run_id,
+                report,
+                force=force,
+                started=started,
+            ).run()
+    except errors.Unavailable:
+        raise
+    except Exception as exc:  # the pass's edge: the transaction is rolled back; record why
+        logger.exception("consolidation pass %s for agent %s failed", run_id, agent_id)
+        report.status, report.error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
+        report.duration_ms = int((time.monotonic() - started) * 1000)
+        _record_failure(pool, tenant_id, agent_id, run_id, report, policy)
+    metrics.CONSOLIDATION_PASSES.labels(report.status).inc()
+    metrics.CONSOLIDATION_SECONDS.observe(report.duration_ms / 1000)
+    return report
+
+
+def give_up(pool: psycopg_pool.ConnectionPool, *, tenant_id: UUID, agent_id: str, run_id: UUID, why: str) -> None:
+    """Close a run that could not get the agent's lock after its retries."""
+    report = Report(str(run_id), agent_id, status="skipped", skipped_reason=why)
+    with db.tenant_tx(pool, tenant_id) as conn:
+        _finish(conn, tenant_id, run_id, report)
+
+
+class _Pass:
+    """The steps of one pass, inside the caller's transaction."""
+
+    def __init__(
+        self,
+        conn: Any,
+        embedder: Embedder,
+        client: llm_mod.LLM | None,
+        settings: Settings,
+        policy: Policy,
+        tenant_id: UUID,
+        agent_id: str,
+        run_id: UUID,
+        report: Report,
+        *,
+        force: bool,
+        started: float,
+    ) -> None:
+        self.conn, self.embedder, self.client, self.settings, self.policy = conn, embedder, client, settings, policy
+        self.tenant_id, self.agent_id, self.run_id, self.report = tenant_id, agent_id, run_id, report
+        self.force, self.started = force, started
+        self.ids: dict[str, Any] = {"tenant_id": tenant_id, "agent_id": agent_id}
+
+    def run(self) -> None:
+        conn, r, p = self.conn, self.report, self.policy
+        store.run(conn, "consolidation_runs_supersede", run_id=self.run_id, **self.ids)
+        agent = store.one(conn, "consolidation_agent", **self.ids)
+        assert agent is not None
+        if not (self.force or enabled(p, self.settings)):
+            return self._skip("consolidation is disabled for this agent")
+        window = [
+            _item(row)
+            for row in store.all_(conn, "consolidation_window", limit=p.consolidation_window_size, **self.ids)
+        ]
+        r.items_reviewed = len(window)
+        if len(window) < p.consolidation_min_items:
+            return self._skip(f"too few unconsolidated memories ({len(window)} < {p.consolidation_min_items})")
+        window = self._metadata(window)
+        conns = self._connections(window)
+        insight = self._insight(window, conns)
+        conclusions = self._conclusions(window)
+        texts = ([insight[0]] if insight else []) + [c[1] for c in conclusions]
+        vectors: Any = self.embedder.embed(texts) if texts else []
+        insight_id = None
+        if insight:
+            insight_id = self._write(insight[0], vectors[0], "insight", "insight", insight[1], insight[2], insight[3])
+            r.insight_id, r.insights_written = str(insight_id), 1
+        made = store.all_(
+            conn,
+            "consolidation_insert_connections",
+            insight_id=insight_id,
+            from_ids=[c.from_id for c in conns],
+            to_ids=[c.to_id for c in conns],
+            relationships=[c.relationship for c in conns],
+            **self.ids,
+        )
+        r.connections_made = len(made)
+        made_conns = [Connection(str(m["from_id"]), str(m["to_id"]), m["relationship"]) for m in made]
+        for (group, text, confidence, how), vec in zip(
+            conclusions, vectors[len(texts) - len(conclusions) :], strict=True
+        ):
+            cid = self._write(
+                text,
+                vec,
+                "conclusion",
+                f"conclusion:{group.topic}",
+                confidence,
+                how,
+                {"evidence": list(group.ids), "topic": group.label},
+            )
+            r.conclusion_ids.append(str(cid))
+        r.conclusions_written = len(r.conclusion_ids)
+        if p.consolidation_rerate:
+            bumps = synthesis.rerate(window, made_conns, agent["last_consolidated_at"])
+            old = {i.id: i.salience for i in window}
+            rows = store.all_(
+                conn, "consolidation_rerate", ids=list(bumps), bumps=[bumps[i] - old[i] for i in bumps], **self.ids
+            )
+            r.salience_rerated = len(rows)
+        else:
+            r.steps["rerate"] = "off"
+        new_ids = [i for i in [r.insight_id, *r.conclusion_ids] if i]
+        store.run(conn, "consolidation_mark", ids=[i.id for i in window] + new_ids, **self.ids)
+        self._profile(window)
+        waiting = store.one(conn, "consolidation_waiting", limit=p.consolidation_min_items, **self.ids)
+        backlog = bool(waiting and waiting["n"] >= p.consolidation_min_items)
+        r.steps["backlog"] = "more memories wait: the next sweep takes the agent again" if backlog else "none"
+        r.status = "done"
+        self._close(consolidated=True, requested=backlog)
+        metrics.CONSOLIDATION_ITEMS.labels("reviewed").inc(r.items_reviewed)
+        metrics.CONSOLIDATION_ITEMS.labels("written").inc(r.insights_written + r.conclusions_written)
+
+    # --- steps ------------------------------------------------------------------------------
+
+    def _metadata(self, window: list[Item]) -> list[Item]:
+        if not self.policy.consolidation_extract_metadata:
+            self.report.steps["metadata"] = "off"
+            return window
+        # Rules fill whatever the LLM did not give: they are free and deterministic, so a
+        # failed LLM step costs the pass nothing but the better metadata.
+        found: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self.report.steps["metadata"] = "rules"
+        if self.client is not None:
+            answer = self._ask("metadata", *synthesis.metadata_prompt(window))
+            if answer is None:
+                self.report.steps["metadata"] = f"rules (llm step {self.report.steps['metadata']})"
+            else:
+                try:
+                    found = synthesis.parse_metadata(answer, window)
+                    self.report.steps["metadata"] = "llm"
+                except ValueError as exc:
+                    self.report.steps["metadata"] = f"rules (llm step skipped: malformed answer: {exc})"
+        out, changed = [], []
+        for item in window:
+            ents, tops = found.get(item.id) or synthesis.rule_metadata(item)
+            if (ents, tops) != (item.entities, item.topics):
+                changed.append({"id": item.id, "entities": list(ents), "topics": list(tops)})
+                item = _replace(item, entities=ents, topics=tops)
+            out.append(item)
+        if changed:
+            store.run(self.conn, "consolidation_set_metadata", rows=Jsonb(changed), **self.ids)
+        return out
+
+    def _connections(self, window: list[Item]) -> list[Connection]:
+        p = self.policy
+        if self.client is None:
+            self.report.steps["connections"] = "rules"
+            return synthesis.rule_connections(
+                window, max_connections=p.consolidation_max_connections, min_similarity=p.consolidation_similarity
+            )
+        answer = self._ask("connections", *synthesis.connections_prompt(window, p.consolidation_max_connections))
+        if answer is None:
+            return []
+        try:
+            raw = llm_mod.parse_json(answer, want=list)
+        except ValueError as exc:
+            self.report.steps["connections"] = f"skipped: malformed answer: {exc}"
+            return []
+        conns, rejected = synthesis.valid_connections(raw, window, p.consolidation_max_connections)
+        self.report.steps["connections"] = "llm"
+        self.report.rejected_connections = dict(rejected)
+        return conns
+
+    def _insight(self, window: list[Item], conns: list[Connection]) -> tuple[str, float, str, dict[str, Any]] | None:
+        if self.client is None:
+            pattern = synthesis.shared_pattern(window, conns)
+            if pattern is None:
+                self.report.steps["insight"] = "skipped: no entity, topic or connection is shared"
+                return None
+            self.report.steps["insight"] = "rules"
+            return (
+                synthesis.template_insight(pattern, window),
+                0.6,
+                "rules",
+                {"evidence": list(pattern.ids), "pattern": pattern.label},
+            )
+        answer = self._ask("insight", *synthesis.insight_prompt(window, conns))
+        if answer is None:
+            return None
+        try:
+            text = synthesis.parse_insight(answer)
+        except ValueError as exc:
+            self.report.steps["insight"] = f"skipped: {exc}"
+            return None
+        self.report.steps["insight"] = "llm"
+        linked = sorted({c.from_id for c in conns} | {c.to_id for c in conns})
+        return text, 0.7, "llm", {"evidence": linked or [i.id for i in window]}
+
+    def _conclusions(self, window: list[Item]) -> list[tuple[synthesis.Group, str, float, str]]:
+        groups = synthesis.topic_groups(window, min_items=self.policy.consolidation_conclusion_min_items)
+        out = []
+        notes = []
+        for group in groups:
+            if self.client is None:
+                text, confidence = synthesis.extractive_conclusion(group, window)
+                out.append((group, text, confidence, "rules"))
+                continue
+            answer = self._ask(f"conclusion:{group.label}", *synthesis.conclusion_prompt(group, window))
+            if answer is None:
+                continue
+            try:
+                text, confidence = synthesis.parse_conclusion(answer)
+            except ValueError as exc:
+                notes.append(f"{group.label}: skipped: malformed answer: {exc}")
+                continue
+            out.append((group, text, confidence, "llm"))
+        self.report.steps["conclusions"] = (
+            ("; ".join(notes) or ("llm" if self.client else "rules"))
+            if groups
+            else "none: no topic is shared by enough episodic memories"
+        )
+        return out
+
+    def _profile(self, window: list[Item]) -> None:
+        conn, p = self.conn, self.policy
+        current = profile.load(conn, **self.ids)
+        entry_ids = [e["memory_id"] for s in profile.SECTIONS for e in current["sections"].get(s, [])]
+        rows = store.all_(conn, "profile_sources", ids=entry_ids, **self.ids) if entry_ids else []
+        vectors = {str(r["id"]): _array(r["embedding"]) for r in rows}
+        vectors.update({i.id: i.embedding for i in window if i.embedding is not None})
+        unit = {k: v / (float((v @ v) ** 0.5) or 1.0) for k, v in vectors.items()}
+
+        def similar(a: str, b: str) -> float:
+            return float(unit[a] @ unit[b]) if a in unit and b in unit else 0.0
+
+        now = datetime.now(UTC)
+        doc, changes = profile.update(
+            current,
+            window,
+            similar=similar,
+            live_ids={str(r["id"]) for r in rows},
+            now=now,
+            min_confidence=p.consolidation_profile_min_confidence,
+            stale_days=p.consolidation_profile_stale_days,
+        )
+        self.report.profile_changes = changes
+        if current["version"] and profile.same_content(doc, current):
+            self.report.steps["profile"] = f"unchanged (version {current['version']})"
+            return
+        doc["last_pass"] = changes
+        self.report.profile_version = profile.save(conn, document=doc, run_id=self.run_id, now=now, **self.ids)
+        self.report.steps["profile"] = f"version {self.report.profile_version}"
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _ask(self, step: str, system: str, user: str) -> str | None:
+        """One LLM call; a timeout or an error answer skips the step (recorded), never the pass."""
+        assert self.client is not None
+        self.report.llm_calls += 1
+        try:
+            done = self.client.complete(system, user)
+        except (errors.TransientError, errors.PermanentError) as exc:
+            self.report.steps[step] = f"skipped: {exc}"
+            return None
+        self.report.tokens_in += done.tokens_in
+        self.report.tokens_out += done.tokens_out
+        return done.text
+
+    def _write(
+        self, text: str, vector: Any, kind: str, key: str, confidence: float, how: str, meta: dict[str, Any]
+    ) -> UUID:
+        """An insight or conclusion, as a normal memory: the one recall path finds it."""
+        draft = memories.Draft(
+            text=text,
+            kind=kind,
+            tier="L2",
+            salience=synthesis.INSIGHT_SALIENCE,
+            confidence=confidence,
+            provenance=(f"consolidation:{self.run_id}",),
+            flags=memories.flags_for(text),
+            trust="consolidation",
+            metadata={"run_id": str(self.run_id), "by": how, **meta},
+            # durable on purpose: insights and conclusions are never forgotten by decay (DESIGN §7)
+            expires_at=None,
+        )
+        mid = store.insert_memory(
+            self.conn,
+            draft=draft,
+            embedding=vector,
+            source_key=f"consolidation:{self.run_id}:{key}",
+            reason=f"consolidation:{self.run_id}",
+            **self.ids,
+        )
+        if mid is None:  # cannot happen inside one run's transaction; fail loudly if it does
+            raise errors.StorageError(f"consolidation memory {key} of run {self.run_id} already exists")
+        return mid
+
+    def _skip(self, why: str) -> None:
+        self.report.status, self.report.skipped_reason = "skipped", why
+        self._close(consolidated=False, requested=False)
+
+    def _close(self, *, consolidated: bool, requested: bool) -> None:
+        self.report.duration_ms = int((time.monotonic() - self.started) * 1000)
+        store.run(self.conn, "consolidation_agent_done", consolidated=consolidated, requested=requested, **self.ids)
+        _finish(self.conn, self.tenant_id, self.run_id, self.report)
+
+
+def _record_failure(
+    pool: psycopg_pool.ConnectionPool, tenant_id: UUID, agent_id: str, run_id: UUID, report: Report, policy: Policy
+) -> None:
+    with db.tenant_tx(pool, tenant_id) as conn:
+        row = store.one(
+            conn,
+            "consolidation_agent_failed",
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            error=report.error,
+            backoff_s=backoff_s(policy),
+        )
+        failures = int(row["consolidation_failures"]) if row else 0
+        report.flagged = failures >= FLAG_AFTER
+        _finish(conn, tenant_id, run_id, report)
+    if failures == FLAG_AFTER:
+        metrics.CONSOLIDATION_FLAGGED.inc()
+    if report.flagged:
+        logger.error(
+            "consolidation for agent %s failed %d times in a row; flagged (last error: %s)",
+            agent_id,
+            failures,
+            report.error,
+        )
+
+
+def _finish(conn: Any, tenant_id: UUID, run_id: UUID, r: Report) -> None:
+    store.run(
+        conn,
+        "consolidation_run_finish",
+        tenant_id=tenant_id,
+        run_id=run_id,
+        status=r.status,
+        items_reviewed=r.items_reviewed,
+        connections_made=r.connections_made,
+        insights_written=r.insights_written,
+        conclusions_written=r.conclusions_written,
+        salience_rerated=r.salience_rerated,
+        skipped_reason=r.skipped_reason,
+        error=r.error,
+        llm_calls=r.llm_calls,
+        tokens_in=r.tokens_in,
+        tokens_out=r.tokens_out,
+        duration_ms=r.duration_ms,
+        report=Jsonb(r.to_json()),
+    )
+
+
+def _stored_report(conn: Any, tenant_id: UUID, agent_id: str, run_id: UUID) -> Report:
+    row = store.one(conn, "consolidation_run_get", tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
+    if row is None:
+        raise errors.NotFound("consolidation run not found")
+    if row["report"]:
+        known = {k: v for k, v in row["report"].items() if k in Report.__dataclass_fields__}
+        return Report(**known)
+    return Report(str(run_id), agent_id, row["trigger"], row["status"], skipped_reason=row["skipped_reason"])
+
+
+def _item(row: dict[str, Any]) -> Item:
+    return Item(
+        id=str(row["id"]),
+        text=row["text"],
+        kind=row["kind"],
+        tier=row["tier"],
+        salience=float(row["salience"]),
+        confidence=float(row["confidence"]),
+        created_at=row["created_at"],
+        access_count=row["access_count"],
+        last_access_at=row["last_access_at"],
+        entities=tuple(row["entities"] or ()),
+        topics=tuple(row["topics"] or ()),
+        flags=tuple(row["flags"] or ()),
+        embedding=_array(row["embedding"]),
+    )
+
+
+def _array(value: Any) -> Any:
+    """A stored embedding as a numpy array (pgvector's loader may hand back a Vector)."""
+    if value is None:
+        return None
+    return value.to_numpy() if hasattr(value, "to_numpy") else np.asarray(value, dtype=np.float32)
+
+
+def _replace(item: Item, **changes: Any) -> Item:
+    from dataclasses import replace
+
+    return replace(item, **changes)

@@ -1,0 +1,277 @@
+-- Every query memworker runs, by name. Loaded by store.py; parameters are %(name)s.
+-- Tenant rows are also guarded by row-level security; the explicit tenant_id filters
+-- keep plans on the tenant-leading indexes.
+
+-- name: create_tenant
+INSERT INTO tenants (name) VALUES (%(name)s) RETURNING id, name, created_at;
+
+-- name: tenant_by_name
+SELECT id, name, created_at FROM tenants WHERE name = %(name)s;
+
+-- name: list_tenants
+SELECT t.id, t.name, t.created_at FROM tenants t ORDER BY t.created_at;
+
+-- name: insert_api_key
+INSERT INTO api_keys (tenant_id, prefix, key_hash, name, scopes, agent_ids, expires_at)
+VALUES (%(tenant_id)s, %(prefix)s, %(key_hash)s, %(name)s, %(scopes)s, %(agent_ids)s, %(expires_at)s)
+RETURNING id, prefix, name, scopes, agent_ids, created_at, expires_at;
+
+-- name: list_api_keys
+SELECT id, prefix, name, scopes, agent_ids, created_at, expires_at, revoked_at
+FROM api_keys WHERE tenant_id = %(tenant_id)s ORDER BY created_at;
+
+-- name: revoke_api_key
+UPDATE api_keys SET revoked_at = now()
+WHERE tenant_id = %(tenant_id)s AND prefix = %(prefix)s AND revoked_at IS NULL RETURNING id;
+
+-- name: authenticate
+SELECT key_id, tenant_id, key_hash, scopes, agent_ids, expires_at, revoked_at
+FROM authenticate(%(prefix)s);
+
+-- name: policies
+-- The tenant's and the agent's policy overrides in one trip; agent_policy is NULL when the
+-- agent does not exist.
+SELECT t.policy AS tenant_policy, a.policy AS agent_policy
+FROM tenants t LEFT JOIN agents a ON a.tenant_id = t.id AND a.id = %(agent_id)s
+WHERE t.id = %(tenant_id)s;
+
+-- name: ensure_agent
+INSERT INTO agents (tenant_id, id) VALUES (%(tenant_id)s, %(agent_id)s)
+ON CONFLICT (tenant_id, id) DO NOTHING;
+
+-- name: agent_exists
+SELECT 1 FROM agents WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
+
+-- name: touch_agent
+UPDATE agents SET last_episode_at = now() WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
+
+-- name: insert_episode
+-- enqueued_at is stamped here, not after publishing: a later UPDATE would lock the row just
+-- when a fast worker tries to claim it (SKIP LOCKED) and strand it until the reconciler.
+INSERT INTO episodes (tenant_id, agent_id, session_id, idempotency_key, content, messages,
+                      metadata, occurred_at, enqueued_at)
+VALUES (%(tenant_id)s, %(agent_id)s, %(session_id)s, %(idempotency_key)s, %(content)s,
+        %(messages)s, %(metadata)s, coalesce(%(occurred_at)s, now()), now())
+ON CONFLICT (tenant_id, agent_id, idempotency_key) DO NOTHING
+RETURNING id;
+
+-- name: episode_by_key
+SELECT id, status FROM episodes
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND idempotency_key = %(idempotency_key)s;
+
+-- name: mark_enqueued
+UPDATE episodes SET enqueued_at = now() WHERE tenant_id = %(tenant_id)s AND id = ANY(%(ids)s);
+
+-- name: get_episode
+SELECT id, agent_id, session_id, status, attempts, last_error, memory_ids, reflector, llm_calls,
+       tokens_in, tokens_out, llm_ms, created_at, stored_at, occurred_at, metadata
+FROM episodes WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(episode_id)s;
+
+-- name: list_episodes
+SELECT id, agent_id, session_id, status, attempts, last_error, memory_ids, created_at, stored_at
+FROM episodes
+WHERE tenant_id = %(tenant_id)s
+  AND (%(agent_id)s::text IS NULL OR agent_id = %(agent_id)s)
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+ORDER BY created_at DESC LIMIT %(limit)s;
+
+-- name: claim_episodes
+-- Take the named episodes, plus other queued ones of the tenant up to the batch size, so
+-- one worker reflects and embeds several at once. Their own queue messages then find them
+-- claimed or stored and do nothing. attempts doubles as the claim token.
+UPDATE episodes e
+SET status = 'processing', attempts = e.attempts + 1,
+    lease_until = now() + make_interval(secs => %(lease_s)s)
+WHERE e.id IN (
+  SELECT c.id FROM episodes c
+  WHERE c.tenant_id = %(tenant_id)s
+    AND ((c.id = ANY(%(ids)s) AND (c.status IN ('queued', 'failed')
+                                   OR (c.status = 'processing' AND c.lease_until < now())))
+         OR (c.status = 'queued' AND %(opportunistic)s))
+  ORDER BY (c.id = ANY(%(ids)s)) DESC, c.created_at
+  LIMIT %(limit)s
+  FOR UPDATE SKIP LOCKED)
+RETURNING e.id, e.agent_id, e.session_id, e.content, e.messages, e.metadata, e.attempts, e.reflection;
+
+-- name: lock_claimed_episode
+SELECT status, attempts FROM episodes
+WHERE tenant_id = %(tenant_id)s AND id = %(episode_id)s FOR UPDATE;
+
+-- name: save_reflection
+UPDATE episodes SET reflection = %(reflection)s, llm_calls = llm_calls + %(llm_calls)s,
+       tokens_in = tokens_in + %(tokens_in)s, tokens_out = tokens_out + %(tokens_out)s,
+       llm_ms = llm_ms + %(llm_ms)s
+WHERE tenant_id = %(tenant_id)s AND id = %(episode_id)s AND status = 'processing'
+  AND attempts = %(attempts)s;
+
+-- name: finish_episode
+UPDATE episodes
+SET status = 'stored', stored_at = now(), lease_until = NULL, last_error = NULL,
+    memory_ids = %(memory_ids)s, reflector = %(reflector)s, llm_calls = llm_calls + %(llm_calls)s,
+    tokens_in = tokens_in + %(tokens_in)s, tokens_out = tokens_out + %(tokens_out)s,
+    llm_ms = llm_ms + %(llm_ms)s
+WHERE tenant_id = %(tenant_id)s AND id = %(episode_id)s;
+
+-- name: fail_episode
+-- Only the current claim may record a failure; 'dead' once attempts reach the cap.
+UPDATE episodes
+SET status = CASE WHEN attempts >= %(max_attempts)s THEN 'dead' ELSE 'failed' END,
+    last_error = %(error)s, lease_until = NULL, enqueued_at = now()
+WHERE tenant_id = %(tenant_id)s AND id = %(episode_id)s AND status = 'processing'
+  AND attempts = %(attempts)s
+RETURNING status;
+
+-- name: replay_episode
+UPDATE episodes SET status = 'queued', attempts = 0, last_error = NULL, lease_until = NULL
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(episode_id)s
+  AND status IN ('dead', 'failed')
+RETURNING id;
+
+-- name: stale_episodes
+SELECT tenant_id, episode_id FROM stale_episodes(now() - make_interval(secs => %(older_than_s)s), %(limit)s);
+
+-- name: usage
+SELECT agent_id, count(*) AS episodes, sum(llm_calls) AS llm_calls, sum(tokens_in) AS tokens_in,
+       sum(tokens_out) AS tokens_out, sum(llm_ms) AS llm_ms,
+       count(*) FILTER (WHERE status = 'stored') AS stored,
+       count(*) FILTER (WHERE status = 'dead') AS dead
+FROM episodes WHERE tenant_id = %(tenant_id)s
+  AND (%(agent_id)s::text IS NULL OR agent_id = %(agent_id)s)
+GROUP BY agent_id ORDER BY agent_id;
+
+-- name: insert_memory
+INSERT INTO memories (tenant_id, agent_id, text, kind, tier, salience, confidence, expires_at,
+                      session_id, entities, topics, provenance, metadata, source_key,
+                      content_hash, trust, flags, doc_len, embedding)
+VALUES (%(tenant_id)s, %(agent_id)s, %(text)s, %(kind)s, %(tier)s, %(salience)s, %(confidence)s,
+        %(expires_at)s, %(session_id)s, %(entities)s, %(topics)s, %(provenance)s, %(metadata)s,
+        %(source_key)s, %(content_hash)s, %(trust)s, %(flags)s, %(doc_len)s, %(embedding)s)
+ON CONFLICT (tenant_id, source_key) DO NOTHING
+RETURNING id;
+
+-- name: memory_by_source_key
+SELECT id FROM memories WHERE tenant_id = %(tenant_id)s AND source_key = %(source_key)s;
+
+-- name: insert_terms
+INSERT INTO memory_terms (tenant_id, agent_id, memory_id, term, tf)
+SELECT %(tenant_id)s, %(agent_id)s, %(memory_id)s, t.term, t.tf
+FROM unnest(%(terms)s::text[], %(tfs)s::int[]) AS t(term, tf);
+
+-- name: delete_terms
+DELETE FROM memory_terms WHERE memory_id = %(memory_id)s;
+
+-- name: insert_event
+INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, related_ids)
+VALUES (%(tenant_id)s, %(agent_id)s, %(memory_id)s, %(event)s, %(reason)s, %(actor)s, %(related_ids)s);
+
+-- name: find_duplicate
+-- The closest live memory of the agent: an exact text match, else the nearest vector.
+(SELECT id, text, 1.0::float8 AS similarity FROM memories
+ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND content_hash = %(content_hash)s
+   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
+ LIMIT 1)
+UNION ALL
+(SELECT id, text, 1 - (embedding <=> %(embedding)s) AS similarity FROM memories
+ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
+ ORDER BY embedding <=> %(embedding)s LIMIT 1)
+ORDER BY similarity DESC LIMIT 1;
+
+-- name: get_memory
+SELECT * FROM memories WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(memory_id)s;
+
+-- name: list_memories
+SELECT * FROM memories
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+  AND (%(tier)s::text IS NULL OR tier = %(tier)s)
+  AND (%(kind)s::text IS NULL OR kind = %(kind)s)
+  AND (%(session_id)s::text IS NULL OR session_id = %(session_id)s)
+  AND (%(include_inactive)s OR (valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())))
+  AND (%(after_created)s::timestamptz IS NULL
+       OR (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s;
+
+-- name: update_memory
+UPDATE memories
+SET text = coalesce(%(text)s, text), kind = coalesce(%(kind)s, kind), tier = coalesce(%(tier)s, tier),
+    salience = coalesce(%(salience)s, salience), confidence = coalesce(%(confidence)s, confidence),
+    metadata = coalesce(%(metadata)s, metadata), expires_at = CASE WHEN %(set_expires)s THEN %(expires_at)s ELSE expires_at END,
+    content_hash = coalesce(%(content_hash)s, content_hash), doc_len = coalesce(%(doc_len)s, doc_len),
+    embedding = coalesce(%(embedding)s, embedding), flags = coalesce(%(flags)s, flags), updated_at = now()
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(memory_id)s
+RETURNING *;
+
+-- name: delete_memory
+DELETE FROM memories WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(memory_id)s
+RETURNING id;
+
+-- name: recall
+-- Hybrid recall in one statement. BM25 (Lucene IDF, k1 = 1.2, b = 0.75) over the agent's
+-- live memories, exact cosine top-k over the same rows, both min-max normalised over the
+-- union of candidates and fused by weight, plus seed 000's priors scaled down to break
+-- near-ties. The hits' access counters are bumped in the same statement.
+-- One pass over the agent's rows computes everything per row (the filters, the distance,
+-- the priors' inputs) into a narrow materialised set; wide columns are read for the k hits.
+-- Each posting carries its term's document frequency (a window, not a second pass) and its
+-- memory's filter verdict, so BM25's candidates need no join back to live. Ties are broken
+-- by id at every cut, never by the rows' physical order.
+WITH live AS MATERIALIZED (
+  SELECT m.id, m.doc_len, m.salience, m.access_count, m.created_at,
+         (m.tier = ANY(%(tiers)s::text[])
+          AND (%(kinds)s::text[] IS NULL OR m.kind = ANY(%(kinds)s::text[]))
+          AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
+          AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
+          AND (%(metadata)s::jsonb IS NULL OR m.metadata @> %(metadata)s::jsonb)
+          AND NOT (%(hide_flagged)s AND 'instruction' = ANY(m.flags))) AS wanted,
+         m.embedding <=> %(qvec)s::vector AS distance
+  FROM memories m
+  WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
+    AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
+), stats AS MATERIALIZED (  -- once, not once per posting row
+  SELECT count(*)::float8 AS n, coalesce(avg(doc_len), 0)::float8 AS avgdl FROM live
+), postings AS MATERIALIZED (
+  SELECT t.memory_id AS id, t.tf::float8 AS tf, l.doc_len::float8 AS dl, l.wanted,
+         count(*) OVER (PARTITION BY t.term)::float8 AS df
+  FROM memory_terms t JOIN live l ON l.id = t.memory_id
+  WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = ANY(%(terms)s::text[])
+), bm25 AS MATERIALIZED (
+  SELECT p.id, bool_or(p.wanted) AS wanted,  -- one verdict per memory: every row of an id has it
+         sum(ln(1 + (s.n - p.df + 0.5) / (p.df + 0.5))
+             * p.tf * (1.2 + 1) / (p.tf + 1.2 * (1 - 0.75 + 0.75 * p.dl / s.avgdl))) AS score
+  FROM postings p CROSS JOIN stats s
+  GROUP BY p.id
+), candidates AS (
+  (SELECT id FROM bm25 WHERE wanted ORDER BY score DESC, id LIMIT %(candidates)s)
+  UNION
+  (SELECT id FROM live WHERE wanted ORDER BY distance, id LIMIT %(candidates)s)
+), signals AS (
+  SELECT l.id, l.salience, l.access_count, l.created_at, coalesce(b.score, 0) AS bm25, 1 - l.distance AS vector
+  FROM candidates c JOIN live l ON l.id = c.id LEFT JOIN bm25 b ON b.id = c.id
+), relevant AS (
+  SELECT s.* FROM signals s WHERE s.bm25 > 0 OR s.vector >= %(vector_floor)s
+), ranges AS (
+  SELECT max(bm25) AS bmax, min(vector) AS vmin, max(vector) AS vmax FROM relevant
+), scored AS (
+  SELECT r.*,
+         CASE WHEN g.bmax > 0 THEN r.bm25 / g.bmax ELSE 0 END AS bm25_norm,
+         CASE WHEN g.vmax > g.vmin THEN (r.vector - g.vmin) / (g.vmax - g.vmin) ELSE 1 END AS vector_norm,
+         1.0 / (1.0 + extract(epoch FROM now() - r.created_at) / 86400.0 / 30.0) AS freshness
+  FROM relevant r CROSS JOIN ranges g
+), fused AS (
+  SELECT s.*,
+         %(w_bm25)s * s.bm25_norm + %(w_vector)s * s.vector_norm AS fused,
+         %(w_prior)s * (s.salience + least(0.1 * s.access_count, 1.0) + s.freshness) AS prior
+  FROM scored s
+), top AS (
+  SELECT f.*, f.fused + f.prior AS score FROM fused f ORDER BY f.fused + f.prior DESC, f.id LIMIT %(k)s
+), bump AS (
+  UPDATE memories m SET access_count = m.access_count + 1, last_access_at = now()
+  FROM top WHERE %(bump)s AND m.id = top.id
+  RETURNING m.id
+)
+SELECT m.id, m.text, m.kind, m.tier, m.created_at, m.metadata, m.provenance, m.flags, m.trust,
+       top.salience, top.access_count, top.score, top.bm25, top.vector, top.fused, top.prior, top.freshness
+FROM top JOIN memories m ON m.id = top.id
+ORDER BY top.score DESC, top.id;
+

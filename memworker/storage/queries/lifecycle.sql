@@ -1,0 +1,538 @@
+-- Lifecycle: retention sweep, promotion, merge, supersede, review, forget, policy
+-- (memworker/lifecycle/, sql/0003_lifecycle.sql).
+-- The clock is always a parameter (now), never the SQL now(): tests move it.
+
+-- name: lifecycle_now
+SELECT now() AS now;
+
+-- name: lifecycle_resolve_alias
+SELECT memory_id FROM memory_aliases
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND alias_id = %(memory_id)s;
+
+-- name: lifecycle_lock_memory
+SELECT id, tier, kind, confidence, salience, access_count, confirmations, expires_at, valid_to, provenance
+FROM memories
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(memory_id)s FOR UPDATE;
+
+-- name: lifecycle_confirm
+-- A later episode said the same thing: one more source, a little more salient, the grown
+-- confidence (computed by lifecycle.grow_confidence), and the TTL renewed from now.
+UPDATE memories
+SET salience = least(1.0, salience + 0.05), confidence = %(confidence)s,
+    provenance = CASE WHEN %(source)s = ANY(provenance) THEN provenance
+                      ELSE provenance || %(source)s::text END,
+    confirmations = confirmations + %(count)s, confirmed_at = %(now)s,
+    expires_at = CASE WHEN expires_at IS NULL THEN NULL
+                      ELSE greatest(expires_at, %(renew_to)s::timestamptz) END,
+    updated_at = %(now)s
+WHERE tenant_id = %(tenant_id)s AND id = %(memory_id)s
+RETURNING id, tier, confidence, access_count, confirmations;
+
+-- name: lifecycle_set_tier
+UPDATE memories SET tier = %(tier)s, expires_at = %(expires_at)s, updated_at = %(now)s
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(memory_id)s
+RETURNING *;
+
+-- name: lifecycle_supersede
+-- Retired, not deleted: out of recall (valid_to), kept for history until expires_at.
+UPDATE memories
+SET valid_to = %(now)s, superseded_by = %(newer_id)s, expires_at = %(keep_until)s, updated_at = %(now)s
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(older_id)s AND valid_to IS NULL
+RETURNING id;
+
+-- name: lifecycle_add_review
+INSERT INTO memory_reviews (tenant_id, agent_id, memory_id, other_id, reason, created_at)
+SELECT %(tenant_id)s, %(agent_id)s, %(memory_id)s, %(other_id)s, %(reason)s, %(now)s
+WHERE NOT EXISTS (SELECT 1 FROM memory_reviews r
+                  WHERE r.tenant_id = %(tenant_id)s AND r.memory_id = %(other_id)s
+                    AND r.other_id = %(memory_id)s)
+ON CONFLICT (tenant_id, memory_id, other_id) DO NOTHING
+RETURNING id;
+
+-- name: lifecycle_reviews
+SELECT r.id, r.memory_id, r.other_id, r.reason, r.status, r.resolution, r.resolved_by,
+       r.resolved_at, r.created_at,
+       a.text AS memory_text, a.tier AS memory_tier, a.confidence AS memory_confidence,
+       a.created_at AS memory_created_at, a.valid_to AS memory_valid_to,
+       b.text AS other_text, b.tier AS other_tier, b.confidence AS other_confidence,
+       b.created_at AS other_created_at, b.valid_to AS other_valid_to
+FROM memory_reviews r
+JOIN memories a ON a.id = r.memory_id
+JOIN memories b ON b.id = r.other_id
+WHERE r.tenant_id = %(tenant_id)s AND r.agent_id = %(agent_id)s
+  AND (%(status)s::text IS NULL OR r.status = %(status)s)
+ORDER BY r.created_at, r.id
+LIMIT %(limit)s;
+
+-- name: lifecycle_lock_review
+SELECT r.id, r.memory_id, r.other_id, r.status, a.tier AS memory_tier, b.tier AS other_tier
+FROM memory_reviews r
+JOIN memories a ON a.id = r.memory_id
+JOIN memories b ON b.id = r.other_id
+WHERE r.tenant_id = %(tenant_id)s AND r.agent_id = %(agent_id)s AND r.id = %(review_id)s
+FOR UPDATE OF r;
+
+-- name: lifecycle_resolve_review
+UPDATE memory_reviews
+SET status = 'resolved', resolution = %(resolution)s, resolved_by = %(actor)s, resolved_at = %(now)s
+WHERE tenant_id = %(tenant_id)s AND id = %(review_id)s
+RETURNING id;
+
+-- name: lifecycle_history
+-- The supersede chain through one memory: every older version it retired (recursively) and
+-- every newer one that retired it; depth < 0 is older, 0 the memory itself, > 0 newer.
+WITH RECURSIVE older AS (
+  SELECT m.id, 0 AS depth FROM memories m
+  WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.id = %(memory_id)s
+  UNION
+  SELECT m.id, o.depth - 1 FROM memories m JOIN older o ON m.superseded_by = o.id
+  WHERE m.tenant_id = %(tenant_id)s AND o.depth > -100
+), newer AS (
+  SELECT m.id, m.superseded_by, 0 AS depth FROM memories m
+  WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.id = %(memory_id)s
+  UNION
+  SELECT m.id, m.superseded_by, n.depth + 1 FROM memories m JOIN newer n ON m.id = n.superseded_by
+  WHERE m.tenant_id = %(tenant_id)s AND n.depth < 100
+), chain AS (
+  SELECT id, depth FROM older UNION SELECT id, depth FROM newer
+)
+SELECT m.id, m.text, m.kind, m.tier, m.confidence, m.salience, m.created_at, m.valid_from,
+       m.valid_to, m.superseded_by, m.expires_at, m.provenance, c.depth
+FROM chain c JOIN memories m ON m.id = c.id
+ORDER BY c.depth, m.created_at, m.id;
+
+-- name: lifecycle_aliases_of
+SELECT alias_id FROM memory_aliases
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND memory_id = ANY(%(ids)s::uuid[]);
+
+-- name: lifecycle_events
+-- The audit trail of some memories (ids and reasons only, never text).
+SELECT id, memory_id, event, reason, actor, related_ids, created_at FROM memory_events
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+  AND (memory_id = ANY(%(ids)s::uuid[]) OR related_ids && %(ids)s::uuid[])
+ORDER BY created_at, id
+LIMIT %(limit)s;
+
+-- name: lifecycle_insert_events
+-- Many audit rows in one statement: one per id, each with its own reason.
+INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, related_ids, created_at)
+SELECT %(tenant_id)s, %(agent_id)s, e.id::uuid, %(event)s, e.reason, %(actor)s,
+       CASE WHEN e.related IS NULL THEN '{}'::uuid[] ELSE ARRAY[e.related::uuid] END, %(now)s
+FROM unnest(%(ids)s::text[], %(reasons)s::text[], %(related)s::text[]) AS e(id, reason, related);
+
+-- name: lifecycle_merge_into
+-- The survivor takes the union of both memories' provenance, entities, topics and flags,
+-- the higher salience, confidence and tier, both access counts, and one more confirmation.
+UPDATE memories s
+SET provenance = s.provenance || ARRAY(SELECT p FROM unnest(o.provenance) p WHERE p <> ALL(s.provenance)),
+    entities = s.entities || ARRAY(SELECT p FROM unnest(o.entities) p WHERE p <> ALL(s.entities)),
+    topics = s.topics || ARRAY(SELECT p FROM unnest(o.topics) p WHERE p <> ALL(s.topics)),
+    flags = s.flags || ARRAY(SELECT p FROM unnest(o.flags) p WHERE p <> ALL(s.flags)),
+    salience = greatest(s.salience, o.salience), confidence = greatest(s.confidence, o.confidence),
+    tier = CASE WHEN array_position(ARRAY['L0','L1','L2','L3'], o.tier)
+                     > array_position(ARRAY['L0','L1','L2','L3'], s.tier) THEN o.tier ELSE s.tier END,
+    expires_at = CASE WHEN s.expires_at IS NULL OR o.expires_at IS NULL THEN NULL
+                      ELSE greatest(s.expires_at, o.expires_at) END,
+    access_count = s.access_count + o.access_count,
+    last_access_at = greatest(s.last_access_at, o.last_access_at),
+    confirmations = s.confirmations + o.confirmations + 1,
+    confirmed_at = greatest(s.confirmed_at, o.confirmed_at, o.created_at),
+    metadata = o.metadata || s.metadata, session_id = coalesce(s.session_id, o.session_id),
+    updated_at = %(now)s
+FROM memories o
+WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s AND s.id = %(survivor)s
+  AND o.tenant_id = %(tenant_id)s AND o.agent_id = %(agent_id)s AND o.id = %(other)s
+  AND s.valid_to IS NULL AND o.valid_to IS NULL
+RETURNING s.id;
+
+-- name: lifecycle_merge_finish
+-- After lifecycle_merge_into: the merged-away memory's links, the insights and versions that
+-- point at it, and its aliases move to the survivor (a link that would duplicate one the
+-- survivor has, or tie it to itself, goes with the row instead); its id becomes an alias;
+-- the row goes (postings cascade) with a 'merged' event. One statement, one round trip.
+WITH links_from AS (
+  UPDATE memory_connections c SET from_id = %(survivor)s
+  WHERE c.tenant_id = %(tenant_id)s AND c.from_id = %(other)s AND c.to_id <> %(survivor)s
+    AND NOT EXISTS (SELECT 1 FROM memory_connections x WHERE x.from_id = %(survivor)s
+                    AND x.to_id = c.to_id AND x.relationship = c.relationship)
+  RETURNING 1
+), links_to AS (
+  UPDATE memory_connections c SET to_id = %(survivor)s
+  WHERE c.tenant_id = %(tenant_id)s AND c.to_id = %(other)s AND c.from_id <> %(survivor)s
+    AND NOT EXISTS (SELECT 1 FROM memory_connections x WHERE x.to_id = %(survivor)s
+                    AND x.from_id = c.from_id AND x.relationship = c.relationship)
+  RETURNING 1
+), insights AS (
+  UPDATE memory_connections SET insight_id = %(survivor)s
+  WHERE tenant_id = %(tenant_id)s AND insight_id = %(other)s AND from_id <> %(other)s AND to_id <> %(other)s
+  RETURNING 1
+), versions AS (
+  UPDATE memories SET superseded_by = %(survivor)s
+  WHERE tenant_id = %(tenant_id)s AND superseded_by = %(other)s AND id <> %(survivor)s RETURNING 1
+), aliases AS (
+  UPDATE memory_aliases SET memory_id = %(survivor)s
+  WHERE tenant_id = %(tenant_id)s AND memory_id = %(other)s RETURNING 1
+), alias AS (
+  INSERT INTO memory_aliases (tenant_id, agent_id, alias_id, memory_id, created_at)
+  VALUES (%(tenant_id)s, %(agent_id)s, %(other)s, %(survivor)s, %(now)s)
+  ON CONFLICT (tenant_id, alias_id) DO UPDATE SET memory_id = EXCLUDED.memory_id
+  RETURNING 1
+), gone AS (
+  DELETE FROM memories WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(other)s
+  RETURNING id
+), logged AS (
+  INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, related_ids, created_at)
+  SELECT %(tenant_id)s, %(agent_id)s, g.id, 'merged', %(reason)s, %(actor)s, ARRAY[%(survivor)s::uuid], %(now)s
+  FROM gone g RETURNING 1
+)
+SELECT count(*) AS n FROM gone;
+
+-- name: lifecycle_set_agent_policy
+UPDATE agents SET policy = %(policy)s WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s
+RETURNING policy;
+
+-- name: lifecycle_set_tenant_policy
+UPDATE tenants SET policy = %(policy)s WHERE id = %(tenant_id)s RETURNING policy;
+
+-- name: retention_due
+SELECT tenant_id, agent_id FROM retention_due(%(before)s, %(limit)s);
+
+-- name: retention_start
+-- A run key already used returns nothing (a beat window fired twice), except with resume:
+-- the redelivered task of a sweep whose worker died takes over its run, still 'running'.
+INSERT INTO retention_runs (tenant_id, agent_id, run_key, trigger, clock)
+VALUES (%(tenant_id)s, %(agent_id)s, %(run_key)s, %(trigger)s, %(now)s)
+ON CONFLICT (tenant_id, agent_id, run_key) DO UPDATE SET started_at = now()
+  WHERE %(resume)s AND retention_runs.status = 'running'
+RETURNING id;
+
+-- name: retention_state
+SELECT a.retention_done_at,
+       (SELECT count(*) FROM memories m
+        WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.valid_to IS NULL
+          AND (m.expires_at IS NULL OR m.expires_at > %(now)s)) AS live
+FROM agents a WHERE a.tenant_id = %(tenant_id)s AND a.id = %(agent_id)s;
+
+-- name: retention_finish
+UPDATE retention_runs
+SET status = %(status)s, finished_at = now(), scanned = %(scanned)s, expired = %(expired)s,
+    forgotten_age = %(forgotten_age)s, forgotten_unused = %(forgotten_unused)s,
+    forgotten_cap = %(forgotten_cap)s, decayed = %(decayed)s, promoted = %(promoted)s,
+    merged = %(merged)s, superseded = %(superseded)s, reviews = %(reviews)s, batches = %(batches)s,
+    duration_ms = %(duration_ms)s, skipped_reason = %(skipped_reason)s, error = %(error)s
+WHERE tenant_id = %(tenant_id)s AND id = %(run_id)s;
+
+-- name: retention_stamp
+UPDATE agents
+SET retention_at = %(now)s,
+    retention_done_at = CASE WHEN %(done)s THEN %(now)s ELSE retention_done_at END
+WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
+
+-- name: retention_runs
+SELECT * FROM retention_runs
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+ORDER BY started_at DESC, id DESC LIMIT %(limit)s;
+
+-- name: retention_purge_expired
+-- TTL: expired rows (and retired versions past their history window) are deleted with their
+-- postings and links (cascade), one 'expired' event each.
+WITH doomed AS (
+  SELECT id FROM memories
+  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND expires_at <= %(now)s
+  ORDER BY expires_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED
+), gone AS (
+  DELETE FROM memories m USING doomed d WHERE m.id = d.id RETURNING m.id, m.tier, m.valid_to
+), logged AS (
+  INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, created_at)
+  SELECT %(tenant_id)s, %(agent_id)s, g.id, 'expired',
+         CASE WHEN g.valid_to IS NOT NULL THEN 'superseded version past its history window'
+              ELSE 'ttl of ' || g.tier END, %(actor)s, %(now)s
+  FROM gone g RETURNING 1
+)
+SELECT count(*) AS n FROM gone;
+
+-- name: retention_forget_age
+-- Seed 002: episodic items older than decay_days (since written or last confirmed) that were
+-- never recalled. Insights, conclusions, L2 and L3 are not episodic.
+WITH doomed AS (
+  SELECT id FROM memories
+  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+    AND tier = ANY(%(tiers)s::text[]) AND kind <> ALL(%(protected)s::text[])
+    AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
+    AND access_count = 0 AND greatest(created_at, confirmed_at) < %(cutoff)s
+  ORDER BY created_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED
+), gone AS (
+  DELETE FROM memories m USING doomed d WHERE m.id = d.id RETURNING m.id
+), logged AS (
+  INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, created_at)
+  SELECT %(tenant_id)s, %(agent_id)s, g.id, 'forgotten', %(reason)s, %(actor)s, %(now)s FROM gone g
+  RETURNING 1
+)
+SELECT count(*) AS n FROM gone;
+
+-- name: retention_forget_unused
+-- Seed 001: not recalled, confirmed or written for unused_days. Everything but L3 and the
+-- protected kinds.
+WITH doomed AS (
+  SELECT id FROM memories
+  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+    AND tier <> 'L3' AND kind <> ALL(%(protected)s::text[])
+    AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
+    AND greatest(created_at, confirmed_at, last_access_at) < %(cutoff)s
+  ORDER BY created_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED
+), gone AS (
+  DELETE FROM memories m USING doomed d WHERE m.id = d.id RETURNING m.id
+), logged AS (
+  INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, created_at)
+  SELECT %(tenant_id)s, %(agent_id)s, g.id, 'forgotten', %(reason)s, %(actor)s, %(now)s FROM gone g
+  RETURNING 1
+)
+SELECT count(*) AS n FROM gone;
+
+-- name: retention_forget_cap
+-- Seed 002's cap: rank live episodic items by recalls, then freshness; drop those past the
+-- cap, lowest ranked first.
+WITH ranked AS (
+  SELECT id, row_number() OVER (ORDER BY access_count DESC, greatest(created_at, confirmed_at) DESC, id) AS rank
+  FROM memories
+  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+    AND tier = ANY(%(tiers)s::text[]) AND kind <> ALL(%(protected)s::text[])
+    AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
+), doomed AS (
+  SELECT m.id FROM memories m JOIN ranked r ON r.id = m.id
+  WHERE r.rank > %(cap)s ORDER BY r.rank DESC LIMIT %(batch)s FOR UPDATE OF m SKIP LOCKED
+), gone AS (
+  DELETE FROM memories m USING doomed d WHERE m.id = d.id RETURNING m.id
+), logged AS (
+  INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, created_at)
+  SELECT %(tenant_id)s, %(agent_id)s, g.id, 'forgotten', %(reason)s, %(actor)s, %(now)s FROM gone g
+  RETURNING 1
+)
+SELECT count(*) AS n FROM gone;
+
+-- name: retention_decay
+-- One keyset batch of slow decay (lifecycle.decayed): never-recalled episodic items lose
+-- salience once salience_decay_after_days old; confidence halves per
+-- confidence_half_life_days without new evidence. decayed_at makes it incremental, so two
+-- sweeps at the same clock decay once; rows are rewritten at most once per step_days.
+WITH batch AS (
+  SELECT id FROM memories
+  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id > %(after)s
+    AND tier <> 'L3' AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
+  ORDER BY id LIMIT %(batch)s
+), calc AS (
+  SELECT m.id,
+         CASE WHEN %(s_half)s::float8 IS NULL OR %(s_after)s::float8 IS NULL OR m.access_count > 0
+                   OR m.tier NOT IN ('L0', 'L1') OR m.kind = ANY(%(protected)s::text[]) THEN 0
+              ELSE greatest(0, extract(epoch FROM %(now)s::timestamptz - greatest(
+                     m.decayed_at, m.created_at + make_interval(secs => %(s_after)s::float8 * 86400))) / 86400)
+         END AS s_days,
+         CASE WHEN %(c_half)s::float8 IS NULL THEN 0
+              ELSE greatest(0, extract(epoch FROM %(now)s::timestamptz
+                                       - greatest(m.decayed_at, m.created_at, m.confirmed_at)) / 86400)
+         END AS c_days
+  FROM memories m JOIN batch b ON b.id = m.id
+), upd AS (
+  UPDATE memories m
+  SET salience = CASE WHEN c.s_days > 0 THEN m.salience * power(0.5, c.s_days / %(s_half)s::float8)
+                      ELSE m.salience END,
+      confidence = CASE WHEN c.c_days > 0
+                        THEN greatest(least(m.confidence, %(c_floor)s::float8),
+                                      m.confidence * power(0.5, c.c_days / %(c_half)s::float8))
+                        ELSE m.confidence END,
+      decayed_at = %(now)s
+  FROM calc c
+  WHERE m.id = c.id AND (c.s_days >= %(step_days)s OR c.c_days >= %(step_days)s)
+  RETURNING m.id
+)
+SELECT (SELECT id FROM batch ORDER BY id DESC LIMIT 1) AS last_id,
+       (SELECT count(*) FROM batch) AS seen, (SELECT count(*) FROM upd) AS n;
+
+-- name: retention_promote_candidates
+SELECT m.id, m.tier, m.access_count, m.confirmations, m.confidence,
+       (EXISTS (SELECT 1 FROM memory_connections c WHERE c.from_id = m.id)
+        OR EXISTS (SELECT 1 FROM memory_connections c WHERE c.to_id = m.id)) AS connected
+FROM memories m
+WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.tier = 'L1' AND m.id > %(after)s
+  AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)
+  AND (m.access_count >= %(min_recalls)s
+       OR (m.confirmations > 0 AND m.confidence >= %(min_confidence)s)
+       OR EXISTS (SELECT 1 FROM memory_connections c WHERE c.from_id = m.id)
+       OR EXISTS (SELECT 1 FROM memory_connections c WHERE c.to_id = m.id))
+ORDER BY m.id
+LIMIT %(batch)s;
+
+-- name: retention_promote
+UPDATE memories SET tier = 'L2', expires_at = %(expires_at)s, updated_at = %(now)s
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[]) AND tier = 'L1'
+RETURNING id;
+
+-- name: retention_fresh
+-- A keyset batch of the memories written or changed since the last complete sweep: the
+-- ones merge and contradiction checks look at.
+SELECT id FROM memories
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id > %(after)s
+  AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
+  AND greatest(created_at, updated_at) > %(since)s
+ORDER BY id LIMIT %(batch)s;
+
+-- name: retention_pairs
+-- Candidate pairs for the merge and contradiction rules (which then judge each pair in
+-- full). Both rules need two memories to share most of their words, so each given memory is
+-- probed through its few rarest terms: the other memory must have a third of them, and the
+-- two must share at least half the terms of the shorter one. Probing by rare terms keeps the
+-- cost linear in the agent's size: a common term would pair every memory with every other.
+WITH mine AS (
+  SELECT t.memory_id, t.term FROM memory_terms t
+  WHERE t.memory_id = ANY(%(ids)s::uuid[]) AND t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
+), df AS (
+  SELECT t.term, count(*) AS df FROM memory_terms t
+  WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term IN (SELECT term FROM mine)
+  GROUP BY t.term
+), rare AS (
+  SELECT memory_id, term, least(n, %(probe_terms)s) AS probes FROM (
+    SELECT m.memory_id, m.term,
+           row_number() OVER (PARTITION BY m.memory_id ORDER BY d.df, m.term) AS r,
+           count(*) OVER (PARTITION BY m.memory_id) AS n
+    FROM mine m JOIN df d USING (term)) x
+  WHERE r <= %(probe_terms)s
+), cand AS (
+  SELECT r.memory_id AS a, t.memory_id AS b
+  FROM rare r
+  JOIN memory_terms t ON t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
+                     AND t.term = r.term AND t.memory_id <> r.memory_id
+  GROUP BY r.memory_id, t.memory_id
+  HAVING count(*) * 3 >= max(r.probes)
+), bags AS (
+  SELECT t.memory_id, array_agg(t.term) AS terms FROM memory_terms t
+  WHERE t.memory_id = ANY(ARRAY(SELECT a FROM cand UNION SELECT b FROM cand))
+  GROUP BY t.memory_id
+)
+SELECT c.a, c.b, 1 - (ma.embedding <=> mb.embedding) AS cosine
+FROM cand c
+JOIN bags ba ON ba.memory_id = c.a
+JOIN bags bb ON bb.memory_id = c.b
+JOIN memories ma ON ma.id = c.a
+JOIN memories mb ON mb.id = c.b
+WHERE 2 * (SELECT count(*) FROM unnest(ba.terms) x WHERE x = ANY(bb.terms))
+        >= least(cardinality(ba.terms), cardinality(bb.terms))
+  AND mb.valid_to IS NULL AND (mb.expires_at IS NULL OR mb.expires_at > %(now)s);
+
+-- name: new_memory_pairs
+-- retention_pairs for a few just-written memories (governance.check_new, at write time).
+-- The per-term lookups are sub-selects per row (ARRAY(...) and a scalar count, which the
+-- planner cannot flatten into joins) with the index key (tenant, agent, term) bound, so they
+-- stay index probes even when the table's statistics are stale (a fresh database growing
+-- fast): retention_pairs' joins, planned by a planner that believed "1 row", scanned the
+-- agent's every posting once per term (184 ms a call during an ingest run, against 3-15 ms).
+-- For the sweep's batches of hundreds of memories the joins are faster (a 60-agent
+-- retention bench: first sweep 28.8 s with them, 45.4 s with these probes).
+WITH mine AS (
+  SELECT t.memory_id, t.term FROM memory_terms t
+  WHERE t.memory_id = ANY(%(ids)s::uuid[]) AND t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
+), df AS (
+  SELECT d.term, (SELECT count(*) FROM memory_terms t
+                  WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = d.term) AS df
+  FROM (SELECT DISTINCT term FROM mine) d
+), rare AS (
+  SELECT memory_id, term, least(n, %(probe_terms)s) AS probes FROM (
+    SELECT m.memory_id, m.term,
+           row_number() OVER (PARTITION BY m.memory_id ORDER BY d.df, m.term) AS r,
+           count(*) OVER (PARTITION BY m.memory_id) AS n
+    FROM mine m JOIN df d USING (term)) x
+  WHERE r <= %(probe_terms)s
+), cand AS (
+  SELECT r.memory_id AS a, o.b
+  FROM rare r
+  CROSS JOIN unnest(ARRAY(SELECT t.memory_id FROM memory_terms t
+                          WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = r.term
+                            AND t.memory_id <> r.memory_id)) AS o(b)
+  GROUP BY r.memory_id, o.b
+  HAVING count(*) * 3 >= max(r.probes)
+), bags AS (
+  SELECT t.memory_id, array_agg(t.term) AS terms FROM memory_terms t
+  WHERE t.memory_id = ANY(ARRAY(SELECT a FROM cand UNION SELECT b FROM cand))
+  GROUP BY t.memory_id
+)
+SELECT c.a, c.b, 1 - (ma.embedding <=> mb.embedding) AS cosine
+FROM cand c
+JOIN bags ba ON ba.memory_id = c.a
+JOIN bags bb ON bb.memory_id = c.b
+JOIN memories ma ON ma.id = c.a
+JOIN memories mb ON mb.id = c.b
+WHERE 2 * (SELECT count(*) FROM unnest(ba.terms) x WHERE x = ANY(bb.terms))
+        >= least(cardinality(ba.terms), cardinality(bb.terms))
+  AND mb.valid_to IS NULL AND (mb.expires_at IS NULL OR mb.expires_at > %(now)s);
+
+-- name: retention_facts
+SELECT id, text, kind, tier, confidence, access_count, created_at FROM memories
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
+  AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s);
+
+-- name: forget_match
+-- The memories a forget request names: by source (an exact provenance entry, or the episode
+-- behind 'episode:<id>#m...'), by id, by session, or everything written before a time.
+SELECT id, kind, provenance FROM memories
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+  AND ((%(provenance)s::text IS NOT NULL AND EXISTS (
+          SELECT 1 FROM unnest(provenance) p
+          WHERE p = %(provenance)s OR starts_with(p, %(provenance)s || '#')))
+       OR id = ANY(%(memory_ids)s::uuid[])
+       OR (%(session_id)s::text IS NOT NULL AND session_id = %(session_id)s)
+       OR (%(before)s::timestamptz IS NOT NULL AND created_at < %(before)s)
+       OR EXISTS (SELECT 1 FROM unnest(provenance) p WHERE split_part(p, '#', 1) = ANY(%(sources)s::text[])));
+
+-- name: forget_match_episodes
+SELECT id FROM episodes
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+  AND (id = ANY(%(episode_ids)s::uuid[])
+       OR (%(session_id)s::text IS NOT NULL AND session_id = %(session_id)s)
+       OR (%(before)s::timestamptz IS NOT NULL AND created_at < %(before)s));
+
+-- name: forget_derived
+-- Insights and conclusions whose evidence includes a forgotten memory: linked through the
+-- connections consolidation wrote for them, or listed in their metadata's evidence.
+SELECT d.id, d.kind, d.provenance FROM memories d
+WHERE d.tenant_id = %(tenant_id)s AND d.agent_id = %(agent_id)s
+  AND d.kind = ANY(%(kinds)s::text[]) AND d.id <> ALL(%(ids)s::uuid[])
+  AND (EXISTS (SELECT 1 FROM memory_connections c
+               WHERE c.insight_id = d.id AND (c.from_id = ANY(%(ids)s::uuid[]) OR c.to_id = ANY(%(ids)s::uuid[])))
+       OR (jsonb_typeof(d.metadata -> 'evidence') = 'array'
+           AND d.metadata -> 'evidence' ?| %(id_texts)s::text[]));
+
+-- name: forget_rederive
+-- The evidence that survives a removed insight goes back into consolidation's window, so
+-- the next pass derives a new one from what remains.
+UPDATE memories SET consolidated_at = NULL
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id <> ALL(%(forgotten)s::uuid[])
+  AND id IN (SELECT from_id FROM memory_connections WHERE insight_id = ANY(%(derived)s::uuid[])
+             UNION SELECT to_id FROM memory_connections WHERE insight_id = ANY(%(derived)s::uuid[]))
+RETURNING id;
+
+-- name: forget_texts
+SELECT text FROM memories
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[]);
+
+-- name: forget_counts
+SELECT (SELECT count(*) FROM memory_terms WHERE memory_id = ANY(%(ids)s::uuid[])) AS terms,
+       (SELECT count(*) FROM memory_connections
+        WHERE tenant_id = %(tenant_id)s
+          AND (from_id = ANY(%(ids)s::uuid[]) OR to_id = ANY(%(ids)s::uuid[]))) AS connections,
+       (SELECT count(*) FROM memory_aliases WHERE memory_id = ANY(%(ids)s::uuid[])) AS aliases;
+
+-- name: forget_delete_memories
+DELETE FROM memories WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
+RETURNING id;
+
+-- name: forget_delete_episodes
+DELETE FROM episodes WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
+RETURNING id;
+
+-- name: forget_profiles
+-- Profile versions that cite a forgotten memory (by id or by its text) go too.
+DELETE FROM agent_profiles p
+WHERE p.tenant_id = %(tenant_id)s AND p.agent_id = %(agent_id)s
+  AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n
+              WHERE strpos(lower(p.document::text), lower(n)) > 0)
+RETURNING p.version;
+

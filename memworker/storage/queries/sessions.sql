@@ -1,0 +1,230 @@
+-- Sessions: working memory, plans, context calls, archives, webhooks, rumination
+-- (memworker/sessions/, memworker/context.py, memworker/sleep/rumination.py; sql/0004_sessions.sql).
+
+-- name: session_insert
+INSERT INTO sessions (tenant_id, agent_id, id, metadata, working, window_tokens, revision)
+VALUES (%(tenant_id)s, %(agent_id)s, %(session_id)s, %(metadata)s, %(working)s, %(window_tokens)s, %(revision)s)
+ON CONFLICT (tenant_id, agent_id, id) DO NOTHING
+RETURNING *;
+
+-- name: session_get
+SELECT * FROM sessions WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: session_lock
+SELECT * FROM sessions WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s
+FOR UPDATE;
+
+-- name: session_list
+SELECT * FROM sessions
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+ORDER BY updated_at DESC, id LIMIT %(limit)s;
+
+-- name: session_save_working
+UPDATE sessions SET working = %(working)s, revision = %(revision)s, updated_at = now()
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s
+RETURNING *;
+
+-- name: session_set_working
+-- Reference counts only: no new revision (nothing the agent wrote changed).
+UPDATE sessions SET working = %(working)s
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: session_save_plan
+UPDATE sessions SET plan = %(plan)s, revision = %(revision)s, updated_at = now()
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s
+RETURNING *;
+
+-- name: session_record_use
+UPDATE sessions
+SET last_context_tokens = coalesce(%(context_tokens)s, last_context_tokens),
+    reported_used = coalesce(%(reported)s, reported_used),
+    window_tokens = coalesce(%(window_tokens)s, window_tokens),
+    flush_armed = %(armed)s
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: session_flushed
+UPDATE sessions
+SET flush_armed = false, flush_count = flush_count + 1, flushed_at = now(),
+    flushed_revision = %(revision)s, log_tokens = 0,
+    last_flush_episode_id = coalesce(%(episode_id)s, last_flush_episode_id)
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: session_log_tokens
+-- The post-turn hook: a stored episode of an open session grows its transcript estimate.
+UPDATE sessions SET log_tokens = log_tokens + %(tokens)s
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s AND status = 'open';
+
+-- name: session_archived
+UPDATE sessions
+SET status = 'archived', archived_at = now(), updated_at = now(), archive_count = %(version)s,
+    working = '{}', plan = NULL
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: session_restore
+UPDATE sessions
+SET status = 'open', restored_at = now(), updated_at = now(), metadata = %(metadata)s,
+    working = %(working)s, plan = %(plan)s, revision = %(revision)s, window_tokens = %(window_tokens)s,
+    log_tokens = %(log_tokens)s, last_context_tokens = %(last_context_tokens)s,
+    reported_used = %(reported_used)s, flush_armed = %(flush_armed)s, flush_count = %(flush_count)s,
+    flushed_at = %(flushed_at)s, flushed_revision = %(flushed_revision)s,
+    last_flush_episode_id = %(last_flush_episode_id)s
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: session_episodes
+SELECT id, content, messages, metadata, idempotency_key, status, memory_ids, occurred_at, created_at, stored_at
+FROM episodes
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
+ORDER BY created_at, id;
+
+-- name: episodes_present
+SELECT count(*) AS n FROM episodes
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[]);
+
+-- name: session_forget_counts
+SELECT (SELECT count(*) FROM context_calls
+        WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s) AS calls,
+       (SELECT count(*) FROM session_archives
+        WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s) AS archives;
+
+-- name: session_forget_deliveries
+DELETE FROM webhook_deliveries
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s;
+
+-- name: session_forget
+-- Context calls and archives go with it (ON DELETE CASCADE).
+DELETE FROM sessions WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: context_call_insert
+INSERT INTO context_calls (tenant_id, agent_id, session_id, query, max_tokens, tokens, memory_ids,
+                           dropped, sections, used)
+VALUES (%(tenant_id)s, %(agent_id)s, %(session_id)s, %(query)s, %(max_tokens)s, %(tokens)s,
+        %(memory_ids)s::uuid[], %(dropped)s, %(sections)s, %(used)s)
+RETURNING id;
+
+-- name: context_call_restore
+INSERT INTO context_calls (id, tenant_id, agent_id, session_id, query, max_tokens, tokens, memory_ids,
+                           dropped, sections, used, created_at)
+VALUES (%(id)s, %(tenant_id)s, %(agent_id)s, %(session_id)s, %(query)s, %(max_tokens)s, %(tokens)s,
+        %(memory_ids)s::uuid[], %(dropped)s, %(sections)s, %(used)s, %(created_at)s)
+ON CONFLICT (id) DO NOTHING;
+
+-- name: context_calls_of_session
+SELECT id, query, max_tokens, tokens, memory_ids, dropped, sections, used, created_at FROM context_calls
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
+ORDER BY created_at, id;
+
+-- name: context_calls_recent
+SELECT id, query, max_tokens, tokens, memory_ids, dropped, sections, used, created_at FROM context_calls
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
+ORDER BY created_at DESC, id DESC LIMIT %(limit)s;
+
+-- name: context_calls_delete
+DELETE FROM context_calls
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s;
+
+-- name: context_pinned_memories
+-- The live memories a session pinned as candidates (text looked up now: a forgotten or
+-- expired one is simply absent).
+SELECT id, text, kind, tier, confidence, created_at, flags FROM memories
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
+  AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
+  AND NOT (%(hide_flagged)s AND 'instruction' = ANY(flags));
+
+-- name: context_bump_access
+UPDATE memories SET access_count = access_count + 1, last_access_at = now()
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[]);
+
+-- name: archive_insert
+INSERT INTO session_archives (tenant_id, agent_id, session_id, version, format_version, data, bytes,
+                              raw_bytes, sha256, counts, episode_ids, distill_episode_id)
+VALUES (%(tenant_id)s, %(agent_id)s, %(session_id)s, %(version)s, %(format_version)s, %(data)s, %(bytes)s,
+        %(raw_bytes)s, %(sha256)s, %(counts)s, %(episode_ids)s::uuid[], %(distill_episode_id)s)
+RETURNING session_id, version, format_version, bytes, raw_bytes, sha256, counts, distill_episode_id, created_at;
+
+-- name: archive_get
+SELECT * FROM session_archives
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
+  AND version = %(version)s;
+
+-- name: archive_list
+SELECT session_id, version, format_version, bytes, raw_bytes, sha256, counts, distill_episode_id, created_at
+FROM session_archives
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
+ORDER BY version;
+
+-- name: archives_with_episodes
+SELECT session_id, version, data FROM session_archives
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND episode_ids && %(ids)s::uuid[];
+
+-- name: archive_rewrite
+UPDATE session_archives
+SET data = %(data)s, bytes = %(bytes)s, raw_bytes = %(raw_bytes)s, sha256 = %(sha256)s, counts = %(counts)s,
+    episode_ids = %(episode_ids)s::uuid[]
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
+  AND version = %(version)s;
+
+-- name: archives_in_window
+SELECT session_id, version, data FROM session_archives
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+  AND created_at >= %(start)s AND created_at < %(end)s
+ORDER BY created_at, session_id, version;
+
+-- name: rumination_due
+SELECT tenant_id, agent_id FROM rumination_due(%(start)s, %(end)s, %(defaults)s, %(limit)s);
+
+-- name: webhook_insert
+INSERT INTO webhooks (tenant_id, url, secret, events, agent_ids, description)
+VALUES (%(tenant_id)s, %(url)s, %(secret)s, %(events)s, %(agent_ids)s, %(description)s)
+RETURNING *;
+
+-- name: webhook_list
+SELECT * FROM webhooks WHERE tenant_id = %(tenant_id)s ORDER BY created_at, id;
+
+-- name: webhook_get
+SELECT * FROM webhooks WHERE tenant_id = %(tenant_id)s AND id = %(webhook_id)s;
+
+-- name: webhook_delete
+DELETE FROM webhooks WHERE tenant_id = %(tenant_id)s AND id = %(webhook_id)s RETURNING id;
+
+-- name: webhook_emit
+-- The outbox: one pending delivery per active webhook of the tenant that wants the event.
+INSERT INTO webhook_deliveries (tenant_id, webhook_id, event, agent_id, session_id, payload)
+SELECT w.tenant_id, w.id, %(event)s, %(agent_id)s, %(session_id)s, %(payload)s
+FROM webhooks w
+WHERE w.tenant_id = %(tenant_id)s AND w.active AND %(event)s = ANY(w.events)
+  AND (w.agent_ids IS NULL OR %(agent_id)s = ANY(w.agent_ids))
+RETURNING id;
+
+-- name: webhook_deliveries
+SELECT id, webhook_id, event, agent_id, session_id, status, attempts, next_attempt_at, last_status,
+       last_error, created_at, delivered_at
+FROM webhook_deliveries
+WHERE tenant_id = %(tenant_id)s AND webhook_id = %(webhook_id)s
+ORDER BY created_at DESC, id DESC LIMIT %(limit)s;
+
+-- name: delivery_claim
+-- Compare-and-set: pending and due (a second of slack for an early timer), or stuck past a
+-- dead sender's lease. attempts counts this try.
+WITH claimed AS (
+  UPDATE webhook_deliveries d
+  SET status = 'sending', attempts = d.attempts + 1, lease_until = now() + make_interval(secs => %(lease_s)s)
+  WHERE d.tenant_id = %(tenant_id)s AND d.id = %(delivery_id)s
+    AND ((d.status = 'pending' AND d.next_attempt_at <= now() + interval '1 second')
+         OR (d.status = 'sending' AND d.lease_until < now()))
+  RETURNING d.*
+)
+SELECT c.*, w.url, w.secret FROM claimed c JOIN webhooks w ON w.id = c.webhook_id;
+
+-- name: delivery_record
+UPDATE webhook_deliveries
+SET status = %(status)s, lease_until = NULL, last_status = %(last_status)s, last_error = %(last_error)s,
+    next_attempt_at = now() + make_interval(secs => %(retry_in_s)s),
+    delivered_at = CASE WHEN %(status)s = 'delivered' THEN now() END
+WHERE tenant_id = %(tenant_id)s AND id = %(delivery_id)s AND status = 'sending' AND attempts = %(attempts)s;
+
+-- name: due_webhook_deliveries
+SELECT tenant_id, delivery_id FROM due_webhook_deliveries(%(before)s, %(limit)s);
+
+-- name: prune_webhook_deliveries
+SELECT prune_webhook_deliveries(%(before)s) AS n;

@@ -1,0 +1,298 @@
+"""One function per query (the SQL lives in queries/*.sql, one file per area). The caller owns the transaction
+and binds the tenant (db.tenant_tx); every function still takes tenant_id explicitly."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any, LiteralString, cast
+from uuid import UUID
+
+import numpy as np
+import psycopg
+from psycopg.types.json import Jsonb
+
+from memworker import errors, memories, tokens
+from memworker.policy import Policy
+
+
+def _load(path: Path) -> dict[str, LiteralString]:
+    queries: dict[str, LiteralString] = {}
+    for block in re.split(r"^-- name: ", path.read_text(), flags=re.M)[1:]:
+        name, _, body = block.partition("\n")
+        queries[name.strip()] = cast(LiteralString, body.strip().rstrip(";"))
+    return queries
+
+
+def _load_all(folder: Path) -> dict[str, LiteralString]:
+    queries: dict[str, LiteralString] = {}
+    for path in sorted(folder.glob("*.sql")):
+        for name, sql in _load(path).items():
+            if name in queries:
+                raise RuntimeError(f"query {name!r} is defined twice ({path.name})")
+            queries[name] = sql
+    return queries
+
+
+Q = _load_all(Path(__file__).with_name("queries"))
+
+Row = dict[str, Any]
+
+
+def one(conn: psycopg.Connection, query: str, /, **params: Any) -> Row | None:
+    return conn.execute(Q[query], params).fetchone()  # type: ignore[return-value]
+
+
+def run(conn: psycopg.Connection, query: str, /, **params: Any) -> int:
+    """Execute a statement that returns no rows; returns the affected row count."""
+    return conn.execute(Q[query], params).rowcount
+
+
+def all_(conn: psycopg.Connection, query: str, /, **params: Any) -> list[Row]:
+    return conn.execute(Q[query], params).fetchall()  # type: ignore[return-value]
+
+
+# --- tenants, keys, agents, policy -----------------------------------------------------
+
+
+def policy_for(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str | None, must_exist: bool = False) -> Policy:
+    """The agent's effective policy: defaults, tenant overrides, agent overrides.
+
+    Raises NotFound when must_exist and the agent is not in this tenant."""
+    row = one(conn, "policies", tenant_id=tenant_id, agent_id=agent_id)
+    if must_exist and (row is None or row["agent_policy"] is None):
+        raise errors.NotFound("agent not found")
+    if row is None:
+        return Policy()
+    return Policy.resolve(row["tenant_policy"], row["agent_policy"])
+
+
+def ensure_agent(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str) -> None:
+    """Create the agent on first use within the tenant."""
+    if not memories.AGENT_ID.match(agent_id):
+        raise errors.InvalidInput(
+            "agent_id must be 1-128 characters of letters, digits and . _ : @ -, starting with a letter or digit"
+        )
+    run(conn, "ensure_agent", tenant_id=tenant_id, agent_id=agent_id)
+
+
+def require_agent(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str) -> None:
+    """Raises NotFound unless the agent exists in this tenant."""
+    if one(conn, "agent_exists", tenant_id=tenant_id, agent_id=agent_id) is None:
+        raise errors.NotFound("agent not found")
+
+
+# --- memories ---------------------------------------------------------------------------
+
+
+def expiry(conn: psycopg.Connection, policy: Policy, tier: str) -> datetime | None:
+    hours = policy.ttl_hours(tier)
+    if hours is None:
+        return None
+    row = conn.execute("SELECT now() + make_interval(secs => %s) AS t", (hours * 3600,)).fetchone()
+    return row["t"] if row else None  # type: ignore[index,call-overload]
+
+
+def insert_memory(
+    conn: psycopg.Connection,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    draft: memories.Draft,
+    embedding: np.ndarray,
+    source_key: str,
+    session_id: str | None = None,
+    actor: str = "system",
+    reason: str = "",
+) -> UUID | None:
+    """Store one memory with its BM25 postings and a 'created' event.
+
+    Returns None when source_key was already stored (a repeated write changes nothing)."""
+    tf, doc_len = tokens.term_frequencies(draft.text)
+    row = one(
+        conn,
+        "insert_memory",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        text=draft.text,
+        kind=draft.kind,
+        tier=draft.tier,
+        salience=draft.salience,
+        confidence=draft.confidence,
+        expires_at=draft.expires_at,
+        session_id=session_id,
+        entities=list(draft.entities),
+        topics=list(draft.topics),
+        provenance=list(draft.provenance),
+        metadata=Jsonb(draft.metadata),
+        source_key=source_key,
+        content_hash=memories.content_hash(draft.text),
+        trust=draft.trust,
+        flags=list(draft.flags),
+        doc_len=doc_len,
+        embedding=embedding,
+    )
+    if row is None:
+        return None
+    memory_id: UUID = row["id"]
+    _write_terms(conn, tenant_id, agent_id, memory_id, tf)
+    event(
+        conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id, event="created", reason=reason, actor=actor
+    )
+    return memory_id
+
+
+def _write_terms(conn: psycopg.Connection, tenant_id: UUID, agent_id: str, memory_id: UUID, tf: dict[str, int]) -> None:
+    if tf:
+        run(
+            conn,
+            "insert_terms",
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            memory_id=memory_id,
+            terms=list(tf),
+            tfs=list(tf.values()),
+        )
+
+
+def event(
+    conn: psycopg.Connection,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    memory_id: UUID | None,
+    event: str,
+    reason: str = "",
+    actor: str = "system",
+    related_ids: list[UUID] | None = None,
+) -> None:
+    """An audit row: ids and reasons, never memory text."""
+    run(
+        conn,
+        "insert_event",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        memory_id=memory_id,
+        event=event,
+        reason=reason,
+        actor=actor,
+        related_ids=related_ids or [],
+    )
+
+
+def find_duplicate(
+    conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, text: str, embedding: np.ndarray, threshold: float
+) -> UUID | None:
+    """The live memory that says the same thing: the same normalised text, or cosine >=
+    threshold with the same numbers and most words shared."""
+    row = one(
+        conn,
+        "find_duplicate",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        content_hash=memories.content_hash(text),
+        embedding=embedding,
+    )
+    if row and row["similarity"] >= threshold and memories.says_the_same(text, row["text"]):
+        return row["id"]  # type: ignore[no-any-return]
+    return None
+
+
+def get_memory(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> memories.Memory:
+    """Raises NotFound (also for another tenant's or agent's id)."""
+    row = one(conn, "get_memory", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    if row is None:
+        raise errors.NotFound("memory not found")
+    return memories.Memory.from_row(row)
+
+
+def update_memory(
+    conn: psycopg.Connection,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    memory_id: UUID,
+    changes: dict[str, Any],
+    embedding: np.ndarray | None,
+) -> memories.Memory:
+    """Apply a PATCH; a new text gets new postings and embedding. Raises NotFound."""
+    text = changes.get("text")
+    tf, doc_len = tokens.term_frequencies(text) if text is not None else ({}, None)
+    row = one(
+        conn,
+        "update_memory",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        memory_id=memory_id,
+        text=text,
+        kind=changes.get("kind"),
+        tier=changes.get("tier"),
+        salience=changes.get("salience"),
+        confidence=changes.get("confidence"),
+        metadata=Jsonb(changes["metadata"]) if "metadata" in changes else None,
+        set_expires="expires_at" in changes,
+        expires_at=changes.get("expires_at"),
+        content_hash=memories.content_hash(text) if text is not None else None,
+        doc_len=doc_len,
+        embedding=embedding,
+        flags=changes.get("flags"),
+    )
+    if row is None:
+        raise errors.NotFound("memory not found")
+    if text is not None:
+        run(conn, "delete_terms", memory_id=memory_id)
+        _write_terms(conn, tenant_id, agent_id, memory_id, tf)
+    event(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        memory_id=memory_id,
+        event="updated",
+        reason=",".join(sorted(changes)),
+        actor="api",
+    )
+    return memories.Memory.from_row(row)
+
+
+def delete_memory(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> None:
+    """Delete a memory, its postings and connections (cascade). Raises NotFound."""
+    if one(conn, "delete_memory", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id) is None:
+        raise errors.NotFound("memory not found")
+    event(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        memory_id=memory_id,
+        event="forgotten",
+        reason="deleted by api",
+        actor="api",
+    )
+
+
+def list_memories(
+    conn: psycopg.Connection,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    tier: str | None,
+    kind: str | None,
+    session_id: str | None,
+    limit: int,
+    after: tuple[datetime, UUID] | None,
+    include_inactive: bool = False,
+) -> list[memories.Memory]:
+    rows = all_(
+        conn,
+        "list_memories",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        tier=tier,
+        kind=kind,
+        session_id=session_id,
+        limit=limit,
+        include_inactive=include_inactive,
+        after_created=after[0] if after else None,
+        after_id=after[1] if after else None,
+    )
+    return [memories.Memory.from_row(r) for r in rows]
