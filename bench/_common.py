@@ -44,6 +44,15 @@ RAISED_LIMITS = {
 }
 
 
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+# bench/run_all.py stops a bench past its timeout with SIGTERM to its process group: as
+# SystemExit, the bench's finally blocks still stop the stack it started and remove its files.
+if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
 # --- the stack --------------------------------------------------------------------------
 
 
@@ -546,6 +555,25 @@ class TextMaker:
             role = "assistant" if role == "user" else "user"
             i += take
         return {"messages": messages}
+
+
+def bare_embedder_rate(texts: Sequence[str], *, desc: str = "bare embedder") -> tuple[float, int]:
+    """(texts/s, batch size) of the embedder a process of this environment builds
+    (memworker.models.embeddings.for_settings(Settings.from_env(os.environ)): the model, backend,
+    batch size and thread count a worker of the same environment uses), run in this process on
+    `texts` in batches of the settings' embedding batch size, after one warm-up batch. The
+    ceiling a worker's embedding step can reach (bench/ingest.py measures its ceiling the same way)."""
+    from memworker.models.embeddings import for_settings
+    from memworker.settings import Settings
+
+    settings = Settings.from_env(os.environ)
+    batch = settings.embedding_batch_size
+    embedder = for_settings(settings)
+    embedder.embed(list(texts[:batch]))  # warm-up: model load and first-call costs
+    started = time.perf_counter()
+    for i in progress(range(0, len(texts), batch), desc=desc, unit="batch"):
+        embedder.embed(list(texts[i : i + batch]))
+    return len(texts) / (time.perf_counter() - started), batch
 
 
 def progress(iterable: Any = None, **kwargs: Any) -> Any:

@@ -226,10 +226,13 @@ def bench_argv(section: Section, quick: bool, extra: Sequence[str], out_dir: Pat
     return argv
 
 
-def _stop_group(proc: subprocess.Popen[bytes], grace_s: float = 90.0) -> None:
-    """SIGINT to the bench's process group (KeyboardInterrupt: its finally blocks stop the stack
-    it started), then SIGKILL whatever is left after grace_s."""
-    for sig, wait in ((signal.SIGINT, grace_s), (signal.SIGKILL, 10.0)):
+def _stop_group(proc: subprocess.Popen[bytes], grace_s: float = 30.0) -> None:
+    """SIGTERM to the bench's process group (bench/_common.py turns it into SystemExit, so the
+    bench's finally blocks stop the stack it started; `memworker up` stops its children on it
+    too), then SIGKILL whatever is left after grace_s. Not SIGINT: a suite started from a
+    background shell (`cmd &`, nohup) hands its children SIGINT ignored, and the bench would
+    run on until the SIGKILL."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:

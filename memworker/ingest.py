@@ -19,7 +19,7 @@ from uuid import UUID
 import psycopg_pool
 from psycopg.types.json import Jsonb
 
-from memworker import errors, memories, redact, reflection
+from memworker import episodic, errors, memories, redact, reflection, schemas
 from memworker.lifecycle import governance
 from memworker.models.embeddings import Embedder
 from memworker.sessions import hooks
@@ -38,16 +38,26 @@ EXTRA_BATCHES = 4
 @dataclass(frozen=True)
 class EpisodeIn:
     content: str
-    messages: list[dict[str, str]] | None = None
+    messages: list[dict[str, Any]] | None = None
     session_id: str | None = None
     idempotency_key: str | None = None
     occurred_at: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-def render(messages: list[dict[str, str]]) -> str:
+def render(messages: list[dict[str, Any]]) -> str:
     """The text form of a message list, as stored in episodes.content."""
-    return "\n".join(f"{m['role']}: {m['content']}" for m in messages)
+    return "\n".join(f"{m.get('name') or m['role']}: {m['content']}" for m in messages)
+
+
+def normalise(body: schemas.EpisodeIn, *, max_content_bytes: int) -> EpisodeIn:
+    """The one way a request's episode (HTTP or in-cluster) becomes an EpisodeIn: messages
+    as plain JSON, the content rendered from them, the size checked."""
+    msgs = [m.model_dump(mode="json", exclude_none=True) for m in body.messages] if body.messages else None
+    content = render(msgs) if msgs else (body.content or "")
+    if len(content.encode()) > max_content_bytes:
+        raise errors.PayloadTooLarge(f"episode content over {max_content_bytes} bytes")
+    return EpisodeIn(content, msgs, body.session_id, body.idempotency_key, body.occurred_at, body.metadata)
 
 
 def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[EpisodeIn]) -> list[tuple[UUID, bool]]:
@@ -116,8 +126,16 @@ class _Claimed:
     attempts: int
     metadata: dict[str, Any]
     episode: reflection.Episode
+    occurred_at: datetime | None = None
     result: reflection.Reflection | None = None
+    turns: list[episodic.Turn] = field(default_factory=list)  # the episodic layer, when on
     error: str | None = None
+
+    def texts(self) -> list[str]:
+        """What is embedded for this episode: its reflected items, then its turns."""
+        if self.result is None:
+            return []
+        return [i.text for i in self.result.items] + [t.text for t in self.turns]
 
 
 def process(
@@ -202,9 +220,19 @@ def _prepare(
             r["attempts"],
             r["metadata"],
             reflection.Episode(r["content"], r["messages"]),
+            r["occurred_at"],
         )
         for r in rows
     ]
+    with db.tenant_tx(pool, tenant_id) as conn:
+        layered = {
+            a
+            for a in {c.agent_id for c in claimed}
+            if store.policy_for(conn, tenant_id=tenant_id, agent_id=a).episodic_layer
+        }
+    for c in claimed:
+        if c.agent_id in layered:
+            c.turns = episodic.turns(c.episode.messages, c.episode.content, c.occurred_at)
     saved = {r["id"]: r["reflection"] for r in rows if r["reflection"]}
     for c in claimed:
         if c.id in saved:
@@ -235,7 +263,7 @@ def _prepare(
                     llm_ms=r.llm_ms,
                 )
             c.result = reflection.Reflection.from_json(r.to_json())  # its cost is now on record
-    texts = [item.text for c in claimed if c.result for item in c.result.items]
+    texts = [text for c in claimed for text in c.texts()]
     try:
         vectors = embedder.embed(texts)
     except Exception as exc:  # the embedder failing fails the whole batch, recorded per episode
@@ -250,7 +278,7 @@ def _store_batch(
 ) -> None:
     offset = 0
     for c in batch.claimed:
-        n = len(c.result.items) if c.result else 0
+        n = len(c.texts())
         mine = batch.vectors[offset : offset + n] if batch.vectors is not None else None
         offset += n
         if c.error is None and mine is not None:
@@ -278,7 +306,13 @@ def _store_one(
         expires_at = store.expiry(conn, policy, "L1")
         memory_ids: list[UUID] = []
         written: list[tuple[UUID, memories.Draft]] = []
-        for i, (item, vec) in enumerate(zip(c.result.items, vectors, strict=True)):
+        item_vectors, turn_vectors = vectors[: len(c.result.items)], vectors[len(c.result.items) :]
+        # the episodic layer; the episode's memory_ids stay its reflected items (turns are found
+        # by their provenance, episode:<id>#m<i>)
+        for turn, vec in zip(c.turns, turn_vectors, strict=True):
+            if _store_turn(conn, tenant_id, c, turn, vec) is not None:
+                outcome.memories_written += 1
+        for i, (item, vec) in enumerate(zip(c.result.items, item_vectors, strict=True)):
             source = f"episode:{c.id}" + (f"#m{','.join(map(str, item.messages))}" if item.messages else "")
             dup = store.find_duplicate(
                 conn,
@@ -363,6 +397,37 @@ def _store_one(
         )
     outcome.stored.append(c.id)
     outcome.deliveries += deliveries
+
+
+def _store_turn(conn: Any, tenant_id: UUID, c: _Claimed, turn: episodic.Turn, vec: Any) -> UUID | None:
+    """One message of the episode as a 'turn' memory (L0, no TTL: retention lets it go once a
+    sleep pass has consolidated it and nobody recalled it; docs/episodes.md)."""
+    key = f"ep:{c.id}:{turn.source_key}"
+    who = {"role": turn.role} | ({"speaker": turn.speaker} if turn.speaker else {})
+    when = {"occurred_at": turn.occurred_at.isoformat()} if turn.occurred_at else {}
+    draft = memories.Draft(
+        text=turn.text,
+        kind=memories.TURN,
+        confidence=1.0,  # it was said: what is uncertain is what it means, which the items carry
+        tier="L0",
+        provenance=(f"episode:{c.id}#m{turn.message}",),
+        metadata={**c.metadata, **who, **when},
+        flags=memories.flags_for(turn.text),
+    )
+    mid = store.insert_memory(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=c.agent_id,
+        draft=draft,
+        embedding=vec,
+        source_key=key,
+        session_id=c.session_id,
+        reason=f"episode:{c.id}",
+    )
+    if mid is None:  # written by an earlier attempt that did commit
+        existing = store.one(conn, "memory_by_source_key", tenant_id=tenant_id, source_key=key)
+        return existing["id"] if existing else None
+    return mid
 
 
 def _fail(

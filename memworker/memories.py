@@ -10,7 +10,8 @@ from datetime import datetime
 from typing import Any
 
 MAX_TEXT_CHARS = 280  # summarize, don't hoard (seed 000): a durable memory is tweet-sized
-KINDS = ("fact", "preference", "decision", "method", "conclusion", "event", "insight", "summary")
+KINDS = ("fact", "preference", "decision", "method", "conclusion", "event", "insight", "summary", "turn")
+TURN = "turn"  # the episodic layer: one message as it was said (memworker/episodic.py)
 TIERS = ("L0", "L1", "L2", "L3")
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 

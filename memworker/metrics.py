@@ -82,11 +82,11 @@ def registry(extra: FleetCollector | None = None) -> CollectorRegistry:
     """What /metrics serves: every process's metrics (multiprocess mode) plus fleet gauges."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         reg = CollectorRegistry()
-        multiprocess.MultiProcessCollector(reg)
+        multiprocess.MultiProcessCollector(reg)  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
     else:
         reg = CollectorRegistry()
         for collector in list(REGISTRY._collector_to_names):  # this process's own metrics
             reg.register(collector)
     if extra is not None:
-        reg.register(extra)  # type: ignore[arg-type]
+        reg.register(extra)
     return reg

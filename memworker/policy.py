@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from memworker import errors, memories
 
@@ -22,6 +22,12 @@ class Policy:
     recall_prior_weight: float = 0.03  # priors re-order near-ties; they never overrule relevance
     recall_vector_floor: float = 0.15  # cosine below this with no term match = not relevant
     recall_candidates: int = 60  # per signal, before fusion
+    # A hit whose source messages are all covered by higher-ranked hits (an item and the turn it
+    # came from) gives up its slot: explain lists it under the hit that covers it.
+    recall_collapse: bool = True
+    # ingest: the episodic layer (docs/episodes.md). On, every informative message of an episode
+    # is also kept as a 'turn' memory (L0) beside the reflected items; off, only the items.
+    episodic_layer: bool = True
     # ingest
     dedup_similarity: float = 0.95  # cosine at or above this with an existing memory = duplicate
     # safety: memory poisoning and personal data (issue 8)
@@ -98,7 +104,7 @@ class Policy:
         return policy
 
     def ttl_hours(self, tier: str) -> float | None:
-        return getattr(self, f"ttl_{tier.lower()}_hours")  # type: ignore[no-any-return]
+        return cast("float | None", getattr(self, f"ttl_{tier.lower()}_hours"))
 
     def to_json(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}

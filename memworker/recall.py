@@ -95,6 +95,9 @@ def _params(
         w_vector=policy.recall_vector_weight,
         w_prior=policy.recall_prior_weight,
         k=query.k,
+        # room for hits that collapse into better-ranked ones (an item and its turns)
+        pool=query.k * 3 if policy.recall_collapse else query.k,
+        collapse=policy.recall_collapse,
         bump=bump,
     )
 
@@ -124,5 +127,8 @@ def _hits(rows: list[dict[str, Any]], explain: bool) -> list[dict[str, Any]]:
                 "freshness": float(r["freshness"]),
                 "prior": float(r["prior"]),
             }
+            # memories whose source messages this hit (or a better one) already names: they
+            # gave up their slot (policy.recall_collapse)
+            hit["collapsed"] = [str(c) for c in r["collapsed"] or []]
         hits.append(hit)
     return hits

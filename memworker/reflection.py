@@ -68,7 +68,7 @@ class Reflection:
 @dataclass(frozen=True)
 class Episode:
     content: str
-    messages: list[dict[str, str]] | None = None
+    messages: list[dict[str, Any]] | None = None
 
 
 class Reflector(Protocol):
@@ -218,7 +218,7 @@ def _informative(sentence: str) -> float:
     content = [t for t in tokens.tokenize(s, stem=False) if t not in _FILLER]
     if len(content) < 2:
         return 0.0
-    score = len(set(content)) + 2 * len(entities_of(s))
+    score: float = len(set(content)) + 2 * len(entities_of(s))
     if s.endswith("?"):
         score *= 0.4  # questions carry less than statements
     return float(score)
@@ -310,7 +310,7 @@ class LLMReflector:
                 continue
             text = memories.clip(str(entry["text"]))
             kind = str(entry.get("type") or entry.get("kind") or "").lower()
-            kind = kind if kind in memories.KINDS else _kind(text)
+            kind = kind if kind in memories.KINDS and kind != memories.TURN else _kind(text)
             try:
                 conf = min(1.0, max(0.0, float(entry.get("confidence", 0.7))))
             except (TypeError, ValueError):

@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Kind = Literal["fact", "preference", "decision", "method", "conclusion", "event", "insight", "summary"]
+# Kinds a filter may name: also "turn", the episodic layer, which only ingest writes.
+AnyKind = Literal["fact", "preference", "decision", "method", "conclusion", "event", "insight", "summary", "turn"]
 Tier = Literal["L0", "L1", "L2", "L3"]
 WritableTier = Literal["L0", "L1", "L2"]  # L3 only through the audited promote call
 MetaValue = str | int | float | bool | None
@@ -45,6 +47,8 @@ def _has_nul(value: Any) -> bool:
 class Message(Strict):
     role: Literal["user", "assistant", "system", "tool"]
     content: str = Field(min_length=1)
+    name: str | None = Field(default=None, min_length=1, max_length=128, description="who said it (the speaker)")
+    occurred_at: datetime | None = Field(default=None, description="when it was said (default: the episode's)")
 
 
 class EpisodeIn(Strict):
@@ -98,7 +102,7 @@ class RecallIn(Strict):
     query: str = Field(min_length=1, max_length=4000)
     k: int = Field(default=5, ge=1, le=100)
     tiers: list[Tier] | None = Field(default=None, min_length=1)
-    kinds: list[Kind] | None = Field(default=None, min_length=1)
+    kinds: list[AnyKind] | None = Field(default=None, min_length=1)
     since: datetime | None = None
     until: datetime | None = None
     metadata: dict[str, MetaValue] | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -47,18 +47,26 @@ class Client:
             raise ApiError(resp.status_code, body)
         return resp.json() if resp.content else None
 
+    def _obj(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """_call for the endpoints that answer a JSON object."""
+        return cast("dict[str, Any]", self._call(method, path, **kwargs))
+
+    def _list(self, method: str, path: str, *, key: str, **kwargs: Any) -> list[dict[str, Any]]:
+        """The list of objects under `key` in an endpoint's JSON answer."""
+        return cast("list[dict[str, Any]]", self._obj(method, path, **kwargs)[key])
+
     # episodes
     def add_episode(
-        self, agent_id: str, content: str | None = None, *, messages: list[dict[str, str]] | None = None, **fields: Any
+        self, agent_id: str, content: str | None = None, *, messages: list[dict[str, Any]] | None = None, **fields: Any
     ) -> dict[str, Any]:
         body = {"content": content} if messages is None else {"messages": messages}
-        return self._call("POST", f"/v1/agents/{agent_id}/episodes", json={**body, **fields})  # type: ignore[no-any-return]
+        return self._obj("POST", f"/v1/agents/{agent_id}/episodes", json={**body, **fields})
 
     def add_episodes(self, agent_id: str, episodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return self._call("POST", f"/v1/agents/{agent_id}/episodes/batch", json={"episodes": episodes})["episodes"]  # type: ignore[no-any-return]
+        return self._list("POST", f"/v1/agents/{agent_id}/episodes/batch", json={"episodes": episodes}, key="episodes")
 
     def get_episode(self, agent_id: str, episode_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/agents/{agent_id}/episodes/{episode_id}")  # type: ignore[no-any-return]
+        return self._obj("GET", f"/v1/agents/{agent_id}/episodes/{episode_id}")
 
     def wait_for_episode(self, agent_id: str, episode_id: str, *, timeout: float = 60.0) -> dict[str, Any]:
         """Poll until the episode is stored or dead; raises TimeoutError."""
@@ -72,29 +80,29 @@ class Client:
             time.sleep(0.1)
 
     def replay_episode(self, agent_id: str, episode_id: str) -> dict[str, Any]:
-        return self._call("POST", f"/v1/agents/{agent_id}/episodes/{episode_id}/replay")  # type: ignore[no-any-return]
+        return self._obj("POST", f"/v1/agents/{agent_id}/episodes/{episode_id}/replay")
 
     def list_episodes(
         self, *, status: str | None = None, agent_id: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
         params = {k: v for k, v in {"status": status, "agent_id": agent_id, "limit": limit}.items() if v is not None}
-        return self._call("GET", "/v1/episodes", params=params)["episodes"]  # type: ignore[no-any-return]
+        return self._list("GET", "/v1/episodes", params=params, key="episodes")
 
     def usage(self, agent_id: str | None = None) -> dict[str, Any]:
-        return self._call("GET", "/v1/usage", params={"agent_id": agent_id} if agent_id else {})  # type: ignore[no-any-return]
+        return self._obj("GET", "/v1/usage", params={"agent_id": agent_id} if agent_id else {})
 
     # memories
     def add_memory(self, agent_id: str, text: str, **fields: Any) -> dict[str, Any]:
-        return self._call("POST", f"/v1/agents/{agent_id}/memories", json={"text": text, **fields})  # type: ignore[no-any-return]
+        return self._obj("POST", f"/v1/agents/{agent_id}/memories", json={"text": text, **fields})
 
     def add_memories(self, agent_id: str, memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return self._call("POST", f"/v1/agents/{agent_id}/memories/batch", json={"memories": memories})["memories"]  # type: ignore[no-any-return]
+        return self._list("POST", f"/v1/agents/{agent_id}/memories/batch", json={"memories": memories}, key="memories")
 
     def get_memory(self, agent_id: str, memory_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/agents/{agent_id}/memories/{memory_id}")  # type: ignore[no-any-return]
+        return self._obj("GET", f"/v1/agents/{agent_id}/memories/{memory_id}")
 
     def update_memory(self, agent_id: str, memory_id: str, **changes: Any) -> dict[str, Any]:
-        return self._call("PATCH", f"/v1/agents/{agent_id}/memories/{memory_id}", json=changes)  # type: ignore[no-any-return]
+        return self._obj("PATCH", f"/v1/agents/{agent_id}/memories/{memory_id}", json=changes)
 
     def delete_memory(self, agent_id: str, memory_id: str) -> None:
         self._call("DELETE", f"/v1/agents/{agent_id}/memories/{memory_id}")
@@ -114,22 +122,22 @@ class Client:
             for k, v in {"tier": tier, "kind": kind, "session": session, "limit": limit, "cursor": cursor}.items()
             if v is not None
         }
-        return self._call("GET", f"/v1/agents/{agent_id}/memories", params=params)  # type: ignore[no-any-return]
+        return self._obj("GET", f"/v1/agents/{agent_id}/memories", params=params)
 
     def recall(self, agent_id: str, query: str, k: int = 5, **options: Any) -> dict[str, Any]:
         """{"memories": [...], "took_ms": ...}; options: tiers, kinds, since, until, metadata, explain."""
-        return self._call("POST", f"/v1/agents/{agent_id}/recall", json={"query": query, "k": k, **options})  # type: ignore[no-any-return]
+        return self._obj("POST", f"/v1/agents/{agent_id}/recall", json={"query": query, "k": k, **options})
 
     # sleep (consolidation)
     def consolidate(self, agent_id: str) -> str:
         """Queue one consolidation pass; returns its run id."""
-        return self._call("POST", f"/v1/agents/{agent_id}/consolidate")["run_id"]  # type: ignore[no-any-return]
+        return cast(str, self._obj("POST", f"/v1/agents/{agent_id}/consolidate")["run_id"])
 
     def consolidation_runs(self, agent_id: str, *, limit: int = 20) -> list[dict[str, Any]]:
-        return self._call("GET", f"/v1/agents/{agent_id}/consolidation/runs", params={"limit": limit})["runs"]  # type: ignore[no-any-return]
+        return self._list("GET", f"/v1/agents/{agent_id}/consolidation/runs", params={"limit": limit}, key="runs")
 
     def consolidation_status(self, agent_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/agents/{agent_id}/consolidation")  # type: ignore[no-any-return]
+        return self._obj("GET", f"/v1/agents/{agent_id}/consolidation")
 
     def wait_for_run(self, agent_id: str, run_id: str, *, timeout: float = 60.0) -> dict[str, Any]:
         """Poll until the run is done, skipped or failed; raises TimeoutError."""
@@ -143,57 +151,58 @@ class Client:
             time.sleep(0.2)
 
     def profile(self, agent_id: str, version: int | None = None) -> dict[str, Any]:
-        return self._call(
+        return self._obj(
             "GET",
-            f"/v1/agents/{agent_id}/profile",  # type: ignore[no-any-return]
+            f"/v1/agents/{agent_id}/profile",
             params={"version": version} if version else {},
         )
 
     # lifecycle governance (issue 6)
     def promote(self, agent_id: str, memory_id: str, tier: str, reason: str) -> dict[str, Any]:
-        return self._call(
+        return self._obj(
             "POST",
-            f"/v1/agents/{agent_id}/memories/{memory_id}/promote",  # type: ignore[no-any-return]
+            f"/v1/agents/{agent_id}/memories/{memory_id}/promote",
             json={"tier": tier, "reason": reason},
         )
 
     def history(self, agent_id: str, memory_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/agents/{agent_id}/memories/{memory_id}/history")  # type: ignore[no-any-return]
+        return self._obj("GET", f"/v1/agents/{agent_id}/memories/{memory_id}/history")
 
     def reviews(self, agent_id: str, *, status: str = "open", limit: int = 100) -> list[dict[str, Any]]:
-        return self._call(
+        return self._list(
             "GET",
-            f"/v1/agents/{agent_id}/review",  # type: ignore[no-any-return]
+            f"/v1/agents/{agent_id}/review",
             params={"status": status, "limit": limit},
-        )["reviews"]
+            key="reviews",
+        )
 
     def resolve_review(self, agent_id: str, review_id: str, keep: str, reason: str = "") -> dict[str, Any]:
         """keep: 'both', or the id of the memory to keep (the other is superseded by it)."""
-        return self._call(
+        return self._obj(
             "POST",
-            f"/v1/agents/{agent_id}/review/{review_id}/resolve",  # type: ignore[no-any-return]
+            f"/v1/agents/{agent_id}/review/{review_id}/resolve",
             json={"keep": keep, "reason": reason},
         )
 
     def forget(self, agent_id: str, **selector: Any) -> dict[str, Any]:
         """Exactly one of provenance=, memory_ids=, session_id=, before=; returns the receipt."""
-        return self._call("POST", f"/v1/agents/{agent_id}/forget", json=selector)  # type: ignore[no-any-return]
+        return self._obj("POST", f"/v1/agents/{agent_id}/forget", json=selector)
 
     def policy(self, agent_id: str | None = None) -> dict[str, Any]:
         """{"overrides", "effective"} of an agent, or of the tenant's defaults."""
         path = f"/v1/agents/{agent_id}/policy" if agent_id else "/v1/policy"
-        return self._call("GET", path)  # type: ignore[no-any-return]
+        return self._obj("GET", path)
 
     def set_policy(self, overrides: dict[str, Any], agent_id: str | None = None) -> dict[str, Any]:
         """Replace the overrides of an agent, or the tenant's defaults."""
         path = f"/v1/agents/{agent_id}/policy" if agent_id else "/v1/policy"
-        return self._call("PUT", path, json=overrides)  # type: ignore[no-any-return]
+        return self._obj("PUT", path, json=overrides)
 
     def run_retention(self, agent_id: str) -> dict[str, Any]:
-        return self._call("POST", f"/v1/agents/{agent_id}/retention/run")  # type: ignore[no-any-return]
+        return self._obj("POST", f"/v1/agents/{agent_id}/retention/run")
 
     def retention_runs(self, agent_id: str, *, limit: int = 20) -> list[dict[str, Any]]:
-        return self._call("GET", f"/v1/agents/{agent_id}/retention", params={"limit": limit})["runs"]  # type: ignore[no-any-return]
+        return self._list("GET", f"/v1/agents/{agent_id}/retention", params={"limit": limit}, key="runs")
 
     # sessions: working memory, plans, runtime context, archives, webhooks (issue 7)
     def create_session(
@@ -216,39 +225,39 @@ class Client:
             }.items()
             if v is not None
         }
-        return self._call("POST", f"/v1/agents/{agent_id}/sessions", json=body)  # type: ignore[no-any-return]
+        return self._obj("POST", f"/v1/agents/{agent_id}/sessions", json=body)
 
     def sessions(self, agent_id: str, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         params = {k: v for k, v in {"status": status, "limit": limit}.items() if v is not None}
-        return self._call("GET", f"/v1/agents/{agent_id}/sessions", params=params)["sessions"]  # type: ignore[no-any-return]
+        return self._list("GET", f"/v1/agents/{agent_id}/sessions", params=params, key="sessions")
 
     def session(self, agent_id: str, session_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/agents/{agent_id}/sessions/{session_id}")  # type: ignore[no-any-return]
+        return self._obj("GET", f"/v1/agents/{agent_id}/sessions/{session_id}")
 
     def working(self, agent_id: str, session_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/working")  # type: ignore[no-any-return]
+        return self._obj("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/working")
 
     def update_working(self, agent_id: str, session_id: str, **changes: Any) -> dict[str, Any]:
         """changes: goal=, intent= (None clears), add=[{"kind", "text" | "memory_id"}], remove=[ids],
         touch=[ids], expected_revision=."""
-        return self._call("PATCH", f"/v1/agents/{agent_id}/sessions/{session_id}/working", json=changes)  # type: ignore[no-any-return]
+        return self._obj("PATCH", f"/v1/agents/{agent_id}/sessions/{session_id}/working", json=changes)
 
     def set_plan(
         self, agent_id: str, session_id: str, milestones: list[dict[str, Any]], *, title: str | None = None
     ) -> dict[str, Any]:
         """milestones: [{"id"?, "title", "steps": [{"id"?, "title", "status"?, "progress"?}]}]."""
         body: dict[str, Any] = {"milestones": milestones, **({"title": title} if title else {})}
-        return self._call("PUT", f"/v1/agents/{agent_id}/sessions/{session_id}/plan", json=body)  # type: ignore[no-any-return]
+        return self._obj("PUT", f"/v1/agents/{agent_id}/sessions/{session_id}/plan", json=body)
 
     def plan(self, agent_id: str, session_id: str) -> dict[str, Any]:
         """The plan, its milestones' status and progress, and "resume" (last completed milestone, next step)."""
-        return self._call("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/plan")  # type: ignore[no-any-return]
+        return self._obj("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/plan")
 
     def update_step(self, agent_id: str, session_id: str, step_id: str, **changes: Any) -> dict[str, Any]:
         """changes: status=, progress= (0-100), output=, note=, expected_revision=."""
-        return self._call(
+        return self._obj(
             "PATCH",
-            f"/v1/agents/{agent_id}/sessions/{session_id}/plan/steps/{step_id}",  # type: ignore[no-any-return]
+            f"/v1/agents/{agent_id}/sessions/{session_id}/plan/steps/{step_id}",
             json=changes,
         )
 
@@ -261,31 +270,32 @@ class Client:
             **{k: v for k, v in {"session_id": session_id, "max_tokens": max_tokens}.items() if v is not None},
             **options,
         }
-        return self._call("POST", f"/v1/agents/{agent_id}/context", json=body)  # type: ignore[no-any-return]
+        return self._obj("POST", f"/v1/agents/{agent_id}/context", json=body)
 
     def report_usage(self, agent_id: str, session_id: str, **usage: Any) -> dict[str, Any]:
         """usage: context_used (0..1), or used_tokens with window_tokens; none: the estimate."""
-        return self._call("POST", f"/v1/agents/{agent_id}/sessions/{session_id}/usage", json=usage)  # type: ignore[no-any-return]
+        return self._obj("POST", f"/v1/agents/{agent_id}/sessions/{session_id}/usage", json=usage)
 
     def context_calls(self, agent_id: str, session_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
-        return self._call(
+        return self._list(
             "GET",
-            f"/v1/agents/{agent_id}/sessions/{session_id}/context_calls",  # type: ignore[no-any-return]
+            f"/v1/agents/{agent_id}/sessions/{session_id}/context_calls",
             params={"limit": limit},
-        )["context_calls"]
+            key="context_calls",
+        )
 
     def archive_session(self, agent_id: str, session_id: str) -> dict[str, Any]:
-        return self._call("POST", f"/v1/agents/{agent_id}/sessions/{session_id}/archive")  # type: ignore[no-any-return]
+        return self._obj("POST", f"/v1/agents/{agent_id}/sessions/{session_id}/archive")
 
     def restore_session(self, agent_id: str, session_id: str, version: int | None = None) -> dict[str, Any]:
-        return self._call(
+        return self._obj(
             "POST",
-            f"/v1/agents/{agent_id}/sessions/{session_id}/restore",  # type: ignore[no-any-return]
+            f"/v1/agents/{agent_id}/sessions/{session_id}/restore",
             json={"version": version} if version else {},
         )
 
     def archives(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
-        return self._call("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/archives")["archives"]  # type: ignore[no-any-return]
+        return self._list("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/archives", key="archives")
 
     def download_archive(self, agent_id: str, session_id: str, version: int) -> bytes:
         """The archive as stored: gzip-compressed JSONL bytes."""
@@ -312,16 +322,16 @@ class Client:
         body: dict[str, Any] = {"url": url, "events": events, "description": description}
         if agent_ids is not None:
             body["agent_ids"] = agent_ids
-        return self._call("POST", "/v1/webhooks", json=body)  # type: ignore[no-any-return]
+        return self._obj("POST", "/v1/webhooks", json=body)
 
     def webhooks(self) -> list[dict[str, Any]]:
-        return self._call("GET", "/v1/webhooks")["webhooks"]  # type: ignore[no-any-return]
+        return self._list("GET", "/v1/webhooks", key="webhooks")
 
     def delete_webhook(self, webhook_id: str) -> None:
         self._call("DELETE", f"/v1/webhooks/{webhook_id}")
 
     def webhook_deliveries(self, webhook_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
-        return self._call("GET", f"/v1/webhooks/{webhook_id}/deliveries", params={"limit": limit})["deliveries"]  # type: ignore[no-any-return]
+        return self._list("GET", f"/v1/webhooks/{webhook_id}/deliveries", params={"limit": limit}, key="deliveries")
 
 
 def enqueue_in_cluster(

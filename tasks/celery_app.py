@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any
+from typing import Any, cast
 
 from celery import Celery, signals
 from celery.schedules import crontab
@@ -105,7 +105,7 @@ def make_celery(settings: Settings) -> Celery:
 
 
 def settings_of(app: Celery) -> Settings:
-    return app.conf.memworker_settings  # type: ignore[no-any-return]
+    return cast(Settings, app.conf.memworker_settings)  # set by make_celery
 
 
 def _from_env() -> Settings:

@@ -85,7 +85,7 @@ def consolidation_sweep(window: str | None = None) -> dict[str, Any]:
     reject_on_worker_lost=True,
     max_retries=BUSY_RETRIES,
 )
-def consolidate(self: Task, tenant_id: str, agent_id: str, run_id: str) -> dict[str, Any]:
+def consolidate(self: Task[Any, Any], tenant_id: str, agent_id: str, run_id: str) -> dict[str, Any]:
     """One pass for one agent. A failed pass is recorded and backs off through the sweep, not
     through Celery retries; only a held agent lock is retried here."""
     res = runtime.for_process(settings_of(app))

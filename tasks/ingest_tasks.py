@@ -86,18 +86,16 @@ def accept_episode(tenant_id: str, agent_id: str, episode: dict[str, Any]) -> st
         body = schemas.EpisodeIn.model_validate(episode)  # the same rules as the HTTP API
     except pydantic.ValidationError as exc:
         raise errors.InvalidInput(f"rejected in-cluster episode: {exc}") from exc
-    msgs = [m.model_dump() for m in body.messages] if body.messages else None
-    content = ingest.render(msgs) if msgs else (body.content or "")
-    if len(content.encode()) > res.settings.max_content_bytes:
-        raise errors.InvalidInput(f"episode content over {res.settings.max_content_bytes} bytes")
+    try:
+        ep = ingest.normalise(body, max_content_bytes=res.settings.max_content_bytes)
+    except errors.PayloadTooLarge as exc:
+        raise errors.InvalidInput(f"rejected in-cluster episode: {exc}") from exc
     with db.tenant_tx(res.pool, UUID(tenant_id)) as conn:
         ((episode_id, _),) = ingest.accept(
             conn,
             tenant_id=UUID(tenant_id),
             agent_id=agent_id,
-            episodes=[
-                ingest.EpisodeIn(content, msgs, body.session_id, body.idempotency_key, body.occurred_at, body.metadata)
-            ],
+            episodes=[ep],
         )
     ingest_episodes(tenant_id, [str(episode_id)])
     return str(episode_id)

@@ -36,7 +36,7 @@ def retention_tick(window: str | None = None) -> int:
 
 
 @app.task(name="memworker.retention_sweep", queue=MAINTENANCE, acks_late=True, bind=True)
-def retention_sweep(self: Task, tenant_id: str, agent_id: str, window: str) -> dict[str, Any]:
+def retention_sweep(self: Task[Any, Any], tenant_id: str, agent_id: str, window: str) -> dict[str, Any]:
     """One agent's sweep, judged at the window's clock. A redelivered message (its worker
     died mid-sweep) resumes the window's run instead of finding it taken."""
     res = runtime.for_process(settings_of(app))

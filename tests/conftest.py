@@ -1,6 +1,11 @@
 """Session fixtures: the embedded Postgres and Redis start once per test session (or
 MEMWORKER_TEST_DATABASE_URL / MEMWORKER_TEST_REDIS_URL are used instead); the schema is
-migrated once into a template database and copied per test module."""
+migrated once into a template database and copied per test module.
+
+On servers given by those variables the fixtures drop only databases they created in this
+run and flush only Redis databases they found empty: a leftover database of the same name,
+or a Redis database holding keys, stops the run with a message, unless
+MEMWORKER_TEST_ALLOW_DESTRUCTIVE=1 says the server is for tests only."""
 
 from __future__ import annotations
 
@@ -23,6 +28,42 @@ from memworker.settings import Settings
 from memworker.storage import db, migrate
 
 TEMPLATE = "memworker_template"
+ALLOW_DESTRUCTIVE = "MEMWORKER_TEST_ALLOW_DESTRUCTIVE"
+
+
+def refusal(what: str, variable: str, *, external: bool, env: dict[str, str] | os._Environ[str]) -> str | None:
+    """Why the fixtures must not destroy `what` (an existing database, a non-empty Redis
+    database) on the server from `variable`, or None when they may: the server is one this
+    session started, or the test owner opted in with MEMWORKER_TEST_ALLOW_DESTRUCTIVE=1."""
+    if not external or env.get(ALLOW_DESTRUCTIVE) == "1":
+        return None
+    return (
+        f"refusing to destroy {what} on the server given by {variable}: the test fixtures did not "
+        f"create it. Remove it yourself, or set {ALLOW_DESTRUCTIVE}=1 if that server holds test data only."
+    )
+
+
+def recreate_database(services: dict[str, str], name: str, template: str | None = None) -> None:
+    """CREATE DATABASE name (from template), dropping a leftover of that name first only
+    where refusal() allows it."""
+    with psycopg.connect(services["pg"], autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            why = refusal(
+                f"the existing database {name}",
+                "MEMWORKER_TEST_DATABASE_URL",
+                external=services["pg_external"] == "1",
+                env=os.environ,
+            )
+            if why:
+                pytest.fail(why, pytrace=False)
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
+
+
+def drop_database(services: dict[str, str], name: str) -> None:
+    """Drop a database this session created."""
+    with psycopg.connect(services["pg"], autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,11 +85,18 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
         if not redis_url:
             child, redis_url = embedded.start_redis(base)
             children.append(child)
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE}")
-            conn.execute(f"CREATE DATABASE {TEMPLATE}")
+        got = {
+            "pg": pg_url,
+            "redis": redis_url,
+            "base": str(base),
+            # "1" where the server came from MEMWORKER_TEST_*: see refusal()
+            "pg_external": "1" if os.environ.get("MEMWORKER_TEST_DATABASE_URL") else "",
+            "redis_external": "1" if os.environ.get("MEMWORKER_TEST_REDIS_URL") else "",
+        }
+        recreate_database(got, TEMPLATE)
         migrate.migrate(_with_db(pg_url, TEMPLATE))
-        yield {"pg": pg_url, "redis": redis_url, "base": str(base)}
+        yield got
+        drop_database(got, TEMPLATE)
     finally:
         for child in reversed(children):
             child.stop()
@@ -80,16 +128,23 @@ def stack(services: dict[str, str], request: pytest.FixtureRequest) -> Iterator[
     """A fresh database (copied from the migrated template) and an empty Redis database
     for one test module: {'owner_url', 'app_url', 'redis_url', 'settings'}."""
     name = "t_" + re.sub(r"\W", "_", request.module.__name__.split(".")[-1])[:50]
-    with psycopg.connect(services["pg"], autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    recreate_database(services, name, TEMPLATE)
     owner_url = _with_db(services["pg"], name)
     app_url = db.app_url(owner_url)
     redis_db = _redis_db(services["redis"])
     redis_url = services["redis"].rsplit("/", 1)[0] + f"/{redis_db}"
     client = redis.Redis.from_url(redis_url)
     if client.dbsize():
-        client.flushdb()  # our own embedded server, or a database the test owner gave us
+        why = refusal(
+            f"Redis database {redis_db} (it holds keys)",
+            "MEMWORKER_TEST_REDIS_URL",
+            external=services["redis_external"] == "1",
+            env=os.environ,
+        )
+        if why:
+            client.close()
+            pytest.fail(why, pytrace=False)
+        client.flushdb()  # our own embedded server, or the test owner opted in
     client.close()
     data_dir = Path(services["base"]) / name
     data_dir.mkdir(exist_ok=True)
@@ -103,8 +158,10 @@ def stack(services: dict[str, str], request: pytest.FixtureRequest) -> Iterator[
         db_pool_max=8,
     )
     yield {"owner_url": owner_url, "app_url": app_url, "redis_url": redis_url, "settings": settings}
-    with psycopg.connect(services["pg"], autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    drop_database(services, name)
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()  # empty when this module took it: what is there now is the module's own
+    client.close()
 
 
 @pytest.fixture(scope="session")

@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from memworker.settings import Settings
 from memworker.storage import db
-from tests.conftest import TEMPLATE, _with_db
+from tests.conftest import TEMPLATE, _with_db, drop_database, recreate_database
 
 NO_REDIS = "redis://127.0.0.1:1/0"  # nothing listens there: a module that uses it fails loudly
 
@@ -27,9 +26,7 @@ def stack(services: dict[str, str], request: pytest.FixtureRequest) -> Iterator[
     """A fresh database copied from the migrated template, as conftest's `stack` gives, and
     no Redis: {'owner_url', 'app_url', 'redis_url' (unusable), 'settings'}."""
     name = "t_" + re.sub(r"\W", "_", request.module.__name__.split(".")[-1])[:50]
-    with psycopg.connect(services["pg"], autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    recreate_database(services, name, TEMPLATE)  # refuses a leftover on a server it did not start
     owner_url = _with_db(services["pg"], name)
     app_url = db.app_url(owner_url)
     data_dir = Path(services["base"]) / name
@@ -38,5 +35,4 @@ def stack(services: dict[str, str], request: pytest.FixtureRequest) -> Iterator[
         database_url=app_url, admin_database_url=owner_url, redis_url=NO_REDIS, data_dir=data_dir, db_pool_max=8
     )
     yield {"owner_url": owner_url, "app_url": app_url, "redis_url": NO_REDIS, "settings": settings}
-    with psycopg.connect(services["pg"], autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    drop_database(services, name)

@@ -10,7 +10,7 @@ import logging
 import math
 import os
 import time
-from typing import Any
+from typing import Any, cast
 
 import redis
 from fastapi import FastAPI, Request
@@ -135,7 +135,9 @@ def queue_depths(client: redis.Redis) -> dict[str, int]:
 
 def memory_estimates(pool: Any) -> list[tuple[str, str, float]]:
     with db.system_tx(pool) as conn:
-        rows = conn.execute("SELECT attribute, value, estimate FROM memory_estimates()").fetchall()
+        rows = cast(  # dict rows (row_factory=dict_row), though the connection is typed with tuple rows
+            "list[dict[str, Any]]", conn.execute("SELECT attribute, value, estimate FROM memory_estimates()").fetchall()
+        )
     return [(r["attribute"], r["value"], float(r["estimate"])) for r in rows]
 
 

@@ -7,7 +7,7 @@ import base64
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, cast
 from uuid import UUID
 
 import psycopg
@@ -15,6 +15,7 @@ from fastapi import Path, Query, Request
 
 from memworker import errors, keys, memories, runtime
 from memworker.storage import db
+from memworker.storage.rows import jsonable as jsonable  # the routes' row -> JSON helper
 
 if TYPE_CHECKING:
     from tasks.publish import Publisher
@@ -32,12 +33,12 @@ AgentIdQuery = Annotated[str | None, Query(pattern=memories.AGENT_ID.pattern, ma
 
 
 def resources(request: Request) -> runtime.Resources:
-    return request.app.state.resources  # type: ignore[no-any-return]
+    return cast(runtime.Resources, request.app.state.resources)
 
 
 def publisher(request: Request) -> Publisher:
     """The process's task publisher (tasks/publish.py), made when the app starts."""
-    return request.app.state.publisher  # type: ignore[no-any-return]
+    return cast("Publisher", request.app.state.publisher)
 
 
 def principal(request: Request) -> keys.Principal:
@@ -57,20 +58,6 @@ def tx(request: Request, p: keys.Principal) -> Iterator[psycopg.Connection]:
     """One transaction bound to the caller's tenant (row-level security applies)."""
     with db.tenant_tx(resources(request).pool, p.tenant_id) as conn:
         yield conn
-
-
-def jsonable(row: dict[str, Any]) -> dict[str, Any]:
-    """A row with UUIDs and datetimes as strings."""
-    out: dict[str, Any] = {}
-    for k, v in row.items():
-        if isinstance(v, UUID):
-            v = str(v)
-        elif isinstance(v, datetime):
-            v = v.isoformat()
-        elif isinstance(v, list) and v and isinstance(v[0], UUID):
-            v = [str(x) for x in v]
-        out[k] = v
-    return out
 
 
 def encode_cursor(created_at: datetime, item_id: str) -> str:

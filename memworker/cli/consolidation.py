@@ -93,7 +93,7 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
             if r
         }
     if args.json:
-        from memworker.api.routes.consolidation import run_json, status_json
+        from memworker.sleep.reports import run_json, status_json
 
         print(
             json.dumps(

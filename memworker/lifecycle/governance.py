@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import psycopg
@@ -25,7 +25,7 @@ def clock(conn: psycopg.Connection) -> datetime:
     """The database's clock for this transaction (the same instant as its now())."""
     row = store.one(conn, "lifecycle_now")
     assert row is not None
-    return row["now"]  # type: ignore[no-any-return]
+    return cast(datetime, row["now"])
 
 
 def ttl_until(policy: Policy, tier: str, now: datetime) -> datetime | None:

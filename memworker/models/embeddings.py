@@ -8,7 +8,7 @@ import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -42,11 +42,14 @@ class SentenceTransformerEmbedder:
         from sentence_transformers import SentenceTransformer
 
         self._model = SentenceTransformer(model_path, device="cpu")
-        self.dim = int(
+        dim = (
             self._model.get_embedding_dimension()
             if hasattr(self._model, "get_embedding_dimension")
             else self._model.get_sentence_embedding_dimension()
         )
+        if dim is None:  # the TypeError int(None) raised before, with the reason
+            raise TypeError(f"embedding model at {model_path!r} has no fixed dimension")
+        self.dim = int(dim)
         self.batch_size = batch_size
         self._lock = threading.Lock()  # torch modules are not safe to call from many threads
 
@@ -83,7 +86,7 @@ class CachedQueryEmbedder:
                 self._cache.move_to_end(text)
                 self.hits += 1
                 return vec
-        vec = self.inner.embed([text])[0]
+        vec = cast(np.ndarray, self.inner.embed([text])[0])  # one row of the (1, dim) array
         with self._lock:
             self.misses += 1
             self._cache[text] = vec

@@ -15,7 +15,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import numpy as np
@@ -135,7 +135,7 @@ def request_run(conn: Any, *, tenant_id: UUID, agent_id: str, trigger: str, run_
     if row is None:
         row = store.one(conn, "consolidation_run_by_key", tenant_id=tenant_id, agent_id=agent_id, run_key=key)
     assert row is not None
-    return row["id"]  # type: ignore[no-any-return]
+    return cast(UUID, row["id"])
 
 
 def session_ended(conn: Any, *, tenant_id: UUID, agent_id: str) -> None:

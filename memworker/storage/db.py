@@ -6,6 +6,7 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import cast
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
@@ -77,7 +78,9 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection:
     except psycopg.OperationalError as exc:
         raise errors.Unavailable(f"cannot connect to Postgres at {redact(url)}: {exc}") from exc
     register_vector(conn)
-    return conn
+    # Typed like the pool's connections (bare psycopg.Connection: tuple rows), so that one
+    # connection type flows through store.*; the rows are dicts, as store.one/all_ say.
+    return cast(psycopg.Connection, conn)
 
 
 @contextmanager

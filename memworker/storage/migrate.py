@@ -20,6 +20,7 @@ logger = logging.getLogger(__name__)
 SQL_DIR = Path(__file__).resolve().parent / "migrations"  # a link to the repo's sql/, packaged as data
 _LOCK_KEY = 0x6D656D776F726B  # "memwork": the advisory lock all migrators share
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+SNAPSHOT = "schema.sql"  # sql/schema.sql: what the migrations produce (schema_snapshot.py), never applied
 
 _CREATE_LEDGER = """
 CREATE SCHEMA IF NOT EXISTS memworker;
@@ -42,9 +43,11 @@ class Migration:
 
 
 def discover(sql_dir: Path = SQL_DIR) -> list[Migration]:
-    """The migration files, in order. Raises MigrationError on a misnamed file."""
+    """The migration files, in order (schema.sql is not one). Raises MigrationError on a misnamed file."""
     found = []
     for path in sorted(sql_dir.glob("*.sql")):
+        if path.name == SNAPSHOT:
+            continue
         if not _NAME.match(path.name):
             raise errors.MigrationError(f"{path}: migration files are named NNNN_snake_case.sql")
         found.append(Migration(path.name, path.read_text()))

@@ -41,7 +41,9 @@ Row = dict[str, Any]
 
 
 def one(conn: psycopg.Connection, query: str, /, **params: Any) -> Row | None:
-    return conn.execute(Q[query], params).fetchone()  # type: ignore[return-value]
+    # Every connection is made with row_factory=dict_row (db.connect, db.open_pool); the bare
+    # psycopg.Connection annotation used across the code base says tuple rows.
+    return cast("Row | None", conn.execute(Q[query], params).fetchone())
 
 
 def run(conn: psycopg.Connection, query: str, /, **params: Any) -> int:
@@ -50,7 +52,7 @@ def run(conn: psycopg.Connection, query: str, /, **params: Any) -> int:
 
 
 def all_(conn: psycopg.Connection, query: str, /, **params: Any) -> list[Row]:
-    return conn.execute(Q[query], params).fetchall()  # type: ignore[return-value]
+    return cast("list[Row]", conn.execute(Q[query], params).fetchall())  # dict rows, as in one()
 
 
 # --- tenants, keys, agents, policy -----------------------------------------------------
@@ -91,7 +93,7 @@ def expiry(conn: psycopg.Connection, policy: Policy, tier: str) -> datetime | No
     if hours is None:
         return None
     row = conn.execute("SELECT now() + make_interval(secs => %s) AS t", (hours * 3600,)).fetchone()
-    return row["t"] if row else None  # type: ignore[index,call-overload]
+    return row["t"] if row else None  # type: ignore[call-overload]  # a dict row, typed as a tuple (see one())
 
 
 def insert_memory(
@@ -195,7 +197,7 @@ def find_duplicate(
         embedding=embedding,
     )
     if row and row["similarity"] >= threshold and memories.says_the_same(text, row["text"]):
-        return row["id"]  # type: ignore[no-any-return]
+        return cast(UUID, row["id"])
     return None
 
 

@@ -10,11 +10,13 @@ import threading
 import time
 from collections.abc import Iterator
 
+import psutil
 import psycopg
 import pytest
 from celery import Celery
 
 from memworker.testing import FakeLLM
+from tests.faults import passes
 from tests.faults.harness import FaultStack, HistoryClient, check
 
 SHORT, LONG = 300, 5_000
@@ -189,3 +191,59 @@ def test_poison_episodes_go_dead_without_stopping_others(fault_stack: FaultStack
     finally:
         with psycopg.connect(fault_stack.owner_url) as conn:
             conn.execute("DROP TRIGGER IF EXISTS poison ON memworker.memories")
+
+
+def test_sigkill_in_the_middle_of_a_two_layer_write(fault_stack: FaultStack) -> None:
+    """The worker is paused (tests/faults/passes.py: a trigger waiting on the test's advisory
+    lock) right after it inserted the episode's last turn, with the reflected items still to
+    write, and its pool children are killed there. The redelivered task writes every turn and
+    every item exactly once: the transaction that died left nothing behind."""
+    agent = "two-layer"
+    messages = [
+        {"role": "user", "name": "Ana", "content": "The invoice service moved to the Paris region on Monday."},
+        {"role": "assistant", "content": "ok"},  # no content: skipped
+        {"role": "user", "name": "Ana", "content": "I prefer release notes written in French, please."},
+        {"role": "user", "name": "Ben", "content": "We decided to retire the old ledger API next quarter."},
+    ]
+    with passes.pause_on(
+        fault_stack, "memories", "INSERT", f"NEW.agent_id = '{agent}' AND NEW.source_key LIKE '%:t3.0'"
+    ) as release:
+        r = passes.call(fault_stack, "alice", "POST", f"/v1/agents/{agent}/episodes", json={"messages": messages})
+        assert r.status_code == 202, r.text
+        episode_id = r.json()["episode_id"]
+        pid, written = passes.paused_backend(fault_stack, on_lock=True)
+        assert {"memories", "memory_terms", "memory_events"} <= written, written  # turns written, uncommitted
+        for w in fault_stack.workers:  # whichever child holds it: kill every pool child
+            for child in psutil.Process(w.pid).children(recursive=True):
+                child.kill()
+        release()  # the orphaned statement may finish now; nobody is left to send COMMIT
+        passes.wait_backend_gone(fault_stack, pid)
+        tid = fault_stack.tenants["alice"]["id"]
+        assert fault_stack.query(
+            "SELECT count(*) FROM memworker.memories WHERE tenant_id = %s AND agent_id = %s", tid, agent
+        ) == [(0,)]  # rolled back whole: no turn without its items
+        passes.wait(
+            lambda: (
+                fault_stack.query("SELECT status FROM memworker.episodes WHERE id = %s", episode_id) == [("stored",)]
+            ),
+            180,
+            "the redelivered episode",
+            fault_stack,
+        )
+    rows = fault_stack.query(
+        "SELECT kind, provenance, source_key FROM memworker.memories WHERE tenant_id = %s AND agent_id = %s",
+        tid,
+        agent,
+    )
+    turns = sorted(p[0] for kind, p, _ in rows if kind == "turn")
+    assert turns == [f"episode:{episode_id}#m{i}" for i in (0, 2, 3)]  # each once; "ok" skipped
+    assert len({key for _, _, key in rows}) == len(rows)
+    ((item_ids,),) = fault_stack.query("SELECT memory_ids FROM memworker.episodes WHERE id = %s", episode_id)
+    assert sorted(str(i) for i in item_ids) == sorted(
+        str(i)
+        for (i,) in fault_stack.query(
+            "SELECT id FROM memworker.memories WHERE tenant_id = %s AND agent_id = %s AND kind <> 'turn'", tid, agent
+        )
+    )  # the reflected items, written once, beside the turns
+    seen_by_bob = passes.call(fault_stack, "bob", "GET", f"/v1/agents/{agent}/memories")
+    assert seen_by_bob.status_code == 404 or seen_by_bob.json()["memories"] == []  # isolation

@@ -11,7 +11,9 @@ import psycopg
 import pytest
 
 from memworker import errors
-from memworker.storage import migrate
+from memworker.local import embedded
+from memworker.storage import migrate, schema_snapshot
+from tests.conftest import _with_db, drop_database, recreate_database
 
 TENANT_TABLES = [
     "api_keys",
@@ -109,3 +111,31 @@ def test_with_no_tenant_set_the_app_role_sees_nothing(stack: dict[str, Any], ten
         assert conn.execute("SELECT count(*) FROM memworker.tenants").fetchone() == (0,)
         conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(tenants["alice"]["id"]),))
         assert conn.execute("SELECT count(*) FROM memworker.api_keys").fetchone() == (1,)
+
+
+def test_a_fresh_database_migrates_to_exactly_sql_schema_sql(services: dict[str, str]) -> None:
+    """sql/schema.sql is the reviewed picture of the schema: tables, columns, defaults,
+    indexes, constraints, policies, functions and grants the migrations produce."""
+    name = "t_schema_snapshot"
+    recreate_database(services, name)
+    try:
+        url = _with_db(services["pg"], name)
+        migrate.migrate(url)
+        got = schema_snapshot.snapshot(url, embedded.pg_tool("pg_dump"))
+    finally:
+        drop_database(services, name)
+    expected = (migrate.SQL_DIR / migrate.SNAPSHOT).read_text()
+    assert got == expected, (
+        "the migrated schema differs from sql/schema.sql: if a migration changed it on purpose, "
+        f"regenerate it with `{schema_snapshot.REGENERATE}` and review the diff "
+        "(generated with the embedded Postgres; another server version prints differently)"
+    )
+
+
+def test_the_runner_applies_numbered_files_only(tmp_path: Path) -> None:
+    (tmp_path / "0001_a.sql").write_text("SELECT 1;\n")
+    (tmp_path / migrate.SNAPSHOT).write_text("CREATE TABLE never_applied (id int);\n")
+    assert [m.filename for m in migrate.discover(tmp_path)] == ["0001_a.sql"]
+    (tmp_path / "extra.sql").write_text("SELECT 1;\n")
+    with pytest.raises(errors.MigrationError, match="NNNN_snake_case"):
+        migrate.discover(tmp_path)

@@ -292,16 +292,16 @@ def test_dockerfile_copies_the_sources_and_installs_editable_so_sql_is_found() -
         if not src.startswith("--")
     }
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    needed = {"pyproject.toml", pyproject["project"]["readme"], "sql", *pyproject["tool"]["setuptools"]["packages"]}
+    packages = [p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]]
+    needed = {"pyproject.toml", "constraints.txt", pyproject["project"]["readme"], "sql", *packages}
     assert needed <= copied
-    for src in ("sql", *pyproject["tool"]["setuptools"]["packages"]):
+    for src in ("sql", *packages):
         assert (ROOT / src).is_dir(), src
-    # migrate.py looks for sql/ beside the package directory: only an editable install from
-    # the copied tree keeps them side by side.
+    # The image runs the copied tree (editable), where storage/migrations links to sql/.
     assert any(instr == "RUN" and re.search(r"pip install .*-e \.", args) for instr, args in instrs)
     from memworker.storage import migrate
 
-    assert migrate.SQL_DIR == ROOT / "sql"
+    assert migrate.SQL_DIR.resolve() == ROOT / "sql"
 
 
 def test_dockerfile_runs_as_a_non_root_user() -> None:

@@ -9,8 +9,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from memworker import errors, keys
-from memworker.api.deps import jsonable, principal, publisher, resources, tx
+from memworker.api.deps import principal, publisher, resources, tx
 from memworker.sleep import consolidation, profile
+from memworker.sleep.reports import run_json, status_json
 from memworker.storage import store
 
 logger = logging.getLogger(__name__)
@@ -76,21 +77,3 @@ def get_profile(
     if version is not None and doc["version"] != version:
         raise errors.NotFound("profile version not found")
     return {"agent_id": agent_id, **doc}
-
-
-def run_json(row: dict[str, Any]) -> dict[str, Any]:
-    out = jsonable({k: v for k, v in row.items() if k != "report"})
-    out["run_id"] = out.pop("id")
-    report = row.get("report") or {}
-    out["steps"] = report.get("steps", {})
-    for key in ("insight_id", "conclusion_ids", "profile_version", "rejected_connections", "flagged"):
-        if key in report:
-            out[key] = report[key]
-    return out
-
-
-def status_json(row: dict[str, Any], is_enabled: bool) -> dict[str, Any]:
-    out = jsonable({k: v for k, v in row.items() if k != "policy"})
-    out["enabled"] = is_enabled
-    out["flagged"] = row["consolidation_failures"] >= consolidation.FLAG_AFTER
-    return out

@@ -22,13 +22,7 @@ def _accept(request: Request, p: keys.Principal, agent_id: str, bodies: list[Epi
     settings = resources(request).settings
     if len(bodies) > settings.max_batch:
         raise errors.PayloadTooLarge(f"at most {settings.max_batch} episodes per batch")
-    eps = []
-    for b in bodies:
-        msgs = [m.model_dump() for m in b.messages] if b.messages else None
-        content = ingest.render(msgs) if msgs else (b.content or "")
-        if len(content.encode()) > settings.max_content_bytes:
-            raise errors.PayloadTooLarge(f"episode content over {settings.max_content_bytes} bytes")
-        eps.append(ingest.EpisodeIn(content, msgs, b.session_id, b.idempotency_key, b.occurred_at, b.metadata))
+    eps = [ingest.normalise(b, max_content_bytes=settings.max_content_bytes) for b in bodies]
     with tx(request, p) as conn:
         result = ingest.accept(conn, tenant_id=p.tenant_id, agent_id=agent_id, episodes=eps)
     new = [eid for eid, is_new in result if is_new]

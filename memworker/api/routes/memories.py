@@ -12,7 +12,7 @@ from fastapi.responses import Response
 from memworker import errors, keys, memories
 from memworker.api.deps import AgentId, decode_cursor, encode_cursor, principal, resources, tx
 from memworker.lifecycle import governance
-from memworker.schemas import Kind, MemoryBatch, MemoryIn, MemoryPatch, Tier
+from memworker.schemas import AnyKind, MemoryBatch, MemoryIn, MemoryPatch, Tier
 from memworker.storage import store
 
 router = APIRouter(tags=["memories"])
@@ -100,7 +100,7 @@ def list_memories(
     agent_id: AgentId,
     request: Request,
     tier: Tier | None = None,
-    kind: Kind | None = None,
+    kind: AnyKind | None = None,
     session_id: str | None = Query(None, alias="session", max_length=128, pattern=r"^[^\x00]*$"),
     limit: int = Query(50, ge=1, le=500),
     cursor: str | None = None,

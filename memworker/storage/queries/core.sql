@@ -91,7 +91,8 @@ WHERE e.id IN (
   ORDER BY (c.id = ANY(%(ids)s)) DESC, c.created_at
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED)
-RETURNING e.id, e.agent_id, e.session_id, e.content, e.messages, e.metadata, e.attempts, e.reflection;
+RETURNING e.id, e.agent_id, e.session_id, e.content, e.messages, e.metadata, e.attempts, e.reflection,
+          e.occurred_at;
 
 -- name: lock_claimed_episode
 SELECT status, attempts FROM episodes
@@ -166,14 +167,15 @@ VALUES (%(tenant_id)s, %(agent_id)s, %(memory_id)s, %(event)s, %(reason)s, %(act
 
 -- name: find_duplicate
 -- The closest live memory of the agent: an exact text match, else the nearest vector.
+-- Turns (the episodic layer) are what was said, not facts: an item is never folded into one.
 (SELECT id, text, 1.0::float8 AS similarity FROM memories
  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND content_hash = %(content_hash)s
-   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
+   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now()) AND kind <> 'turn'
  LIMIT 1)
 UNION ALL
 (SELECT id, text, 1 - (embedding <=> %(embedding)s) AS similarity FROM memories
  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
-   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
+   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now()) AND kind <> 'turn'
  ORDER BY embedding <=> %(embedding)s LIMIT 1)
 ORDER BY similarity DESC LIMIT 1;
 
@@ -263,15 +265,47 @@ WITH live AS MATERIALIZED (
          %(w_bm25)s * s.bm25_norm + %(w_vector)s * s.vector_norm AS fused,
          %(w_prior)s * (s.salience + least(0.1 * s.access_count, 1.0) + s.freshness) AS prior
   FROM scored s
+), ranked AS MATERIALIZED (  -- room for the hits that collapse (below)
+  SELECT f.*, f.fused + f.prior AS score, row_number() OVER (ORDER BY f.fused + f.prior DESC, f.id) AS rank
+  FROM fused f ORDER BY f.fused + f.prior DESC, f.id LIMIT %(pool)s
+), sources AS MATERIALIZED (
+  -- The (episode, message) pairs each ranked memory's provenance names: 'episode:<id>#m1,2'
+  -- names messages 1 and 2, 'episode:<id>' the whole episode ('*').
+  SELECT r.id, r.rank, split_part(p.entry, '#', 1) AS episode, msg
+  FROM ranked r JOIN memories m ON m.id = r.id
+  CROSS JOIN LATERAL unnest(m.provenance) AS p(entry)
+  CROSS JOIN LATERAL unnest(CASE WHEN p.entry LIKE '%%#m%%' THEN string_to_array(split_part(p.entry, '#m', 2), ',')
+                                 ELSE ARRAY['*'] END) AS msg
+  WHERE p.entry LIKE 'episode:%%'
+), covering AS (
+  -- Each source pair's best-ranked other memory that names it too (or its whole episode).
+  SELECT s.id, o.id AS by_id, o.rank AS by_rank
+  FROM sources s LEFT JOIN LATERAL (
+    SELECT o.id, o.rank FROM sources o
+    WHERE o.rank < s.rank AND o.episode = s.episode AND (o.msg = s.msg OR o.msg = '*')
+    ORDER BY o.rank LIMIT 1) o ON true
+), collapsed AS (
+  -- A memory all of whose source messages a better-ranked memory names adds nothing to the
+  -- top k: an item and the turn it came from take one slot. The union of better-ranked
+  -- memories' messages equals that of the ones kept (a collapsed one adds none), so this
+  -- needs no recursion. Memories without episode provenance never collapse.
+  SELECT c.id, (array_agg(c.by_id ORDER BY c.by_rank))[1] AS into_id  -- the best-ranked coverer
+  FROM covering c WHERE %(collapse)s
+  GROUP BY c.id HAVING bool_and(c.by_id IS NOT NULL)
 ), top AS (
-  SELECT f.*, f.fused + f.prior AS score FROM fused f ORDER BY f.fused + f.prior DESC, f.id LIMIT %(k)s
+  SELECT r.* FROM ranked r WHERE r.id NOT IN (SELECT id FROM collapsed)
+  ORDER BY r.score DESC, r.id LIMIT %(k)s
 ), bump AS (
+  -- a collapsed memory was found too (its slot went to one that names its messages): it
+  -- counts as recalled, so retention keeps a turn whose item is what the agent was shown
   UPDATE memories m SET access_count = m.access_count + 1, last_access_at = now()
-  FROM top WHERE %(bump)s AND m.id = top.id
+  WHERE %(bump)s AND m.id IN (SELECT id FROM top UNION ALL
+                              SELECT c.id FROM collapsed c WHERE c.into_id IN (SELECT id FROM top))
   RETURNING m.id
 )
 SELECT m.id, m.text, m.kind, m.tier, m.created_at, m.metadata, m.provenance, m.flags, m.trust,
-       top.salience, top.access_count, top.score, top.bm25, top.vector, top.fused, top.prior, top.freshness
+       top.salience, top.access_count, top.score, top.bm25, top.vector, top.fused, top.prior, top.freshness,
+       (SELECT array_agg(c.id ORDER BY c.id) FROM collapsed c WHERE c.into_id = top.id) AS collapsed
 FROM top JOIN memories m ON m.id = top.id
 ORDER BY top.score DESC, top.id;
 

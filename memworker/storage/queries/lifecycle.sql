@@ -253,13 +253,16 @@ SELECT count(*) AS n FROM gone;
 
 -- name: retention_forget_age
 -- Seed 002: episodic items older than decay_days (since written or last confirmed) that were
--- never recalled. Insights, conclusions, L2 and L3 are not episodic.
+-- never recalled. Insights, conclusions, L2 and L3 are not episodic. A turn (the episodic
+-- layer) goes only once a sleep pass has consolidated it: what it said has had its chance to
+-- become semantic memory first.
 WITH doomed AS (
   SELECT id FROM memories
   WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
     AND tier = ANY(%(tiers)s::text[]) AND kind <> ALL(%(protected)s::text[])
     AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
     AND access_count = 0 AND greatest(created_at, confirmed_at) < %(cutoff)s
+    AND (kind <> 'turn' OR consolidated_at IS NOT NULL)
   ORDER BY created_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED
 ), gone AS (
   DELETE FROM memories m USING doomed d WHERE m.id = d.id RETURNING m.id
@@ -416,7 +419,8 @@ JOIN memories ma ON ma.id = c.a
 JOIN memories mb ON mb.id = c.b
 WHERE 2 * (SELECT count(*) FROM unnest(ba.terms) x WHERE x = ANY(bb.terms))
         >= least(cardinality(ba.terms), cardinality(bb.terms))
-  AND mb.valid_to IS NULL AND (mb.expires_at IS NULL OR mb.expires_at > %(now)s);
+  AND mb.valid_to IS NULL AND (mb.expires_at IS NULL OR mb.expires_at > %(now)s)
+  AND ma.kind <> 'turn' AND mb.kind <> 'turn';  -- turns record what was said: never merged
 
 -- name: new_memory_pairs
 -- retention_pairs for a few just-written memories (governance.check_new, at write time).
@@ -462,7 +466,8 @@ JOIN memories ma ON ma.id = c.a
 JOIN memories mb ON mb.id = c.b
 WHERE 2 * (SELECT count(*) FROM unnest(ba.terms) x WHERE x = ANY(bb.terms))
         >= least(cardinality(ba.terms), cardinality(bb.terms))
-  AND mb.valid_to IS NULL AND (mb.expires_at IS NULL OR mb.expires_at > %(now)s);
+  AND mb.valid_to IS NULL AND (mb.expires_at IS NULL OR mb.expires_at > %(now)s)
+  AND ma.kind <> 'turn' AND mb.kind <> 'turn';  -- turns record what was said: never merged
 
 -- name: retention_facts
 SELECT id, text, kind, tier, confidence, access_count, created_at FROM memories

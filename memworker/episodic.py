@@ -1,0 +1,110 @@
+"""The episodic layer (seeds 002 and 004: L0 beside the distilled items): every informative
+message of an episode kept as a 'turn' memory of its own, as it was said, by whom and when.
+
+Pure: which messages become turns and what each turn's text is. memworker/ingest.py embeds
+and stores them in the same transaction as the reflected items; docs/episodes.md says how
+long they live. The rules, stated once:
+- skipped: a message with no searchable word (tokens.tokenize is empty: punctuation, emoji,
+  stop words only) or made only of acknowledgement words ("ok", "thanks", "haha", "hi"...);
+- split, never cut: a message longer than memories.MAX_TEXT_CHARS becomes consecutive parts
+  at sentence (else word) boundaries, each part a turn with the same provenance;
+- the text is "<speaker> (<date>): <content>", so BM25 matches names and dates and the
+  embedding sees who said it; the date is the message's occurred_at, else the episode's."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memworker import memories, tokens
+
+# Words that carry no content by themselves: a message made only of these is not a memory.
+ACKNOWLEDGEMENTS = frozenset(
+    (
+        "ok okay k kk yes yeah yep yup no nope sure thanks thank thx ty cool great nice good fine "
+        "haha hahaha lol lmao hehe hi hello hey bye goodbye cya wow oh ah hmm hm right alright"
+    ).split()
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
+
+
+@dataclass(frozen=True)
+class Turn:
+    message: int  # index of the message in the episode (the '#m<i>' of its provenance)
+    part: int  # 0-based part of a split message
+    text: str
+    role: str
+    speaker: str | None
+    occurred_at: datetime | None
+
+    @property
+    def source_key(self) -> str:
+        return f"t{self.message}.{self.part}"
+
+
+def informative(content: str) -> bool:
+    words = re.findall(r"\w+", content.casefold())
+    if not words or all(w in ACKNOWLEDGEMENTS for w in words):
+        return False
+    return bool(tokens.tokenize(content))
+
+
+def split(text: str, limit: int) -> list[str]:
+    """Consecutive parts of at most `limit` characters, cut between sentences where possible,
+    else between words; nothing is dropped (a single longer word is cut hard)."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return [text]
+    parts: list[str] = []
+    current = ""
+    for piece in _pieces(text, limit):
+        if current and len(current) + 1 + len(piece) > limit:
+            parts.append(current)
+            current = piece
+        else:
+            current = f"{current} {piece}" if current else piece
+    if current:
+        parts.append(current)
+    return parts
+
+
+def _pieces(text: str, limit: int) -> list[str]:
+    out: list[str] = []
+    for sentence in _SENTENCE_END.split(text):
+        if len(sentence) <= limit:
+            out.append(sentence)
+            continue
+        for word in sentence.split(" "):
+            out += [word[i : i + limit] for i in range(0, len(word), limit)] or [word]
+    return out
+
+
+def _stamp(when: datetime | None) -> str:
+    return f"{when.day} {when:%B %Y}" if when else ""
+
+
+def turns(messages: list[dict[str, Any]] | None, content: str, occurred_at: datetime | None) -> list[Turn]:
+    """The turns of one episode; a content-only episode is one message (m0)."""
+    msgs = messages or [{"role": "user", "content": content}]
+    out: list[Turn] = []
+    for i, m in enumerate(msgs):
+        body = str(m.get("content") or "")
+        if not informative(body):
+            continue
+        when = _parse(m.get("occurred_at")) or occurred_at
+        speaker = m.get("name") or None
+        label = speaker or m.get("role") or "user"
+        head = f"{label} ({_stamp(when)}): " if when else f"{label}: "
+        for p, part in enumerate(split(body, memories.MAX_TEXT_CHARS - len(head))):
+            out.append(Turn(i, p, head + part, str(m.get("role") or "user"), speaker, when))
+    return out
+
+
+def _parse(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value:
+        return datetime.fromisoformat(value)
+    return None

@@ -1,0 +1,197 @@
+"""The layout stays a layout: checked from the source (ast), not from a running import.
+
+- Entry points (memworker.api, memworker.cli, memworker.__main__, tasks) sit on top: nothing
+  else imports them. Exceptions: the API publishes through tasks.publish, `python -m
+  memworker` runs the CLI, and memworker.sdk's enqueue_in_cluster imports tasks.publish inside
+  the function (the SDK works without Celery installed until it is called).
+- No import cycles among memworker/ and tasks/ modules, counting imports inside functions too.
+- Celery( is built only under tasks/.
+- memworker/ keeps at most 20 modules at its top level (__init__ and __main__ aside); the rest
+  live in rooms (subpackages).
+
+An edge goes to the module an import names (`from memworker.storage import store` is an edge
+to memworker.storage.store), not to the packages above it: every package __init__ here is
+empty but memworker/__init__.py, which only re-exports the SDK's Client."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("memworker", "tasks")
+ENTRY_POINTS = ("memworker.api", "memworker.cli", "memworker.__main__", "tasks")
+# (importer prefix, imported module, function-level only): the allowed ways into an entry point
+ALLOWED = [
+    ("memworker.api", "tasks.publish", False),
+    ("memworker.__main__", "memworker.cli.main", False),
+    ("memworker.sdk", "tasks.publish", True),
+]
+MAX_TOP_LEVEL_MODULES = 20
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str
+    imported: str
+    line: int
+    in_function: bool
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _resolve(name: str, known: dict[str, Path]) -> str | None:
+    """The longest known module that `name` (a module or module.attribute) names."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        if ".".join(parts[:i]) in known:
+            return ".".join(parts[:i])
+    return None
+
+
+def _walk(node: ast.AST, in_function: bool = False) -> Iterator[tuple[ast.AST, bool]]:
+    for child in ast.iter_child_nodes(node):
+        yield child, in_function
+        yield from _walk(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda))
+
+
+def imports() -> list[Import]:
+    known = modules()
+    found = []
+    for name, path in known.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node, in_function in _walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*up, *([node.module] if node.module else [])])
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+            for target in targets:
+                resolved = _resolve(target, known)
+                if resolved and resolved != name:
+                    found.append(Import(name, resolved, node.lineno, in_function))  # type: ignore[attr-defined]
+    return found
+
+
+def _allowed(imp: Import) -> bool:
+    if any(_within(imp.importer, entry) for entry in ("memworker.api", "memworker.cli", "tasks")) and any(
+        _within(imp.imported, entry) for entry in ENTRY_POINTS if _within(imp.importer, entry)
+    ):
+        return True  # within its own entry point
+    return any(
+        _within(imp.importer, importer) and imp.imported == imported and (imp.in_function or not function_only)
+        for importer, imported, function_only in ALLOWED
+    )
+
+
+def test_nothing_imports_an_entry_point_but_the_allowed_few() -> None:
+    bad = [
+        f"{i.importer} (line {i.line}) imports {i.imported}"
+        for i in imports()
+        if any(_within(i.imported, entry) for entry in ENTRY_POINTS) and not _allowed(i)
+    ]
+    assert not bad, "imports of an entry point (move the shared code below it):\n" + "\n".join(bad)
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        out.append(sorted(component))
+    return out
+
+
+def test_the_rules_themselves() -> None:
+    assert not _allowed(Import("memworker.cli.consolidation", "memworker.api.routes.consolidation", 1, True))
+    assert not _allowed(Import("memworker.sdk", "tasks.publish", 1, False))
+    assert _allowed(Import("memworker.sdk", "tasks.publish", 1, True))
+    assert not _allowed(Import("memworker.recall", "tasks.publish", 1, True))
+    assert _allowed(Import("memworker.api.deps", "tasks.publish", 1, False))
+    assert not _allowed(Import("memworker.api.deps", "tasks.celery_app", 1, False))
+    assert _allowed(Import("tasks.ingest_tasks", "tasks.celery_app", 1, False))
+    assert _allowed(Import("memworker.cli.main", "memworker.cli.common", 1, False))
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_counting_function_level_imports() -> None:
+    edges: dict[str, set[str]] = {name: set() for name in modules()}
+    for i in imports():
+        edges[i.importer].add(i.imported)
+    cycles = _cycles(edges)
+    assert not cycles, "import cycles (function-level imports count too):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles
+    )
+
+
+def test_celery_apps_are_built_only_under_tasks() -> None:
+    bad = [
+        str(path.relative_to(ROOT))
+        for name, path in modules().items()
+        if not _within(name, "tasks") and "Celery(" in path.read_text()
+    ]
+    assert not bad, f"Celery( outside tasks/: {bad}"
+
+
+def test_the_top_level_of_memworker_stays_small() -> None:
+    top = sorted(p.name for p in (ROOT / "memworker").glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, (
+        f"{len(top)} modules at memworker/'s top level (at most {MAX_TOP_LEVEL_MODULES}): put the new one in a room "
+        f"(api, cli, sleep, lifecycle, sessions, models, storage, local); see docs/ARCHITECTURE.md. {top}"
+    )
