@@ -244,6 +244,8 @@ def owner_connect(stack: Stack, tenant_id: str | None = None, *, autocommit: boo
     from pgvector.psycopg import register_vector
     from psycopg.rows import dict_row
 
+    from memworker.storage import db
+
     conn = psycopg.connect(
         stack.require_owner_url(),
         autocommit=autocommit,
@@ -252,7 +254,7 @@ def owner_connect(stack: Stack, tenant_id: str | None = None, *, autocommit: boo
     )
     register_vector(conn)
     if tenant_id:
-        conn.execute("SELECT set_config('memworker.tenant_id', %s, false)", (tenant_id,))
+        db.bind_tenant(conn, tenant_id, transaction_local=False)
     return conn
 
 

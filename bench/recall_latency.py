@@ -358,16 +358,6 @@ def bare_pair_ms(
     return a_ms, b_ms
 
 
-class GivenVector:
-    """Stands in for the API's query embedder in (c): every query gets the vector set here."""
-
-    def __init__(self) -> None:
-        self.vec: np.ndarray = np.zeros(DIM, dtype=np.float32)
-
-    def embed_one(self, text: str) -> np.ndarray:
-        return self.vec
-
-
 def recall_statement_ms(
     stack: Stack, tenant_id: str, agents: list[str], queries: Queries, n: int, seed: int
 ) -> list[float]:
@@ -383,17 +373,16 @@ def recall_statement_ms(
         return []
     rng = np.random.default_rng(seed + 2)
     r = random.Random(seed + 2)
-    given = GivenVector()
     out = []
     pool = db.open_pool(app_url, min_size=1, max_size=1, name="bench-recall")
     try:
         for i in progress(range(n + 1), desc="(c) recall statement", unit="q"):
             query = recall.Query(queries.fresh(), K)
-            given.vec = unit_vectors(rng, 1)[0]
+            qvec = unit_vectors(rng, 1)[0]
             t = time.perf_counter()
             recall.serve(
                 pool,
-                given,
+                qvec,
                 tenant_id=uuid.UUID(tenant_id),
                 agent_id=r.choice(agents),  # type: ignore[arg-type]
                 query=query,

@@ -21,17 +21,18 @@ does the reads."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 from uuid import UUID
 
+import numpy as np
+
 from memworker import errors, recall, tokens
 from memworker.models.budget import Counter
-from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
 from memworker.sessions import plans, working
 from memworker.sleep import profile
-from memworker.storage import store
+from memworker.storage import sessions_db
 
 SECTIONS = ("profile", "working", "plan", "memories")
 MUST = 2.0  # score of lines that go in first
@@ -281,7 +282,7 @@ class Inputs:
 
 def gather(
     conn: Any,
-    embedder: CachedQueryEmbedder,
+    qvec: np.ndarray,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -294,7 +295,7 @@ def gather(
     memories the session pinned, the agent's profile, the session's working memory and plan."""
     hits = recall.recall(
         conn,
-        embedder,
+        qvec,
         tenant_id=tenant_id,
         agent_id=agent_id,
         query=recall.Query(query, k=max(1, min(k, recall.MAX_K))),
@@ -305,15 +306,14 @@ def gather(
     pinned_ids = [i["memory_id"] for i in (doc or {}).get("items", []) if i.get("memory_id")]
     pinned = []
     if pinned_ids:
-        rows = store.all_(
+        rows = sessions_db.context_pinned_memories(
             conn,
-            "context_pinned_memories",
             tenant_id=tenant_id,
             agent_id=agent_id,
             ids=pinned_ids,
             hide_flagged=policy.hold_back_flagged,
         )
-        pinned = [{**r, "id": str(r["id"])} for r in rows]
+        pinned = [{**asdict(r), "id": str(r.id)} for r in rows]
     return Inputs(
         hits,
         pinned,
@@ -338,4 +338,4 @@ def build(inputs: Inputs, *, query: str, agent_id: str, session_id: str | None, 
 def bump_used(conn: Any, *, tenant_id: UUID, agent_id: str, memory_ids: list[str]) -> None:
     """Count the packed memories as accessed (recall's access counter and time)."""
     if memory_ids:
-        store.run(conn, "context_bump_access", tenant_id=tenant_id, agent_id=agent_id, ids=memory_ids)
+        sessions_db.context_bump_access(conn, tenant_id=tenant_id, agent_id=agent_id, ids=memory_ids)

@@ -1,6 +1,7 @@
-"""Hybrid recall: one query embedding (LRU-cached) and one SQL statement (queries.sql:
-recall) per call. The plan is an exact per-agent scan for both BM25 and cosine, so every
-agent gets its own true top-k and never another agent's rows; see docs/recall.md."""
+"""Hybrid recall: one SQL statement (storage/queries/core.sql: recall) per call, over the
+query vector the caller embedded (models/embeddings.CachedQueryEmbedder). The plan is an exact
+per-agent scan for both BM25 and cosine, so every agent gets its own true top-k and never
+another agent's rows; see docs/recall.md."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import numpy as np
 import psycopg_pool
 from psycopg.types.json import Jsonb
 
 from memworker import errors, tokens
 from memworker.memories import KINDS, TIERS
-from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
 from memworker.storage import db, store
 
@@ -45,7 +46,7 @@ class Query:
 
 def recall(
     conn: Any,
-    embedder: CachedQueryEmbedder,
+    qvec: np.ndarray,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -54,14 +55,15 @@ def recall(
     bump: bool = True,
 ) -> list[dict[str, Any]]:
     """The agent's top-k live memories for the query, best first, with their signals, inside
-    the caller's transaction."""
-    rows = store.all_(conn, "recall", **_params(embedder, tenant_id, agent_id, query, policy, bump))
+    the caller's transaction. qvec is the query's embedding (the caller embeds it before it
+    takes a connection, so no pooled connection waits on the model)."""
+    rows = store.all_(conn, "recall", **_params(qvec, tenant_id, agent_id, query, policy, bump))
     return _hits(rows, query.explain)
 
 
 def serve(
     pool: psycopg_pool.ConnectionPool,
-    embedder: CachedQueryEmbedder,
+    qvec: np.ndarray,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -71,18 +73,18 @@ def serve(
     """recall() as the API serves it: its own transaction, whose commit does not wait for the
     WAL flush (the only write is the access bump, which a server crash may lose)."""
     with db.tenant_tx(pool, tenant_id, durable=False) as conn:
-        return recall(conn, embedder, tenant_id=tenant_id, agent_id=agent_id, query=query, policy=policy)
+        return recall(conn, qvec, tenant_id=tenant_id, agent_id=agent_id, query=query, policy=policy)
 
 
 def _params(
-    embedder: CachedQueryEmbedder, tenant_id: UUID, agent_id: str, query: Query, policy: Policy, bump: bool
+    qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy, bump: bool
 ) -> dict[str, Any]:
     query.validate()
     return dict(
         tenant_id=tenant_id,
         agent_id=agent_id,
         terms=sorted(set(tokens.tokenize(query.text))),
-        qvec=embedder.embed_one(query.text),
+        qvec=qvec,
         tiers=list(query.tiers or policy.recall_tiers),
         kinds=list(query.kinds) if query.kinds else None,
         since=query.since,

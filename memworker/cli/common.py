@@ -39,7 +39,7 @@ def tenant_conn(settings: Settings, name: str) -> Iterator[tuple[Any, Any]]:
         tenant = store.one(conn, "tenant_by_name", name=name)
         if tenant is None:
             raise errors.NotFound(f"no tenant named {name!r} (memworker tenant list)")
-        conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(tenant["id"]),))
+        db.bind_tenant(conn, tenant["id"])
         yield conn, tenant
 
 

@@ -139,7 +139,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
                 if tenant is None:
                     raise errors.NotFound(f"no tenant named {args.tenant!r} (memworker tenant list)")
                 tid = tenant["id"]
-                conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(tid),))
+                db.bind_tenant(conn, tid)
                 store.require_agent(conn, tenant_id=tid, agent_id=args.agent)
                 run_id = consolidation.request_run(conn, tenant_id=tid, agent_id=args.agent, trigger="cli")
             embedder = embeddings.for_settings(settings)

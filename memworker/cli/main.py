@@ -185,7 +185,7 @@ def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
             raise errors.InvalidInput(f"tenant {args.name!r} exists; add a key with `memworker key create`")
         tenant = store.one(conn, "create_tenant", name=args.name)
         assert tenant is not None
-        conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(tenant["id"]),))
+        db.bind_tenant(conn, tenant["id"])
         key, _ = keys.create(conn, tenant_id=tenant["id"], name="initial")
     if args.json:
         print(json.dumps({"tenant_id": str(tenant["id"]), "api_key": key}))

@@ -211,10 +211,8 @@ class Stack:
                 continue
             with contextlib.suppress(subprocess.TimeoutExpired):
                 svc.process.wait(max(0.1, deadline - time.monotonic()))
-            try:  # whatever is left in its process group (prefork children included)
+            with contextlib.suppress(ProcessLookupError):  # what is left of its group (prefork children too)
                 os.killpg(svc.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             if svc.process.poll() is None:
                 svc.process.wait()
         for child in reversed(self.infra):
@@ -260,7 +258,7 @@ class Stack:
                 row = store.one(conn, "authenticate", prefix=prefix) if prefix else None
                 if row and row["revoked_at"] is None and bytes(row["key_hash"]) == keys.hash_key(key):
                     return key
-            conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(tenant["id"]),))
+            db.bind_tenant(conn, tenant["id"])
             key, _ = keys.create(conn, tenant_id=tenant["id"], name="dev (memworker up)")
         path.write_text(key + "\n")
         path.chmod(0o600)

@@ -22,16 +22,15 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from psycopg.types.json import Jsonb
-
 from memworker import errors, ingest
 from memworker.sessions import hooks, plans, session, working
 from memworker.sleep import consolidation
-from memworker.storage import store
+from memworker.storage import sessions_db
 
 FORMAT = "memworker.session-archive"
 FORMAT_VERSION = 1
@@ -70,8 +69,8 @@ CALL_FIELDS = ("id", "query", "max_tokens", "tokens", "memory_ids", "dropped", "
 
 def snapshot(
     session: dict[str, Any],
-    episodes: list[dict[str, Any]],
-    calls: list[dict[str, Any]],
+    episodes: Sequence[sessions_db.SessionEpisode],
+    calls: Sequence[sessions_db.ContextCall],
     *,
     version: int,
     archived_at: datetime,
@@ -91,8 +90,8 @@ def snapshot(
         {"type": "working", "document": working.normalised(session["working"])},
         {"type": "plan", "document": session["plan"]},
     ]
-    lines += [{"type": "episode", **{k: _plain(e[k]) for k in EPISODE_FIELDS}} for e in episodes]
-    lines += [{"type": "context_call", **{k: _plain(c[k]) for k in CALL_FIELDS}} for c in calls]
+    lines += [{"type": "episode", **{k: _plain(getattr(e, k)) for k in EPISODE_FIELDS}} for e in episodes]
+    lines += [{"type": "context_call", **{k: _plain(getattr(c, k)) for k in CALL_FIELDS}} for c in calls]
     lines.append({"type": "footer", "counts": counts_of(lines)})
     return lines
 
@@ -163,9 +162,8 @@ def archive(
     latest archive with already_archived true and nothing to publish."""
     row = session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True)
     if row["status"] == "archived":
-        latest = store.one(
+        latest = sessions_db.archive_get(
             conn,
-            "archive_get",
             tenant_id=tenant_id,
             agent_id=agent_id,
             session_id=session_id,
@@ -174,8 +172,8 @@ def archive(
         assert latest is not None
         return {**listing(latest), "already_archived": True}, None, []
     version = row["archive_count"] + 1
-    episodes = store.all_(conn, "session_episodes", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
-    calls = store.all_(conn, "context_calls_of_session", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    episodes = sessions_db.session_episodes(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    calls = sessions_db.context_calls_of_session(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     lines = snapshot(row, episodes, calls, version=version, archived_at=session.now())
     data, raw_bytes, digest = encode(lines)
     summary = summary_lines(lines)
@@ -194,9 +192,8 @@ def archive(
                 )
             ],
         )
-    saved = store.one(
+    saved = sessions_db.archive_insert(
         conn,
-        "archive_insert",
         tenant_id=tenant_id,
         agent_id=agent_id,
         session_id=session_id,
@@ -206,13 +203,12 @@ def archive(
         bytes=len(data),
         raw_bytes=raw_bytes,
         sha256=digest,
-        counts=Jsonb(lines[-1]["counts"]),
-        episode_ids=[e["id"] for e in episodes],
+        counts=lines[-1]["counts"],
+        episode_ids=[e.id for e in episodes],
         distill_episode_id=episode_id,
     )
-    assert saved is not None
-    store.run(conn, "context_calls_delete", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
-    store.run(conn, "session_archived", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version)
+    sessions_db.context_calls_delete(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    sessions_db.session_archived(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version)
     consolidation.session_ended(conn, tenant_id=tenant_id, agent_id=agent_id)  # sleep's session gate
     out = listing(saved)
     deliveries = hooks.emit(
@@ -232,9 +228,8 @@ def restore(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, versi
     row = session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True)
     if row["status"] != "archived":
         raise errors.Conflict(f"session {session_id} is open; only an archived session can be restored")
-    arc = store.one(
+    arc = sessions_db.archive_get(
         conn,
-        "archive_get",
         tenant_id=tenant_id,
         agent_id=agent_id,
         session_id=session_id,
@@ -242,19 +237,18 @@ def restore(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, versi
     )
     if arc is None:
         raise errors.NotFound(f"no archive version {version} of this session")
-    lines = decode(bytes(arc["data"]), sha256=arc["sha256"])
+    lines = decode(bytes(arc.data), sha256=arc.sha256)
     state = next(x for x in lines if x["type"] == "session")
     doc = next(x["document"] for x in lines if x["type"] == "working")
     plan = next(x["document"] for x in lines if x["type"] == "plan")
-    store.run(
+    sessions_db.session_restore(
         conn,
-        "session_restore",
         tenant_id=tenant_id,
         agent_id=agent_id,
         session_id=session_id,
-        metadata=Jsonb(state["metadata"]),
-        working=Jsonb(doc),
-        plan=Jsonb(plan) if plan else None,
+        metadata=state["metadata"],
+        working=doc,
+        plan=plan,
         revision=state["revision"],
         window_tokens=state["window_tokens"],
         log_tokens=state["log_tokens"],
@@ -268,56 +262,51 @@ def restore(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, versi
     )
     calls = [x for x in lines if x["type"] == "context_call"]
     for c in calls:
-        store.run(
-            conn,
-            "context_call_restore",
-            tenant_id=tenant_id,
-            agent_id=agent_id,
-            session_id=session_id,
-            **{k: Jsonb(c[k]) if k in ("dropped", "sections") else c[k] for k in CALL_FIELDS},
+        sessions_db.context_call_restore(
+            conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, **{k: c[k] for k in CALL_FIELDS}
         )
     archived = [x["id"] for x in lines if x["type"] == "episode"]
-    present = store.one(conn, "episodes_present", tenant_id=tenant_id, agent_id=agent_id, ids=archived)
+    present = sessions_db.episodes_present(conn, tenant_id=tenant_id, agent_id=agent_id, ids=archived)
     return {
         "session_id": session_id,
         "status": "open",
-        "from_version": arc["version"],
+        "from_version": arc.version,
         "restored": {
             "working_items": len(doc.get("items", [])),
             "plan_steps": sum(len(m["steps"]) for m in plan["milestones"]) if plan else 0,
             "context_calls": len(calls),
             "episodes_in_archive": len(archived),
-            "episodes_present": int(present["n"]) if present else 0,
+            "episodes_present": present,
         },
     }
 
 
-def listing(row: dict[str, Any]) -> dict[str, Any]:
+def listing(row: sessions_db.ArchiveInfo | sessions_db.Archive) -> dict[str, Any]:
     return {
-        "session_id": row["session_id"],
-        "version": row["version"],
-        "format_version": row["format_version"],
-        "bytes": row["bytes"],
-        "raw_bytes": row["raw_bytes"],
-        "sha256": row["sha256"],
-        "counts": row["counts"],
-        "distill_episode_id": str(row["distill_episode_id"]) if row["distill_episode_id"] else None,
-        "created_at": row["created_at"].isoformat(),
+        "session_id": row.session_id,
+        "version": row.version,
+        "format_version": row.format_version,
+        "bytes": row.bytes,
+        "raw_bytes": row.raw_bytes,
+        "sha256": row.sha256,
+        "counts": row.counts,
+        "distill_episode_id": str(row.distill_episode_id) if row.distill_episode_id else None,
+        "created_at": row.created_at.isoformat(),
     }
 
 
 def list_archives(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str) -> list[dict[str, Any]]:
     session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
-    rows = store.all_(conn, "archive_list", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    rows = sessions_db.archive_list(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     return [listing(r) for r in rows]
 
 
 def download(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, version: int) -> bytes:
     """The archive's gzip bytes. Raises NotFound."""
-    row = store.one(conn, "archive_get", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version)
+    row = sessions_db.archive_get(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version)
     if row is None:
         raise errors.NotFound("archive not found")
-    return bytes(row["data"])
+    return bytes(row.data)
 
 
 def scrub_episodes(conn: Any, *, tenant_id: UUID, agent_id: str, episode_ids: list[UUID]) -> int:
@@ -327,23 +316,22 @@ def scrub_episodes(conn: Any, *, tenant_id: UUID, agent_id: str, episode_ids: li
     if not episode_ids:
         return 0
     gone = {str(e) for e in episode_ids}
-    rows = store.all_(conn, "archives_with_episodes", tenant_id=tenant_id, agent_id=agent_id, ids=list(episode_ids))
+    rows = sessions_db.archives_with_episodes(conn, tenant_id=tenant_id, agent_id=agent_id, ids=list(episode_ids))
     for r in rows:
-        kept = [x for x in decode(bytes(r["data"])) if not (x["type"] == "episode" and x["id"] in gone)]
+        kept = [x for x in decode(bytes(r.data)) if not (x["type"] == "episode" and x["id"] in gone)]
         kept[-1] = {"type": "footer", "counts": counts_of(kept), "scrubbed": True}
         data, raw_bytes, digest = encode(kept)
-        store.run(
+        sessions_db.archive_rewrite(
             conn,
-            "archive_rewrite",
             tenant_id=tenant_id,
             agent_id=agent_id,
-            session_id=r["session_id"],
-            version=r["version"],
+            session_id=r.session_id,
+            version=r.version,
             data=data,
             bytes=len(data),
             raw_bytes=raw_bytes,
             sha256=digest,
-            counts=Jsonb(kept[-1]["counts"]),
+            counts=kept[-1]["counts"],
             episode_ids=[x["id"] for x in kept if x["type"] == "episode"],
         )
     return len(rows)

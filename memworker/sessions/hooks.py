@@ -24,12 +24,11 @@ from uuid import UUID
 
 import httpx
 import psycopg_pool
-from psycopg.types.json import Jsonb
 
 from memworker import errors
 from memworker.models import budget
 from memworker.settings import Settings
-from memworker.storage import db, store
+from memworker.storage import db, sessions_db
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +41,7 @@ DERIVED = frozenset({"context_flush", "session_archive", "rumination"})
 
 def create(
     conn: Any, *, tenant_id: UUID, url: str, events: list[str], agent_ids: list[str] | None, description: str = ""
-) -> tuple[dict[str, Any], str]:
+) -> tuple[sessions_db.Webhook, str]:
     """Register a webhook; returns (row, secret). The secret is shown once."""
     if not url.startswith(("http://", "https://")):
         raise errors.InvalidInput("webhook url must start with http:// or https://")
@@ -50,9 +49,8 @@ def create(
     if bad or not events:
         raise errors.InvalidInput(f"events must be a non-empty list of {list(EVENTS)}")
     secret = "whsec_" + secrets.token_urlsafe(32)
-    row = store.one(
+    row = sessions_db.webhook_insert(
         conn,
-        "webhook_insert",
         tenant_id=tenant_id,
         url=url,
         secret=secret,
@@ -60,7 +58,6 @@ def create(
         agent_ids=agent_ids,
         description=description,
     )
-    assert row is not None
     return row, secret
 
 
@@ -70,16 +67,9 @@ def emit(
     """Queue the event for every active webhook of the tenant that wants it (in the caller's
     transaction); returns the delivery ids to send once it commits."""
     assert event in EVENTS
-    rows = store.all_(
-        conn,
-        "webhook_emit",
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        event=event,
-        session_id=session_id,
-        payload=Jsonb(data),
+    return sessions_db.webhook_emit(
+        conn, tenant_id=tenant_id, agent_id=agent_id, event=event, session_id=session_id, payload=data
     )
-    return [r["id"] for r in rows]
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -92,15 +82,15 @@ def verify(secret: str, body: bytes, signature: str) -> bool:
     return hmac.compare_digest(sign(secret, body), signature)
 
 
-def body_of(delivery: dict[str, Any]) -> bytes:
+def body_of(delivery: sessions_db.ClaimedDelivery) -> bytes:
     """The exact bytes sent (the same on every attempt, so a retry carries the same signature)."""
     doc = {
-        "id": str(delivery["id"]),
-        "event": delivery["event"],
-        "agent_id": delivery["agent_id"],
-        "session_id": delivery["session_id"],
-        "created_at": delivery["created_at"].isoformat(),
-        "data": delivery["payload"],
+        "id": str(delivery.id),
+        "event": delivery.event,
+        "agent_id": delivery.agent_id,
+        "session_id": delivery.session_id,
+        "created_at": delivery.created_at.isoformat(),
+        "data": delivery.payload,
     }
     return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
@@ -129,26 +119,26 @@ def deliver(
     """One attempt at one delivery: claim it (compare-and-set, so two senders never both
     send), POST it outside any transaction, record the outcome."""
     with db.tenant_tx(pool, tenant_id) as conn:
-        row = store.one(conn, "delivery_claim", tenant_id=tenant_id, delivery_id=delivery_id, lease_s=LEASE_S)
+        row = sessions_db.delivery_claim(conn, tenant_id=tenant_id, delivery_id=delivery_id, lease_s=LEASE_S)
     if row is None:
         return Attempt("skipped")
     body = body_of(row)
     headers = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
-        "X-Memworker-Event": row["event"],
-        "X-Memworker-Delivery": str(row["id"]),
-        "X-Memworker-Attempt": str(row["attempts"]),
-        "X-Memworker-Signature": sign(row["secret"], body),
+        "X-Memworker-Event": row.event,
+        "X-Memworker-Delivery": str(row.id),
+        "X-Memworker-Attempt": str(row.attempts),
+        "X-Memworker-Signature": sign(row.secret, body),
     }
     code: int | None = None
     error: str | None = None
     try:
         if client is not None:
-            resp = client.post(row["url"], content=body, headers=headers)
+            resp = client.post(row.url, content=body, headers=headers)
         else:
             with httpx.Client(timeout=settings.webhook_timeout_s, follow_redirects=False) as c:
-                resp = c.post(row["url"], content=body, headers=headers)
+                resp = c.post(row.url, content=body, headers=headers)
         code = resp.status_code
         if not 200 <= code < 300:
             error = f"HTTP {code}"
@@ -156,25 +146,24 @@ def deliver(
         error = f"{type(exc).__name__}: {exc}"[:500]
     if error is None:
         outcome = Attempt("delivered", http_status=code)
-    elif row["attempts"] >= settings.webhook_max_attempts:
+    elif row.attempts >= settings.webhook_max_attempts:
         outcome = Attempt("failed", http_status=code, error=error)
-        logger.error("webhook delivery %s failed for good after %d attempts: %s", delivery_id, row["attempts"], error)
+        logger.error("webhook delivery %s failed for good after %d attempts: %s", delivery_id, row.attempts, error)
     else:
-        outcome = Attempt("retry", backoff_s(row["attempts"], settings.webhook_backoff_s), code, error)
+        outcome = Attempt("retry", backoff_s(row.attempts, settings.webhook_backoff_s), code, error)
         logger.info(
             "webhook delivery %s attempt %d failed (%s); retry in %.1fs",
             delivery_id,
-            row["attempts"],
+            row.attempts,
             error,
             outcome.retry_in_s,
         )
     with db.tenant_tx(pool, tenant_id) as conn:
-        store.run(
+        sessions_db.delivery_record(
             conn,
-            "delivery_record",
             tenant_id=tenant_id,
             delivery_id=delivery_id,
-            attempts=row["attempts"],
+            attempts=row.attempts,
             status="pending" if outcome.status == "retry" else outcome.status,
             retry_in_s=outcome.retry_in_s or 0.0,
             last_status=code,
@@ -186,15 +175,14 @@ def deliver(
 def due(pool: psycopg_pool.ConnectionPool, *, before: datetime, limit: int = 1000) -> list[tuple[UUID, UUID]]:
     """(tenant, delivery) pairs due before `before` or stuck past their lease, across tenants."""
     with db.system_tx(pool) as conn:
-        rows = store.all_(conn, "due_webhook_deliveries", before=before, limit=limit)
-    return [(r["tenant_id"], r["delivery_id"]) for r in rows]
+        rows = sessions_db.due_webhook_deliveries(conn, before=before, limit=limit)
+    return [(r.tenant_id, r.delivery_id) for r in rows]
 
 
 def prune(pool: psycopg_pool.ConnectionPool, *, before: datetime) -> int:
     """Delete finished deliveries created before `before`; returns how many."""
     with db.system_tx(pool) as conn:
-        row = store.one(conn, "prune_webhook_deliveries", before=before)
-    return int(row["n"]) if row else 0
+        return sessions_db.prune_webhook_deliveries(conn, before=before)
 
 
 def episode_stored(
@@ -215,9 +203,8 @@ def episode_stored(
     source = (metadata or {}).get("source")
     derived = source if source in DERIVED else None
     if session_id is not None and derived is None:
-        store.run(
+        sessions_db.session_log_tokens(
             conn,
-            "session_log_tokens",
             tenant_id=tenant_id,
             agent_id=agent_id,
             session_id=session_id,
@@ -233,14 +220,14 @@ def episode_stored(
     )
 
 
-def public(row: dict[str, Any]) -> dict[str, Any]:
+def public(row: sessions_db.Webhook) -> dict[str, Any]:
     """A webhook as the API shows it (never the secret)."""
     return {
-        "webhook_id": str(row["id"]),
-        "url": row["url"],
-        "events": row["events"],
-        "agent_ids": row["agent_ids"],
-        "description": row["description"],
-        "active": row["active"],
-        "created_at": row["created_at"].isoformat(),
+        "webhook_id": str(row.id),
+        "url": row.url,
+        "events": row.events,
+        "agent_ids": row.agent_ids,
+        "description": row.description,
+        "active": row.active,
+        "created_at": row.created_at.isoformat(),
     }

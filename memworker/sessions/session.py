@@ -19,12 +19,10 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from psycopg.types.json import Jsonb
-
 from memworker import errors, ingest, memories
 from memworker.policy import Policy
 from memworker.sessions import plans, working
-from memworker.storage import store
+from memworker.storage import sessions_db, store
 
 SESSION_ID = memories.AGENT_ID  # the same alphabet as agent ids: safe in paths
 
@@ -54,14 +52,13 @@ def create(
     doc = working.empty()
     if goal:
         doc.update(goal=" ".join(goal.split()), goal_seq=1)
-    row = store.one(
+    row = sessions_db.session_insert(
         conn,
-        "session_insert",
         tenant_id=tenant_id,
         agent_id=agent_id,
         session_id=sid,
-        metadata=Jsonb(metadata),
-        working=Jsonb(doc),
+        metadata=metadata,
+        working=doc,
         window_tokens=window_tokens,
         revision=1 if goal else 0,
     )
@@ -75,9 +72,8 @@ def load(
 ) -> dict[str, Any]:
     """The session row. Raises NotFound (also for another tenant's or agent's session), and
     Conflict when open_only and the session is archived."""
-    row = store.one(
-        conn, "session_lock" if lock else "session_get", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id
-    )
+    get = sessions_db.session_lock if lock else sessions_db.session_get
+    row = get(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     if row is None:
         raise errors.NotFound("session not found")
     if open_only and row["status"] != "open":
@@ -133,13 +129,12 @@ def patch_working(
         max_items=policy.working_max_items,
         prune_to=policy.working_prune_to,
     )
-    saved = store.one(
+    saved = sessions_db.session_save_working(
         conn,
-        "session_save_working",
         tenant_id=tenant_id,
         agent_id=agent_id,
         session_id=session_id,
-        working=Jsonb(doc),
+        working=doc,
         revision=revision,
     )
     assert saved is not None
@@ -180,13 +175,12 @@ def patch_step(
 def _save_plan(
     conn: Any, tenant_id: UUID, agent_id: str, session_id: str, plan: dict[str, Any], revision: int
 ) -> dict[str, Any]:
-    saved = store.one(
+    saved = sessions_db.session_save_plan(
         conn,
-        "session_save_plan",
         tenant_id=tenant_id,
         agent_id=agent_id,
         session_id=session_id,
-        plan=Jsonb(plan),
+        plan=plan,
         revision=revision,
     )
     assert saved is not None
@@ -269,9 +263,8 @@ def record_use(
         "reason": "below threshold",
     }
     armed = row["flush_armed"] or share < threshold  # dropping below the threshold re-arms
-    store.run(
+    sessions_db.session_record_use(
         conn,
-        "session_record_use",
         tenant_id=row["tenant_id"],
         agent_id=row["agent_id"],
         session_id=row["id"],
@@ -319,9 +312,8 @@ def flush(conn: Any, row: dict[str, Any], *, share: float) -> UUID | None:
                 )
             ],
         )
-    store.run(
+    sessions_db.session_flushed(
         conn,
-        "session_flushed",
         tenant_id=row["tenant_id"],
         agent_id=row["agent_id"],
         session_id=row["id"],
@@ -335,13 +327,8 @@ def note_context(conn: Any, row: dict[str, Any], *, relevant_items: list[int]) -
     """Working items relevant to a context call count as referenced once more."""
     if relevant_items:
         doc = working.referenced(row["working"], relevant_items)
-        store.run(
-            conn,
-            "session_set_working",
-            tenant_id=row["tenant_id"],
-            agent_id=row["agent_id"],
-            session_id=row["id"],
-            working=Jsonb(doc),
+        sessions_db.session_set_working(
+            conn, tenant_id=row["tenant_id"], agent_id=row["agent_id"], session_id=row["id"], working=doc
         )
 
 
@@ -349,14 +336,14 @@ def forget_session(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str
     """Delete a session with its working memory, plan, context-call log and archives
     (cascade), and the webhook deliveries that mention it. For the right to be forgotten
     (issue 6): the session's episodes and memories are forget's own business."""
-    row = store.one(conn, "session_forget_counts", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
-    deliveries = store.run(
-        conn, "session_forget_deliveries", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id
+    counts = sessions_db.session_forget_counts(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    deliveries = sessions_db.session_forget_deliveries(
+        conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id
     )
-    gone = store.run(conn, "session_forget", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    gone = sessions_db.session_forget(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     return {
         "sessions": gone,
-        "context_calls": int(row["calls"]) if row else 0,
-        "archives": int(row["archives"]) if row else 0,
+        "context_calls": counts.calls,
+        "archives": counts.archives,
         "webhook_deliveries": deliveries,
     }

@@ -12,12 +12,11 @@ from typing import Any
 from uuid import UUID
 
 import psycopg_pool
-from psycopg.types.json import Jsonb
 
 from memworker import ingest, memories
 from memworker.policy import Policy
 from memworker.sessions import archive, plans
-from memworker.storage import db, store
+from memworker.storage import db, sessions_db, store
 
 MAX_AGENTS = 10_000  # per day; the rest would wait for tomorrow's window (logged by the task)
 
@@ -32,8 +31,8 @@ def due(pool: psycopg_pool.ConnectionPool, *, start: datetime, end: datetime) ->
     """Agents with sessions archived in [start, end) whose policy has rumination on."""
     defaults = {"rumination_enabled": Policy().rumination_enabled}
     with db.system_tx(pool) as conn:
-        rows = store.all_(conn, "rumination_due", start=start, end=end, defaults=Jsonb(defaults), limit=MAX_AGENTS)
-    return [(r["tenant_id"], r["agent_id"]) for r in rows]
+        rows = sessions_db.rumination_due(conn, start=start, end=end, defaults=defaults, limit=MAX_AGENTS)
+    return [(r.tenant_id, r.agent_id) for r in rows]
 
 
 def lines_of(snapshots: list[list[dict[str, Any]]], day: str) -> list[str]:
@@ -91,11 +90,11 @@ def ruminate(
         policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
         if not policy.rumination_enabled:
             return None
-        rows = store.all_(conn, "archives_in_window", tenant_id=tenant_id, agent_id=agent_id, start=start, end=end)
+        rows = sessions_db.archives_in_window(conn, tenant_id=tenant_id, agent_id=agent_id, start=start, end=end)
         if not rows:
             return None
-        snapshots = [archive.decode(bytes(r["data"])) for r in rows]
-        sids = sorted({r["session_id"] for r in rows})
+        snapshots = [archive.decode(bytes(r.data)) for r in rows]
+        sids = sorted({r.session_id for r in rows})
         ((episode_id, new),) = ingest.accept(
             conn,
             tenant_id=tenant_id,

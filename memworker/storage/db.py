@@ -6,7 +6,7 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import cast
+from typing import Any, LiteralString, cast
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
@@ -19,7 +19,10 @@ from memworker import errors
 
 APP_ROLE = "memworker_app"
 _OPTIONS = "-c search_path=memworker,public"
-_BIND = "SELECT set_config('memworker.tenant_id', %s, true)"
+# The one statement that binds a connection to a tenant (row-level security reads the setting
+# through memworker.current_tenant()); bind_tenant is its only user.
+_BIND: LiteralString = "SELECT set_config('memworker.tenant_id', %s, %s)"
+_NOT_DURABLE: LiteralString = ", set_config('synchronous_commit', 'off', true)"
 # A connection back in the pool less than this long ago is lent without a liveness ping.
 TRUST_RECENT_S = 1.0
 _returned_at: weakref.WeakKeyDictionary[psycopg.Connection, float] = weakref.WeakKeyDictionary()
@@ -94,9 +97,21 @@ def tenant_tx(
     paths whose only write is a counter a server crash may lose (recall's access bump).
     Raises Unavailable when Postgres cannot be reached."""
     with translate(), pool.connection() as conn, conn.transaction():
-        # durable leaves the server's own synchronous_commit alone (it may be remote_apply)
-        conn.execute(_BIND if durable else _BIND + ", set_config('synchronous_commit', 'off', true)", (str(tenant_id),))
+        bind_tenant(conn, tenant_id, durable=durable)
         yield conn
+
+
+def bind_tenant(
+    conn: psycopg.Connection[Any], tenant_id: UUID | str, *, transaction_local: bool = True, durable: bool = True
+) -> None:
+    """Bind conn to one tenant: row-level security then sees only that tenant's rows.
+
+    transaction_local (the default, and what app code wants) ends the binding with the
+    current transaction, so a pooled connection never carries it to the next borrower;
+    False binds the session (benches, one-off scripts). durable=False also turns off the
+    WAL flush wait for this transaction, in the same round trip (tenant_tx's hot read paths)."""
+    # durable leaves the server's own synchronous_commit alone (it may be remote_apply)
+    conn.execute(_BIND if durable else _BIND + _NOT_DURABLE, (str(tenant_id), transaction_local))
 
 
 @contextmanager

@@ -87,8 +87,10 @@ def test_batch_of_episodes_all_stored_once(alice: Client, worker: Any, stack: di
     for e in out:
         assert alice.wait_for_episode("batch-bot", e["episode_id"])["status"] == "stored"
     assert _rows(
-        stack, "SELECT count(*), count(DISTINCT source_key) FROM memworker.memories WHERE agent_id = 'batch-bot'"
-    ) == [(40, 40)]
+        stack,
+        "SELECT kind = 'turn', count(*), count(DISTINCT source_key) FROM memworker.memories "
+        "WHERE agent_id = 'batch-bot' GROUP BY 1 ORDER BY 1",
+    ) == [(False, 40, 40), (True, 40, 40)]  # one item and one turn per episode, once each
 
 
 @pytest.mark.parametrize(
@@ -133,7 +135,10 @@ def test_a_task_published_twice_is_harmless(
         app.send_task("memworker.ingest", args=[str(tenants["alice"]["id"]), [r["episode_id"]]], queue="ingest")
     app.close()
     time.sleep(2)
-    assert _rows(stack, "SELECT count(*) FROM memworker.memories WHERE agent_id = 'twice-bot'") == [(1,)]
+    assert _rows(
+        stack,
+        "SELECT kind = 'turn', count(*) FROM memworker.memories WHERE agent_id = 'twice-bot' GROUP BY 1 ORDER BY 1",
+    ) == [(False, 1), (True, 1)]  # its item and its turn, once
     assert alice.get_episode("twice-bot", r["episode_id"])["attempts"] == 1
 
 

@@ -49,14 +49,17 @@ def test_forgetting_an_episode_leaves_no_trace_in_recall(
     bob = clients["bob"]
     ep = stored(bob, "desk", "The customer Mrs Okafor lives at 7 Harbour Lane. The invoice is due Friday.")
     keep = stored(bob, "desk", "The printer on floor two is out of toner.")
+    turns = {m["provenance"][0]: m["id"] for m in bob.list_memories("desk", kind="turn")["memories"]}
+    ep_ids = [*ep["memory_ids"], turns[f"episode:{ep['episode_id']}#m0"]]  # its items and its turn
+    keep_ids = [*keep["memory_ids"], turns[f"episode:{keep['episode_id']}#m0"]]
     receipt = bob.forget("desk", provenance=f"episode:{ep['episode_id']}")
-    assert sorted(receipt["memories"]["ids"]) == sorted(ep["memory_ids"])
+    assert sorted(receipt["memories"]["ids"]) == sorted(ep_ids)
     assert receipt["episodes"]["ids"] == [ep["episode_id"]]
     with pytest.raises(ApiError) as err:
         bob.get_episode("desk", ep["episode_id"])
     assert err.value.status == 404
     for q in ("where does Mrs Okafor live", "Harbour Lane", "when is the invoice due"):
-        assert all(h["id"] in keep["memory_ids"] for h in bob.recall("desk", q, k=10)["memories"])
+        assert all(h["id"] in keep_ids for h in bob.recall("desk", q, k=10)["memories"])
     with psycopg.connect(stack["owner_url"]) as conn:
         left = conn.execute(
             "SELECT count(*) FROM memworker.memories WHERE text ILIKE '%%Okafor%%' OR text ILIKE '%%Harbour%%'"

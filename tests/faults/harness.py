@@ -209,7 +209,7 @@ class FaultStack:
         with db.connect(self.owner_url) as conn:
             t = store.one(conn, "create_tenant", name=name)
             assert t is not None
-            conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(t["id"]),))
+            db.bind_tenant(conn, t["id"])
             key, _ = keys.create(conn, tenant_id=t["id"], name="faults")
         self.tenants[name] = {"id": t["id"], "key": key}
         return key

@@ -20,7 +20,7 @@ def clients(api: str, tenants: dict[str, Any]) -> dict[str, Client]:
 
 def limited(api: str, stack: dict[str, Any], tenant_id: Any, scopes: tuple[str, ...]) -> Client:
     with db.connect(stack["owner_url"]) as conn:
-        conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(tenant_id),))
+        db.bind_tenant(conn, tenant_id)
         key, _ = keys.create(conn, tenant_id=tenant_id, scopes=scopes)
     return Client(api, key)
 

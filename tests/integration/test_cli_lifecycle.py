@@ -87,7 +87,7 @@ def test_policy_apply_refuses_bad_files_by_name_and_applies_nothing(
 def test_retention_run_and_status(env: Any, stack: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     alice = env["alice"]["id"]
     with db.connect(stack["app_url"]) as conn:
-        conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(alice),))
+        db.bind_tenant(conn, alice)
         store.ensure_agent(conn, tenant_id=alice, agent_id="cli-bot")
         for text in ("The kiosk reboots at midnight.", "The kiosk reboots at midnight!"):
             store.insert_memory(

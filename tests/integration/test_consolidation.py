@@ -149,7 +149,7 @@ def test_the_insight_reaches_the_agent_through_the_one_recall_path(
     with db.tenant_tx(pool, alice) as conn:
         hits = recall.recall(
             conn,
-            CachedQueryEmbedder(embedder),
+            CachedQueryEmbedder(embedder).embed_one("recurring Postgres problems"),
             tenant_id=alice,
             agent_id="ops",
             query=recall.Query("recurring Postgres problems", k=10),

@@ -73,7 +73,7 @@ def texts_recalled(pool: Any, tenant: UUID, agent: str, query: str) -> list[str]
     with db.tenant_tx(pool, tenant) as conn:
         hits = recall.recall(
             conn,
-            CachedQueryEmbedder(EMB),
+            CachedQueryEmbedder(EMB).embed_one(query),
             tenant_id=tenant,
             agent_id=agent,
             query=recall.Query(query, k=50),

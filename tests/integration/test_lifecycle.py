@@ -350,7 +350,7 @@ def test_a_sure_contradiction_supersedes_on_write_and_an_unsure_one_is_reviewed(
     with db.tenant_tx(pool, alice) as conn:
         hits = recall.recall(
             conn,
-            CachedQueryEmbedder(EMB),
+            CachedQueryEmbedder(EMB).embed_one("python version project"),
             tenant_id=alice,
             agent_id=a,
             query=recall.Query("python version project", k=10),

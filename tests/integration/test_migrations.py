@@ -12,7 +12,7 @@ import pytest
 
 from memworker import errors
 from memworker.local import embedded
-from memworker.storage import migrate, schema_snapshot
+from memworker.storage import db, migrate, schema_snapshot
 from tests.conftest import _with_db, drop_database, recreate_database
 
 TENANT_TABLES = [
@@ -109,7 +109,7 @@ def test_with_no_tenant_set_the_app_role_sees_nothing(stack: dict[str, Any], ten
     with psycopg.connect(stack["app_url"]) as conn:
         assert conn.execute("SELECT count(*) FROM memworker.api_keys").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM memworker.tenants").fetchone() == (0,)
-        conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(tenants["alice"]["id"]),))
+        db.bind_tenant(conn, tenants["alice"]["id"])
         assert conn.execute("SELECT count(*) FROM memworker.api_keys").fetchone() == (1,)
 
 

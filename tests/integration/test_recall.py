@@ -110,7 +110,7 @@ def _bm25_hits(conn: Any, tenant: UUID, agent: str, query: str, k: int = 100) ->
     q = recall.Query(query, k=k, explain=True)
     hits = recall.recall(
         conn,
-        CachedQueryEmbedder(FakeEmbedder()),
+        CachedQueryEmbedder(FakeEmbedder()).embed_one(q.text),
         tenant_id=tenant,
         agent_id=agent,
         query=q,
@@ -191,7 +191,7 @@ def test_chinese_memories_are_found_by_chinese_queries(pool: Any, tenants: dict[
             _write(conn, tenant, "zh", t, emb.embed([t])[0], f"zh:{i}")
         hits = recall.recall(
             conn,
-            CachedQueryEmbedder(emb),
+            CachedQueryEmbedder(emb).embed_one("数据库为什么故障"),
             tenant_id=tenant,
             agent_id="zh",
             query=recall.Query("数据库为什么故障", k=1),
@@ -221,7 +221,7 @@ def test_each_of_50_agents_gets_its_exact_vector_top_k(pool: Any, tenants: dict[
             qe.by_text[agent] = q
             hits = recall.recall(
                 conn,
-                CachedQueryEmbedder(qe),
+                CachedQueryEmbedder(qe).embed_one(agent),
                 tenant_id=tenant,
                 agent_id=agent,
                 query=recall.Query(agent, k=k, explain=True),
@@ -249,7 +249,7 @@ def test_irrelevant_expired_and_superseded_never_come_back(
     with db.tenant_tx(pool, tenant) as conn:
         hits = recall.recall(
             conn,
-            CachedQueryEmbedder(emb),
+            CachedQueryEmbedder(emb).embed_one("rollout deploys"),
             tenant_id=tenant,
             agent_id="rules",
             query=recall.Query("rollout deploys", k=10),
@@ -259,7 +259,7 @@ def test_irrelevant_expired_and_superseded_never_come_back(
         assert (
             recall.recall(
                 conn,
-                CachedQueryEmbedder(emb),
+                CachedQueryEmbedder(emb).embed_one("zebra xylophone"),
                 tenant_id=tenant,
                 agent_id="rules",
                 query=recall.Query("zebra xylophone", k=10),
@@ -278,7 +278,7 @@ def test_priors_reorder_near_ties_and_hits_are_counted(pool: Any, tenants: dict[
         conn.execute("UPDATE memworker.memories SET salience = 1.0 WHERE id = %s", (b,))
         hits = recall.recall(
             conn,
-            CachedQueryEmbedder(emb),
+            CachedQueryEmbedder(emb).embed_one("standup"),
             tenant_id=tenant,
             agent_id="ties",
             query=recall.Query("standup", k=2),

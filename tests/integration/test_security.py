@@ -17,7 +17,7 @@ from memworker.storage import db, store
 
 def _key(stack: dict[str, Any], tenant_id: Any, **kw: Any) -> str:
     with db.connect(stack["owner_url"]) as conn:
-        conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(tenant_id),))
+        db.bind_tenant(conn, tenant_id)
         key, _ = keys.create(conn, tenant_id=tenant_id, **kw)
     return key
 
@@ -55,7 +55,7 @@ def test_expired_and_revoked_keys_are_refused(api: str, stack: dict[str, Any], t
     assert r.status_code == 401 and r.json()["error"] == "api key expired"
     revoked = _key(stack, tenants["bob"]["id"])
     with db.connect(stack["owner_url"]) as conn:
-        conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(tenants["bob"]["id"]),))
+        db.bind_tenant(conn, tenants["bob"]["id"])
         assert store.one(conn, "revoke_api_key", tenant_id=tenants["bob"]["id"], prefix=keys.prefix_of(revoked))
     r = httpx.get(f"{api}/v1/episodes", headers={"Authorization": f"Bearer {revoked}"})
     assert r.status_code == 401  # a fresh key is not in the verification cache yet

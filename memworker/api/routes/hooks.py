@@ -3,6 +3,7 @@ delete, and each webhook's recent deliveries. Tenant configuration: the admin sc
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any, Literal
 from uuid import UUID
 
@@ -14,7 +15,7 @@ from memworker import errors, keys, memories
 from memworker.api.deps import jsonable, principal, tx
 from memworker.schemas import Strict
 from memworker.sessions import hooks
-from memworker.storage import store
+from memworker.storage import sessions_db
 
 router = APIRouter(tags=["webhooks"])
 
@@ -49,7 +50,7 @@ def post_webhook(body: WebhookIn, request: Request, p: keys.Principal = Depends(
 def list_webhooks(request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     p.require("admin")
     with tx(request, p) as conn:
-        rows = store.all_(conn, "webhook_list", tenant_id=p.tenant_id)
+        rows = sessions_db.webhook_list(conn, tenant_id=p.tenant_id)
     return {"webhooks": [hooks.public(r) for r in rows]}
 
 
@@ -58,7 +59,7 @@ def delete_webhook(webhook_id: UUID, request: Request, p: keys.Principal = Depen
     """Delete a webhook and its pending and past deliveries."""
     p.require("admin")
     with tx(request, p) as conn:
-        if store.one(conn, "webhook_delete", tenant_id=p.tenant_id, webhook_id=webhook_id) is None:
+        if sessions_db.webhook_delete(conn, tenant_id=p.tenant_id, webhook_id=webhook_id) is None:
             raise errors.NotFound("webhook not found")
     return Response(status_code=204)
 
@@ -70,7 +71,7 @@ def list_deliveries(
     """The webhook's deliveries, newest first: status, attempts, last HTTP status and error."""
     p.require("admin")
     with tx(request, p) as conn:
-        if store.one(conn, "webhook_get", tenant_id=p.tenant_id, webhook_id=webhook_id) is None:
+        if sessions_db.webhook_get(conn, tenant_id=p.tenant_id, webhook_id=webhook_id) is None:
             raise errors.NotFound("webhook not found")
-        rows = store.all_(conn, "webhook_deliveries", tenant_id=p.tenant_id, webhook_id=webhook_id, limit=limit)
-    return {"deliveries": [jsonable(r) for r in rows]}
+        rows = sessions_db.webhook_deliveries(conn, tenant_id=p.tenant_id, webhook_id=webhook_id, limit=limit)
+    return {"deliveries": [jsonable(asdict(r)) for r in rows]}

@@ -34,11 +34,9 @@ def post_recall(
     )
     q.validate()
     res = resources(request)
-    # Embed before taking a connection (the LRU cache serves recall's own lookup), so no
-    # pooled connection waits on the model.
-    res.query_embedder.embed_one(q.text)
+    qvec = res.query_embedder.embed_one(q.text)  # before taking a connection: none waits on the model
     policy = res.policies.get(p.tenant_id, agent_id, lambda: _policy(request, p, agent_id))
-    hits = recall.serve(res.pool, res.query_embedder, tenant_id=p.tenant_id, agent_id=agent_id, query=q, policy=policy)
+    hits = recall.serve(res.pool, qvec, tenant_id=p.tenant_id, agent_id=agent_id, query=q, policy=policy)
     took = time.perf_counter() - started
     metrics.RECALL_SECONDS.observe(took)
     if not hits:

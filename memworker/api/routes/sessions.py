@@ -5,11 +5,11 @@ in routes_hooks.py."""
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
-from psycopg.types.json import Jsonb
 from pydantic import Field
 
 from memworker import context, errors, keys, memories
@@ -17,7 +17,7 @@ from memworker.api.deps import AgentId, jsonable, principal, publisher, resource
 from memworker.models import budget
 from memworker.schemas import Strict
 from memworker.sessions import hooks, plans, session, working
-from memworker.storage import store
+from memworker.storage import sessions_db, store
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["sessions"])
@@ -170,7 +170,7 @@ def list_sessions(
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-        rows = store.all_(conn, "session_list", tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit)
+        rows = sessions_db.session_list(conn, tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit)
     return {"sessions": [session.summary(r, policy) for r in rows]}
 
 
@@ -296,7 +296,7 @@ def post_context(
     p.require("memories:read", agent_id)
     res = resources(request)
     count = budget.counter(res.settings.embedding_model)
-    res.query_embedder.embed_one(body.query)  # before the transaction: recall finds it cached
+    qvec = res.query_embedder.embed_one(body.query)  # before the transaction: no connection waits on the model
     flush_episode, use = None, None
     with tx(request, p) as conn:
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
@@ -310,7 +310,7 @@ def post_context(
         max_tokens = body.max_tokens or policy.context_max_tokens
         inputs = context.gather(
             conn,
-            res.query_embedder,
+            qvec,
             tenant_id=p.tenant_id,
             agent_id=agent_id,
             query=body.query,
@@ -332,9 +332,8 @@ def post_context(
             use, flush_episode = session.record_use(
                 conn, row, policy=policy, reported=_use(body), context_tokens=packed.tokens
             )
-            call = store.one(
+            call_uuid = sessions_db.context_call_insert(
                 conn,
-                "context_call_insert",
                 tenant_id=p.tenant_id,
                 agent_id=agent_id,
                 session_id=row["id"],
@@ -342,11 +341,11 @@ def post_context(
                 max_tokens=max_tokens,
                 tokens=packed.tokens,
                 memory_ids=packed.memory_ids,
-                dropped=Jsonb(packed.dropped_counts()),
-                sections=Jsonb(packed.section_tokens),
+                dropped=packed.dropped_counts(),
+                sections=packed.section_tokens,
                 used=use["use"],
             )
-            call_id = str(call["id"]) if call else None
+            call_id = str(call_uuid)
         deliveries = hooks.emit(
             conn,
             tenant_id=p.tenant_id,
@@ -405,7 +404,7 @@ def context_calls(
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
         session.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id)
-        rows = store.all_(
-            conn, "context_calls_recent", tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, limit=limit
+        rows = sessions_db.context_calls_recent(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, limit=limit
         )
-    return {"context_calls": [jsonable(r) for r in rows]}
+    return {"context_calls": [jsonable(asdict(r)) for r in rows]}
