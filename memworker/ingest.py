@@ -25,7 +25,7 @@ from memworker.models.embeddings import Embedder
 from memworker.sessions import hooks
 from memworker.settings import Settings
 from memworker.sleep import synthesis
-from memworker.storage import db, store
+from memworker.storage import db, sleep_db, store
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[EpisodeI
         out.append((existing["id"], False))
     store.run(conn, "touch_agent", tenant_id=tenant_id, agent_id=agent_id)
     if asks_to_consolidate:  # seed 001's explicit gate: "consolidate" / "save progress"
-        store.run(conn, "consolidation_request", tenant_id=tenant_id, agent_id=agent_id)
+        sleep_db.consolidation_request(conn, tenant_id=tenant_id, agent_id=agent_id)
     return out
 
 

@@ -117,6 +117,10 @@ class KeyCache:
         self._entries: dict[bytes, tuple[float, Principal, datetime | None]] = {}
         self._lock = threading.Lock()
 
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
     def get(self, key: str, verify: Callable[[str], Principal]) -> Principal:
         digest = hash_key(key)
         now = time.monotonic()

@@ -16,6 +16,19 @@ RECALL_SECONDS = Histogram(
     buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2),
 )
 EPISODES = Counter("memworker_episodes_total", "Episodes by outcome (accepted, stored, failed, dead)", ["outcome"])
+QUERY_BATCH_SIZE = Histogram(
+    "memworker_query_embedding_batch_size",
+    "Query embeddings computed in one model call (concurrent recalls share one)",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
+QUERY_BATCH_WAIT_SECONDS = Histogram(
+    "memworker_query_embedding_wait_seconds",
+    "Time a query waited for the batch before its own (0 when the model was free)",
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0),
+)
+OVERLOAD_REJECTED = Counter(
+    "memworker_overload_rejected_total", "Requests answered 503 because the API process was at its bound"
+)
 RECALL_EMPTY = Counter("memworker_recall_empty_total", "Recalls that found nothing relevant: a proxy for search misses")
 TASK_SECONDS = Histogram(
     "memworker_task_seconds",

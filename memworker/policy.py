@@ -183,6 +183,10 @@ class PolicyCache:
             self._entries[key] = (now + self.ttl_s, policy)
         return policy
 
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
     def forget(self, tenant_id: Any, agent_id: str | None = None) -> None:
         """Drop one agent's entry, or (agent_id None) every entry of the tenant."""
         with self._lock:

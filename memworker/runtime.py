@@ -5,12 +5,14 @@ process finds the embedded stack's URLs when MEMWORKER_*_URL are unset."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg_pool
+import redis
 
 from memworker import errors, reflection
 from memworker.models import embeddings
@@ -18,7 +20,12 @@ from memworker.policy import PolicyCache
 from memworker.settings import Settings
 from memworker.storage import db
 
+logger = logging.getLogger(__name__)
+
 STACK_FILE = "stack.json"
+# Bumped when a key is revoked or a policy changes: every API process reads it on each
+# request's rate-limit round trip and drops its key and policy caches when it moves.
+CACHE_GENERATION = "memworker:cache_generation"
 
 
 def stack_file(settings: Settings) -> Path:
@@ -96,3 +103,17 @@ def for_process(settings: Settings) -> Resources:
         if pid not in _by_pid:
             _by_pid[pid] = build(settings)
         return _by_pid[pid]
+
+
+def invalidate_caches(redis_url: str | None) -> None:
+    """Make every API process forget its cached keys and policies (a key was revoked, a
+    policy changed). Best effort: without Redis the caches still expire within their TTL."""
+    if not redis_url:
+        return
+    client = redis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        client.incr(CACHE_GENERATION)
+    except redis.RedisError as exc:
+        logger.warning("could not invalidate the API caches (they expire within 10 s): %s", exc)
+    finally:
+        client.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,8 @@ class Settings:
     db_pool_timeout_s: float = 5.0  # wait for a connection this long, then answer 503
     api_host: str = "127.0.0.1"
     api_port: int = 8420
+    api_workers: int = 0  # API processes `memworker up` starts; 0: one per CPU core, at most 4
+    api_max_inflight: int = 64  # requests one API process holds at once; past it: 503 + Retry-After
     flower_port: int = 5555
     max_content_bytes: int = 32_768
     max_batch: int = 1_000
@@ -94,6 +97,7 @@ class Settings:
             "episode_max_attempts",
             "visibility_timeout_s",
             "workers",
+            "api_max_inflight",
             "worker_concurrency",
             "rate_key_per_s",
             "rate_key_burst",
@@ -108,6 +112,8 @@ class Settings:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise errors.ConfigError(f"{PREFIX}{name.upper()} must be > 0")
+        if not 0 <= self.api_workers <= 64:
+            raise errors.ConfigError(f"{PREFIX}API_WORKERS must be between 0 (one per core) and 64")
         if self.db_pool_min < 0 or self.db_pool_min > self.db_pool_max:
             raise errors.ConfigError(f"{PREFIX}DB_POOL_MIN must be between 0 and DB_POOL_MAX")
         if self.llm_timeout_s <= 0:
@@ -125,6 +131,10 @@ class Settings:
             raise errors.ConfigError(f"{PREFIX}EMBEDDING_BACKEND must be one of {', '.join(EMBEDDING_BACKENDS)}")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise errors.ConfigError(f"{PREFIX}LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR")
+
+    def api_processes(self) -> int:
+        """How many API processes `memworker up` runs: api_workers, or one per core (at most 4)."""
+        return self.api_workers or min(4, os.cpu_count() or 1)
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

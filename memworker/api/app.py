@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from memworker import errors, keys, metrics, runtime
-from memworker.api import ratelimit
+from memworker.api import limits, ratelimit
 from memworker.api.routes import archives, consolidation, episodes, hooks, lifecycle, memories, recall, sessions
 from memworker.settings import Settings
 from memworker.storage import db
@@ -52,6 +52,7 @@ def create_app(
         app.state.resources = resources or runtime.build(settings)
         app.state.publisher = publisher or Publisher.for_settings(settings)
         app.state.key_cache = keys.KeyCache(ttl_s=10.0)
+        app.state.cache_generation = None  # the first request reads it (deps.principal)
         limiter_redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=1, socket_connect_timeout=1)
         app.state.limiter = ratelimit.Limiter(
             limiter_redis,
@@ -78,7 +79,9 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _validation_handler)
     app.add_exception_handler(errors.RateLimited, _rate_limited)
 
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(limits.BodyLimit, limit=settings.max_body_bytes)
+    # outermost: an overloaded process answers before it reads a body or takes a thread
+    app.add_middleware(limits.Overload, max_inflight=settings.api_max_inflight)
 
     @app.middleware("http")
     async def request_metrics(request: Request, call_next: Any) -> Response:
@@ -139,50 +142,6 @@ def memory_estimates(pool: Any) -> list[tuple[str, str, float]]:
             "list[dict[str, Any]]", conn.execute("SELECT attribute, value, estimate FROM memory_estimates()").fetchall()
         )
     return [(r["attribute"], r["value"], float(r["estimate"])) for r in rows]
-
-
-class BodyLimit:
-    """413 for a body over the limit, whether it declares its length or streams in chunks.
-
-    The body is read (up to the limit) before the route runs and then handed on: JSON
-    routes read it whole anyway, and a route must not start work on a body it will refuse."""
-
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):
-            await self.app(scope, receive, send)
-            return
-        too_large = JSONResponse({"error": f"request body over {self.limit} bytes"}, 413)
-        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.limit:
-            await too_large(scope, receive, send)
-            return
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break  # the client went away
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.limit:
-                await too_large(scope, receive, send)
-                return
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
-        sent = False
-
-        async def replay() -> Any:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
 
 
 def _handler(code: int) -> Any:

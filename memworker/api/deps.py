@@ -46,10 +46,18 @@ def principal(request: Request) -> keys.Principal:
     header = request.headers.get("authorization", "")
     if not header.lower().startswith("bearer "):
         raise errors.Unauthorized("missing api key")
-    pool = resources(request).pool
-    cache: keys.KeyCache = request.app.state.key_cache
-    p = cache.get(header[7:].strip(), lambda key: keys.authenticate(pool, key))
-    request.app.state.limiter.take(str(p.key_id), str(p.tenant_id))
+    res, state = resources(request), request.app.state
+    cache: keys.KeyCache = state.key_cache
+    key = header[7:].strip()
+    p = cache.get(key, lambda k: keys.authenticate(res.pool, k))
+    generation = state.limiter.take(str(p.key_id), str(p.tenant_id))
+    if generation is not None and generation != state.cache_generation:
+        # a key was revoked or a policy changed, in this process or another: drop what this
+        # process remembers, and check this key again
+        cache.clear()
+        res.policies.clear()
+        state.cache_generation = generation
+        p = cache.get(key, lambda k: keys.authenticate(res.pool, k))
     return p
 
 

@@ -57,3 +57,13 @@ def client(settings: Settings) -> Any:
     if not key:
         raise errors.ConfigError("set MEMWORKER_API_KEY (or run `memworker up`, which keeps a dev key)")
     return Client(base, key)
+
+
+def invalidate_caches(settings: Settings) -> None:
+    """After a key revocation or a policy change: the running API processes drop their caches
+    at once (without a reachable stack they expire within 10 s anyway)."""
+    try:
+        redis_url = runtime.resolve(settings).redis_url
+    except errors.ConfigError:
+        return  # no running stack: no API process has anything cached
+    runtime.invalidate_caches(redis_url)

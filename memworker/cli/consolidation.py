@@ -7,15 +7,13 @@ import argparse
 import json
 from typing import Any
 
-from psycopg.types.json import Jsonb
-
 from memworker import errors
 from memworker.cli import common
 from memworker.models import embeddings, llm
 from memworker.policy import Policy
 from memworker.settings import Settings
 from memworker.sleep import consolidation
-from memworker.storage import db, store
+from memworker.storage import db, sleep_db, store
 
 DEFAULT_TENANT = "dev"  # the tenant `memworker up` creates
 
@@ -59,18 +57,19 @@ def cmd_disable(settings: Settings, args: argparse.Namespace) -> int:
 
 def _switch(settings: Settings, args: argparse.Namespace, value: bool | None) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        field, raw = "consolidation_enabled", Jsonb(value) if value is not None else None
+        field = "consolidation_enabled"
         if args.agent:
             store.require_agent(conn, tenant_id=tenant["id"], agent_id=args.agent)
-            row = store.one(
-                conn, "set_agent_policy_field", tenant_id=tenant["id"], agent_id=args.agent, field=field, value=raw
+            overrides = sleep_db.set_agent_policy_field(
+                conn, tenant_id=tenant["id"], agent_id=args.agent, field=field, value=value
             )
         else:
-            row = store.one(conn, "set_tenant_policy_field", tenant_id=tenant["id"], field=field, value=raw)
-        assert row is not None
-        Policy.validated(row["policy"])  # never leave a policy the service would reject
+            overrides = sleep_db.set_tenant_policy_field(conn, tenant_id=tenant["id"], field=field, value=value)
+        assert overrides is not None
+        Policy.validated(overrides)  # never leave a policy the service would reject
         effective = consolidation.enabled(store.policy_for(conn, tenant_id=tenant["id"], agent_id=args.agent), settings)
         conn.commit()
+    common.invalidate_caches(settings)
     scope = f"agent {args.agent}" if args.agent else f"tenant {args.tenant}"
     print(f"consolidation {'on' if effective else 'off'} for {scope}" + (" (default)" if value is None else ""))
     return 0
@@ -81,14 +80,14 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         tid = tenant["id"]
         if args.agent:
             store.require_agent(conn, tenant_id=tid, agent_id=args.agent)
-            rows: list[Any] = [store.one(conn, "consolidation_agent", tenant_id=tid, agent_id=args.agent)]
-            runs = store.all_(conn, "consolidation_runs_list", tenant_id=tid, agent_id=args.agent, limit=args.runs)
+            rows: list[sleep_db.AgentGates | None] = [
+                sleep_db.consolidation_agent(conn, tenant_id=tid, agent_id=args.agent)
+            ]
+            runs = sleep_db.consolidation_runs_list(conn, tenant_id=tid, agent_id=args.agent, limit=args.runs)
         else:
-            rows, runs = store.all_(conn, "consolidation_agents", tenant_id=tid), []
+            rows, runs = list(sleep_db.consolidation_agents(conn, tenant_id=tid)), []
         on = {
-            r["agent_id"]: consolidation.enabled(
-                store.policy_for(conn, tenant_id=tid, agent_id=r["agent_id"]), settings
-            )
+            r.agent_id: consolidation.enabled(store.policy_for(conn, tenant_id=tid, agent_id=r.agent_id), settings)
             for r in rows
             if r
         }
@@ -97,7 +96,7 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 
         print(
             json.dumps(
-                {"agents": [status_json(r, on[r["agent_id"]]) for r in rows if r], "runs": [run_json(r) for r in runs]},
+                {"agents": [status_json(r, on[r.agent_id]) for r in rows if r], "runs": [run_json(r) for r in runs]},
                 indent=2,
                 default=str,
             )
@@ -106,25 +105,25 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     print(f"{'agent':24} {'on':3} {'last pass':19} {'sessions':>8} {'req':3} {'failures':>8}  next attempt")
     for r in rows:
         assert r is not None
-        flagged = "  FLAGGED" if r["consolidation_failures"] >= consolidation.FLAG_AFTER else ""
+        flagged = "  FLAGGED" if r.consolidation_failures >= consolidation.FLAG_AFTER else ""
         print(
-            f"{r['agent_id']:24} {'yes' if on[r['agent_id']] else 'no':3} {_when(r['last_pass_at']):19} "
-            f"{r['sessions_since_pass']:8} {'yes' if r['consolidation_requested'] else 'no':3} "
-            f"{r['consolidation_failures']:8}  {_when(r['next_consolidation_at'])}{flagged}"
+            f"{r.agent_id:24} {'yes' if on[r.agent_id] else 'no':3} {_when(r.last_pass_at):19} "
+            f"{r.sessions_since_pass:8} {'yes' if r.consolidation_requested else 'no':3} "
+            f"{r.consolidation_failures:8}  {_when(r.next_consolidation_at)}{flagged}"
         )
-        if flagged and r["consolidation_last_error"]:
-            print(f"  last error: {r['consolidation_last_error'][:200]}")
+        if flagged and r.consolidation_last_error:
+            print(f"  last error: {r.consolidation_last_error[:200]}")
     for run in runs:
         what = (
-            run["skipped_reason"]
-            or run["error"]
-            or f"{run['items_reviewed']} reviewed, {run['connections_made']} connections, "
-            f"{run['insights_written']} insight, {run['conclusions_written']} conclusions, "
-            f"{run['salience_rerated']} re-rated"
+            run.skipped_reason
+            or run.error
+            or f"{run.items_reviewed} reviewed, {run.connections_made} connections, "
+            f"{run.insights_written} insight, {run.conclusions_written} conclusions, "
+            f"{run.salience_rerated} re-rated"
         )
         print(
-            f"  {_when(run['created_at'])}  {run['trigger']:9} {run['status']:8} "
-            f"{run['duration_ms'] or 0:6} ms  llm {run['llm_calls']}  {what}"
+            f"  {_when(run.created_at)}  {run.trigger:9} {run.status:8} "
+            f"{run.duration_ms or 0:6} ms  llm {run.llm_calls}  {what}"
         )
     return 0
 

@@ -104,6 +104,7 @@ def cmd_policy_apply(settings: Settings, args: argparse.Namespace) -> int:
             except errors.InvalidInput as exc:
                 raise errors.InvalidInput(f"agents.{agent_id}: {exc}") from None
         conn.commit()  # all of the file or none of it
+    common.invalidate_caches(settings)
     agents = doc.get("agents", {})
     print(
         f"applied {args.file} to tenant {name}: "

@@ -62,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="run the whole system: Postgres, Redis, API, workers, beat, Flower")
     up.add_argument("--workers", type=int, help="Celery worker processes (default 1)")
+    up.add_argument("--api-workers", type=int, help="API processes (default: one per CPU core, at most 4)")
     up.add_argument("--port", type=int, help="API port (default 8420)")
     up.add_argument("--flower-port", type=int, help="Flower port (default 5555)")
     up.set_defaults(func=cmd_up)
@@ -132,7 +133,12 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
 
     changes = {
         k: v
-        for k, v in {"workers": args.workers, "api_port": args.port, "flower_port": args.flower_port}.items()
+        for k, v in {
+            "workers": args.workers,
+            "api_workers": args.api_workers,
+            "api_port": args.port,
+            "flower_port": args.flower_port,
+        }.items()
         if v is not None
     }
     settings = settings.replace(**changes)
@@ -235,6 +241,7 @@ def cmd_key_revoke(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
         if store.one(conn, "revoke_api_key", tenant_id=tenant["id"], prefix=args.prefix) is None:
             raise errors.NotFound(f"no active key with prefix {args.prefix!r}")
+    common.invalidate_caches(settings)
     print(f"revoked {args.prefix}")
     return 0
 

@@ -112,6 +112,8 @@ class Stack:
                     s.api_host,
                     "--port",
                     str(s.api_port),
+                    "--workers",  # processes sharing the port; each its own pool, caches and model
+                    str(s.api_processes()),
                     "--log-level",
                     "warning",
                 ],

@@ -6,13 +6,15 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import numpy as np
 
-from memworker import errors
+from memworker import errors, metrics
 from memworker.settings import EMBEDDING_BACKENDS, Settings
 
 logger = logging.getLogger(__name__)
@@ -68,14 +70,24 @@ class SentenceTransformerEmbedder:
 
 
 class CachedQueryEmbedder:
-    """An LRU cache of query embeddings in front of an Embedder (recall's hot path)."""
+    """Query embeddings for many threads at once (recall's hot path): an LRU cache, and misses
+    that arrive while the model is busy share its next call.
 
-    def __init__(self, inner: Embedder, size: int = 4096) -> None:
+    The first caller to find the model free embeds at once (a lone request never waits) and
+    takes along every query queued meanwhile, up to max_batch; a caller whose query is not
+    done when a batch ends embeds the next one. A batch of 16 short queries costs little more
+    than one on this model, so concurrent recalls stop queueing behind each other's embedding."""
+
+    def __init__(self, inner: Embedder, size: int = 4096, max_batch: int = 32) -> None:
         self.inner = inner
         self.dim = inner.dim
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._size = size
-        self._lock = threading.Lock()
+        self._max_batch = max_batch
+        self._lock = threading.Lock()  # the cache
+        self._turn = threading.Condition()  # the queue and the model
+        self._queue: list[_Ask] = []
+        self._busy = False
         self.hits = 0
         self.misses = 0
 
@@ -86,13 +98,54 @@ class CachedQueryEmbedder:
                 self._cache.move_to_end(text)
                 self.hits += 1
                 return vec
-        vec = cast(np.ndarray, self.inner.embed([text])[0])  # one row of the (1, dim) array
+        ask = _Ask(text, time.perf_counter())
+        with self._turn:
+            self._queue.append(ask)
+            while not ask.done:
+                if self._busy:
+                    self._turn.wait()
+                    continue
+                batch, self._queue = self._queue[: self._max_batch], self._queue[self._max_batch :]
+                self._busy = True
+                self._turn.release()
+                try:
+                    self._run(batch)
+                finally:
+                    self._turn.acquire()
+                    self._busy = False
+                    self._turn.notify_all()
+        if ask.error is not None:
+            raise ask.error
+        assert ask.vector is not None
+        return ask.vector
+
+    def _run(self, batch: list[_Ask]) -> None:
+        started = time.perf_counter()
+        for a in batch:
+            metrics.QUERY_BATCH_WAIT_SECONDS.observe(started - a.since)
+        metrics.QUERY_BATCH_SIZE.observe(len(batch))
+        try:
+            vectors = self.inner.embed([a.text for a in batch])
+        except Exception as exc:  # each caller gets the model's error, as if it had called alone
+            for a in batch:
+                a.error, a.done = exc, True
+            return
         with self._lock:
-            self.misses += 1
-            self._cache[text] = vec
-            if len(self._cache) > self._size:
-                self._cache.popitem(last=False)
-        return vec
+            for a, vec in zip(batch, vectors, strict=True):
+                a.vector, a.done = vec, True
+                self.misses += 1
+                self._cache[a.text] = vec
+                if len(self._cache) > self._size:
+                    self._cache.popitem(last=False)
+
+
+@dataclass
+class _Ask:
+    text: str
+    since: float
+    vector: np.ndarray | None = None
+    error: Exception | None = None
+    done: bool = False
 
 
 def check_dimension(embedder: Embedder) -> None:

@@ -15,12 +15,11 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 import numpy as np
 import psycopg_pool
-from psycopg.types.json import Jsonb
 
 from memworker import errors, memories, metrics
 from memworker.models import llm as llm_mod
@@ -29,7 +28,7 @@ from memworker.policy import Policy
 from memworker.settings import Settings
 from memworker.sleep import profile, synthesis
 from memworker.sleep.synthesis import Connection, Item
-from memworker.storage import db, store
+from memworker.storage import db, sleep_db, store
 
 logger = logging.getLogger(__name__)
 
@@ -111,17 +110,15 @@ def sweep(pool: psycopg_pool.ConnectionPool, settings: Settings, *, window: date
         result.deferred = f"ingest queue backed up ({ingest_backlog} > {settings.consolidation_backlog_max})"
         return result
     with db.system_tx(pool) as conn:
-        rows = store.all_(
+        rows = sleep_db.claim_due_agents(
             conn,
-            "claim_due_agents",
             window=window,
-            defaults=Jsonb(sweep_defaults(settings)),
+            defaults=sweep_defaults(settings),
             lease_s=settings.consolidation_lease_s,
             limit=settings.consolidation_sweep_limit,
         )
-        flagged = store.one(conn, "consolidation_flagged_count", threshold=FLAG_AFTER)
-    result.claimed = [(r["tenant_id"], r["agent_id"], r["run_id"], r["trigger"]) for r in rows]
-    result.flagged_agents = int(flagged["n"]) if flagged else 0
+        result.flagged_agents = sleep_db.consolidation_flagged_count(conn, threshold=FLAG_AFTER)
+    result.claimed = [(r.tenant_id, r.agent_id, r.run_id, r.trigger) for r in rows]
     metrics.CONSOLIDATION_FLAGGED_AGENTS.set(result.flagged_agents)
     return result
 
@@ -129,18 +126,16 @@ def sweep(pool: psycopg_pool.ConnectionPool, settings: Settings, *, window: date
 def request_run(conn: Any, *, tenant_id: UUID, agent_id: str, trigger: str, run_key: str | None = None) -> UUID:
     """A queued run for an explicit pass (API, CLI); the same run_key returns the same run."""
     key = run_key or f"{trigger}:{uuid.uuid4()}"
-    row = store.one(
-        conn, "consolidation_run_insert", tenant_id=tenant_id, agent_id=agent_id, run_key=key, trigger=trigger
-    )
-    if row is None:
-        row = store.one(conn, "consolidation_run_by_key", tenant_id=tenant_id, agent_id=agent_id, run_key=key)
-    assert row is not None
-    return cast(UUID, row["id"])
+    run_id = sleep_db.consolidation_run_insert(
+        conn, tenant_id=tenant_id, agent_id=agent_id, run_key=key, trigger=trigger
+    ) or sleep_db.consolidation_run_by_key(conn, tenant_id=tenant_id, agent_id=agent_id, run_key=key)
+    assert run_id is not None
+    return run_id
 
 
 def session_ended(conn: Any, *, tenant_id: UUID, agent_id: str) -> None:
     """Count one ended session towards the session gate (for the sessions API to call)."""
-    store.run(conn, "session_ended", tenant_id=tenant_id, agent_id=agent_id)
+    sleep_db.session_ended(conn, tenant_id=tenant_id, agent_id=agent_id)
 
 
 # --- one pass -------------------------------------------------------------------------------
@@ -164,17 +159,17 @@ def run_pass(
     Raises Unavailable when Postgres cannot be reached (nothing can be recorded then)."""
     started = time.monotonic()
     with db.tenant_tx(pool, tenant_id) as conn:
-        if store.one(conn, "consolidation_run_start", tenant_id=tenant_id, agent_id=agent_id, run_id=run_id) is None:
+        if sleep_db.consolidation_run_start(conn, tenant_id=tenant_id, agent_id=agent_id, run_id=run_id) is None:
             return _stored_report(conn, tenant_id, agent_id, run_id)
     report = Report(str(run_id), agent_id)
     policy = Policy()
     try:
         with db.tenant_tx(pool, tenant_id) as conn:
-            run_row = store.one(conn, "consolidation_run_get", tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
+            run_row = sleep_db.consolidation_run_get(conn, tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
             assert run_row is not None
-            report.trigger = run_row["trigger"]
+            report.trigger = run_row.trigger
             if not db.try_agent_lock(conn, tenant_id, agent_id):
-                store.run(conn, "consolidation_run_requeue", tenant_id=tenant_id, run_id=run_id)
+                sleep_db.consolidation_run_requeue(conn, tenant_id=tenant_id, run_id=run_id)
                 report.status = "busy"
                 metrics.CONSOLIDATION_PASSES.labels("busy").inc()
                 return report
@@ -236,14 +231,13 @@ class _Pass:
 
     def run(self) -> None:
         conn, r, p = self.conn, self.report, self.policy
-        store.run(conn, "consolidation_runs_supersede", run_id=self.run_id, **self.ids)
-        agent = store.one(conn, "consolidation_agent", **self.ids)
+        sleep_db.consolidation_runs_supersede(conn, run_id=self.run_id, **self.ids)
+        agent = sleep_db.consolidation_agent(conn, **self.ids)
         assert agent is not None
         if not (self.force or enabled(p, self.settings)):
             return self._skip("consolidation is disabled for this agent")
         window = [
-            _item(row)
-            for row in store.all_(conn, "consolidation_window", limit=p.consolidation_window_size, **self.ids)
+            _item(row) for row in sleep_db.consolidation_window(conn, limit=p.consolidation_window_size, **self.ids)
         ]
         r.items_reviewed = len(window)
         if len(window) < p.consolidation_min_items:
@@ -258,9 +252,8 @@ class _Pass:
         if insight:
             insight_id = self._write(insight[0], vectors[0], "insight", "insight", insight[1], insight[2], insight[3])
             r.insight_id, r.insights_written = str(insight_id), 1
-        made = store.all_(
+        made = sleep_db.consolidation_insert_connections(
             conn,
-            "consolidation_insert_connections",
             insight_id=insight_id,
             from_ids=[c.from_id for c in conns],
             to_ids=[c.to_id for c in conns],
@@ -268,7 +261,7 @@ class _Pass:
             **self.ids,
         )
         r.connections_made = len(made)
-        made_conns = [Connection(str(m["from_id"]), str(m["to_id"]), m["relationship"]) for m in made]
+        made_conns = [Connection(str(m.from_id), str(m.to_id), m.relationship) for m in made]
         for (group, text, confidence, how), vec in zip(
             conclusions, vectors[len(texts) - len(conclusions) :], strict=True
         ):
@@ -284,19 +277,19 @@ class _Pass:
             r.conclusion_ids.append(str(cid))
         r.conclusions_written = len(r.conclusion_ids)
         if p.consolidation_rerate:
-            bumps = synthesis.rerate(window, made_conns, agent["last_consolidated_at"])
+            bumps = synthesis.rerate(window, made_conns, agent.last_consolidated_at)
             old = {i.id: i.salience for i in window}
-            rows = store.all_(
-                conn, "consolidation_rerate", ids=list(bumps), bumps=[bumps[i] - old[i] for i in bumps], **self.ids
+            rerated = sleep_db.consolidation_rerate(
+                conn, ids=list(bumps), bumps=[bumps[i] - old[i] for i in bumps], **self.ids
             )
-            r.salience_rerated = len(rows)
+            r.salience_rerated = len(rerated)
         else:
             r.steps["rerate"] = "off"
         new_ids = [i for i in [r.insight_id, *r.conclusion_ids] if i]
-        store.run(conn, "consolidation_mark", ids=[i.id for i in window] + new_ids, **self.ids)
+        sleep_db.consolidation_mark(conn, ids=[i.id for i in window] + new_ids, **self.ids)
         self._profile(window)
-        waiting = store.one(conn, "consolidation_waiting", limit=p.consolidation_min_items, **self.ids)
-        backlog = bool(waiting and waiting["n"] >= p.consolidation_min_items)
+        waiting = sleep_db.consolidation_waiting(conn, limit=p.consolidation_min_items, **self.ids)
+        backlog = waiting >= p.consolidation_min_items
         r.steps["backlog"] = "more memories wait: the next sweep takes the agent again" if backlog else "none"
         r.status = "done"
         self._close(consolidated=True, requested=backlog)
@@ -331,7 +324,7 @@ class _Pass:
                 item = _replace(item, entities=ents, topics=tops)
             out.append(item)
         if changed:
-            store.run(self.conn, "consolidation_set_metadata", rows=Jsonb(changed), **self.ids)
+            sleep_db.consolidation_set_metadata(self.conn, rows=changed, **self.ids)
         return out
 
     def _connections(self, window: list[Item]) -> list[Connection]:
@@ -408,8 +401,8 @@ class _Pass:
         conn, p = self.conn, self.policy
         current = profile.load(conn, **self.ids)
         entry_ids = [e["memory_id"] for s in profile.SECTIONS for e in current["sections"].get(s, [])]
-        rows = store.all_(conn, "profile_sources", ids=entry_ids, **self.ids) if entry_ids else []
-        vectors = {str(r["id"]): _array(r["embedding"]) for r in rows}
+        rows = sleep_db.profile_sources(conn, ids=entry_ids, **self.ids) if entry_ids else []
+        vectors = {str(r.id): _array(r.embedding) for r in rows}
         vectors.update({i.id: i.embedding for i in window if i.embedding is not None})
         unit = {k: v / (float((v @ v) ** 0.5) or 1.0) for k, v in vectors.items()}
 
@@ -421,7 +414,7 @@ class _Pass:
             current,
             window,
             similar=similar,
-            live_ids={str(r["id"]) for r in rows},
+            live_ids={str(r.id) for r in rows},
             now=now,
             min_confidence=p.consolidation_profile_min_confidence,
             stale_days=p.consolidation_profile_stale_days,
@@ -484,7 +477,7 @@ class _Pass:
 
     def _close(self, *, consolidated: bool, requested: bool) -> None:
         self.report.duration_ms = int((time.monotonic() - self.started) * 1000)
-        store.run(self.conn, "consolidation_agent_done", consolidated=consolidated, requested=requested, **self.ids)
+        sleep_db.consolidation_agent_done(self.conn, consolidated=consolidated, requested=requested, **self.ids)
         _finish(self.conn, self.tenant_id, self.run_id, self.report)
 
 
@@ -492,15 +485,12 @@ def _record_failure(
     pool: psycopg_pool.ConnectionPool, tenant_id: UUID, agent_id: str, run_id: UUID, report: Report, policy: Policy
 ) -> None:
     with db.tenant_tx(pool, tenant_id) as conn:
-        row = store.one(
-            conn,
-            "consolidation_agent_failed",
-            tenant_id=tenant_id,
-            agent_id=agent_id,
-            error=report.error,
-            backoff_s=backoff_s(policy),
+        failures = (
+            sleep_db.consolidation_agent_failed(
+                conn, tenant_id=tenant_id, agent_id=agent_id, error=report.error, backoff_s=backoff_s(policy)
+            )
+            or 0
         )
-        failures = int(row["consolidation_failures"]) if row else 0
         report.flagged = failures >= FLAG_AFTER
         _finish(conn, tenant_id, run_id, report)
     if failures == FLAG_AFTER:
@@ -515,9 +505,8 @@ def _record_failure(
 
 
 def _finish(conn: Any, tenant_id: UUID, run_id: UUID, r: Report) -> None:
-    store.run(
+    sleep_db.consolidation_run_finish(
         conn,
-        "consolidation_run_finish",
         tenant_id=tenant_id,
         run_id=run_id,
         status=r.status,
@@ -532,35 +521,35 @@ def _finish(conn: Any, tenant_id: UUID, run_id: UUID, r: Report) -> None:
         tokens_in=r.tokens_in,
         tokens_out=r.tokens_out,
         duration_ms=r.duration_ms,
-        report=Jsonb(r.to_json()),
+        report=r.to_json(),
     )
 
 
 def _stored_report(conn: Any, tenant_id: UUID, agent_id: str, run_id: UUID) -> Report:
-    row = store.one(conn, "consolidation_run_get", tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
+    row = sleep_db.consolidation_run_get(conn, tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
     if row is None:
         raise errors.NotFound("consolidation run not found")
-    if row["report"]:
-        known = {k: v for k, v in row["report"].items() if k in Report.__dataclass_fields__}
+    if row.report:
+        known = {k: v for k, v in row.report.items() if k in Report.__dataclass_fields__}
         return Report(**known)
-    return Report(str(run_id), agent_id, row["trigger"], row["status"], skipped_reason=row["skipped_reason"])
+    return Report(str(run_id), agent_id, row.trigger, row.status, skipped_reason=row.skipped_reason)
 
 
-def _item(row: dict[str, Any]) -> Item:
+def _item(row: sleep_db.WindowMemory) -> Item:
     return Item(
-        id=str(row["id"]),
-        text=row["text"],
-        kind=row["kind"],
-        tier=row["tier"],
-        salience=float(row["salience"]),
-        confidence=float(row["confidence"]),
-        created_at=row["created_at"],
-        access_count=row["access_count"],
-        last_access_at=row["last_access_at"],
-        entities=tuple(row["entities"] or ()),
-        topics=tuple(row["topics"] or ()),
-        flags=tuple(row["flags"] or ()),
-        embedding=_array(row["embedding"]),
+        id=str(row.id),
+        text=row.text,
+        kind=row.kind,
+        tier=row.tier,
+        salience=float(row.salience),
+        confidence=float(row.confidence),
+        created_at=row.created_at,
+        access_count=row.access_count,
+        last_access_at=row.last_access_at,
+        entities=tuple(row.entities or ()),
+        topics=tuple(row.topics or ()),
+        flags=tuple(row.flags or ()),
+        embedding=_array(row.embedding),
     )
 
 

@@ -14,11 +14,9 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from psycopg.types.json import Jsonb
-
 from memworker.reflection import _kind as _kind_of  # the cues the offline reflector types with
 from memworker.sleep.synthesis import Item
-from memworker.storage import store
+from memworker.storage import sleep_db
 
 SECTIONS = ("preferences", "project_state", "lessons", "decisions", "errors")
 MAX_ENTRIES = 20  # per section: the most confident and most recently confirmed stay
@@ -193,14 +191,14 @@ def _wins(new: dict[str, Any], old: dict[str, Any]) -> bool:
 def load(conn: Any, *, tenant_id: UUID, agent_id: str, version: int | None = None) -> dict[str, Any]:
     """The latest (or the given) version; an empty version-0 document when there is none."""
     row = (
-        store.one(conn, "profile_version", tenant_id=tenant_id, agent_id=agent_id, version=version)
+        sleep_db.profile_version(conn, tenant_id=tenant_id, agent_id=agent_id, version=version)
         if version is not None
-        else store.one(conn, "profile_latest", tenant_id=tenant_id, agent_id=agent_id)
+        else sleep_db.profile_latest(conn, tenant_id=tenant_id, agent_id=agent_id)
     )
     if row is None:
         return empty()
-    doc: dict[str, Any] = row["document"]
-    doc["version"] = row["version"]
+    doc = row.document
+    doc["version"] = row.version
     return doc
 
 
@@ -209,16 +207,8 @@ def save(conn: Any, *, tenant_id: UUID, agent_id: str, document: dict[str, Any],
     the last KEEP_VERSIONS; returns the new version number."""
     version = int(document.get("version") or 0) + 1
     doc = {**document, "version": version, "updated_at": now.isoformat(), "run_id": str(run_id)}
-    store.run(
-        conn,
-        "profile_insert",
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        version=version,
-        document=Jsonb(doc),
-        run_id=run_id,
-    )
-    store.run(conn, "profile_prune_versions", tenant_id=tenant_id, agent_id=agent_id, below=version - KEEP_VERSIONS + 1)
+    sleep_db.profile_insert(conn, tenant_id=tenant_id, agent_id=agent_id, version=version, document=doc, run_id=run_id)
+    sleep_db.profile_prune_versions(conn, tenant_id=tenant_id, agent_id=agent_id, below=version - KEEP_VERSIONS + 1)
     return version
 
 

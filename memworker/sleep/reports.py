@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from memworker.sleep import consolidation
 from memworker.storage.rows import jsonable
+from memworker.storage.sleep_db import AgentGates, RunListing
 
 
-def run_json(row: dict[str, Any]) -> dict[str, Any]:
+def run_json(run: RunListing) -> dict[str, Any]:
     """A consolidation_runs row with its report's steps and results lifted to the top."""
+    row = asdict(run)
     out = jsonable({k: v for k, v in row.items() if k != "report"})
     out["run_id"] = out.pop("id")
     report = row.get("report") or {}
@@ -21,9 +24,9 @@ def run_json(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def status_json(row: dict[str, Any], is_enabled: bool) -> dict[str, Any]:
+def status_json(gates: AgentGates, is_enabled: bool) -> dict[str, Any]:
     """An agent's consolidation gates and failures; flagged after FLAG_AFTER in a row."""
-    out = jsonable({k: v for k, v in row.items() if k != "policy"})
+    out = jsonable({k: v for k, v in asdict(gates).items() if k != "policy"})
     out["enabled"] = is_enabled
-    out["flagged"] = row["consolidation_failures"] >= consolidation.FLAG_AFTER
+    out["flagged"] = gates.consolidation_failures >= consolidation.FLAG_AFTER
     return out

@@ -143,9 +143,7 @@ def claim_due_agents(
     conn: Conn, *, window: datetime, defaults: dict[str, Any], lease_s: int, limit: int
 ) -> list[DueAgent]:
     """Across tenants: claim the agents due for a pass in this window (one queued run each)."""
-    rows = store.all_(
-        conn, "claim_due_agents", window=window, defaults=Jsonb(defaults), lease_s=lease_s, limit=limit
-    )
+    rows = store.all_(conn, "claim_due_agents", window=window, defaults=Jsonb(defaults), lease_s=lease_s, limit=limit)
     return [DueAgent(**r) for r in rows]
 
 
@@ -245,9 +243,7 @@ def consolidation_agents(conn: Conn, *, tenant_id: UUID) -> list[AgentGates]:
     return [AgentGates(**r) for r in store.all_(conn, "consolidation_agents", tenant_id=tenant_id)]
 
 
-def consolidation_agent_done(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, consolidated: bool, requested: bool
-) -> int:
+def consolidation_agent_done(conn: Conn, *, tenant_id: UUID, agent_id: str, consolidated: bool, requested: bool) -> int:
     return store.run(
         conn,
         "consolidation_agent_done",

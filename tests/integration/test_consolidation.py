@@ -18,7 +18,7 @@ from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.models.llm import OpenAICompatible
 from memworker.policy import Policy
 from memworker.sleep import consolidation
-from memworker.storage import db, store
+from memworker.storage import db, sleep_db, store
 from memworker.testing import FakeLLM
 
 OPS = [
@@ -319,13 +319,12 @@ def test_two_concurrent_passes_for_one_agent_are_serialised(
     client = OpenAICompatible(fake_llm.url, "m", None, 10)
     settings = stack["settings"].replace(llm_base_url=fake_llm.url)
     with db.tenant_tx(pool, alice) as conn:
-        store.run(
+        sleep_db.set_agent_policy_field(
             conn,
-            "set_agent_policy_field",
             tenant_id=alice,
             agent_id="twins",
             field="consolidation_enabled",
-            value=psycopg.types.json.Jsonb(True),
+            value=True,
         )
     barrier = threading.Barrier(2)
     reports: list[consolidation.Report] = []
@@ -387,13 +386,12 @@ def llm_agent(pool: Any, embedder: Any, tenants: dict[str, Any], request: pytest
     alice = tenants["alice"]["id"]
     _seed(pool, embedder, alice, agent, OPS)
     with db.tenant_tx(pool, alice) as conn:  # with a paid LLM configured it must be switched on
-        store.run(
+        sleep_db.set_agent_policy_field(
             conn,
-            "set_agent_policy_field",
             tenant_id=alice,
             agent_id=agent,
             field="consolidation_enabled",
-            value=psycopg.types.json.Jsonb(True),
+            value=True,
         )
     return agent
 
@@ -533,13 +531,11 @@ def test_an_episode_that_says_save_progress_requests_a_pass(pool: Any, tenants: 
     bob = tenants["bob"]["id"]
     with db.tenant_tx(pool, bob) as conn:
         ingest.accept(conn, tenant_id=bob, agent_id="saver", episodes=[ingest.EpisodeIn("Nice work today.")])
-        assert (
-            store.one(conn, "consolidation_agent", tenant_id=bob, agent_id="saver")["consolidation_requested"] is False
-        )
+        gates = sleep_db.consolidation_agent(conn, tenant_id=bob, agent_id="saver")
+        assert gates is not None and gates.consolidation_requested is False
         ingest.accept(conn, tenant_id=bob, agent_id="saver", episodes=[ingest.EpisodeIn("OK, save progress please.")])
-        assert (
-            store.one(conn, "consolidation_agent", tenant_id=bob, agent_id="saver")["consolidation_requested"] is True
-        )
+        gates = sleep_db.consolidation_agent(conn, tenant_id=bob, agent_id="saver")
+        assert gates is not None and gates.consolidation_requested is True
 
 
 def test_a_pass_never_touches_another_tenants_agent_of_the_same_name(
@@ -552,10 +548,10 @@ def test_a_pass_never_touches_another_tenants_agent_of_the_same_name(
     assert r.status == "skipped"  # alice's ops has nothing new; charlie's six are not hers
     assert _snapshot(stack, charlie, "ops") == before
     with db.tenant_tx(pool, alice) as conn:
-        runs = store.all_(conn, "consolidation_runs_list", tenant_id=alice, agent_id="ops", limit=100)
+        runs = sleep_db.consolidation_runs_list(conn, tenant_id=alice, agent_id="ops", limit=100)
     with db.tenant_tx(pool, charlie) as conn:
-        assert store.all_(conn, "consolidation_runs_list", tenant_id=charlie, agent_id="ops", limit=100) == []
+        assert sleep_db.consolidation_runs_list(conn, tenant_id=charlie, agent_id="ops", limit=100) == []
     with pytest.raises(errors.NotFound):  # alice's run is invisible to charlie
         consolidation.run_pass(
-            pool, embedder, None, stack["settings"], tenant_id=charlie, agent_id="ops", run_id=runs[0]["id"]
+            pool, embedder, None, stack["settings"], tenant_id=charlie, agent_id="ops", run_id=runs[0].id
         )

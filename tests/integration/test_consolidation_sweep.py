@@ -18,7 +18,7 @@ from psycopg.types.json import Jsonb
 
 from memworker import ingest, memories
 from memworker.sleep import consolidation
-from memworker.storage import db, store
+from memworker.storage import db, sleep_db, store
 from memworker.testing import FakeEmbedder
 
 EMB = FakeEmbedder()
@@ -160,9 +160,9 @@ def test_each_gate_and_guard_decides_who_is_due(
     }
     # Each run is queued in its own tenant, keyed by the window.
     with db.tenant_tx(pool, fleet["bob"]) as conn:
-        (run,) = store.all_(conn, "consolidation_runs_list", tenant_id=fleet["bob"], agent_id="old", limit=10)
-        assert store.all_(conn, "consolidation_runs_list", tenant_id=fleet["bob"], agent_id="asked", limit=10) == []
-    assert run["status"] == "queued" and run["run_key"].startswith("beat:")
+        (run,) = sleep_db.consolidation_runs_list(conn, tenant_id=fleet["bob"], agent_id="old", limit=10)
+        assert sleep_db.consolidation_runs_list(conn, tenant_id=fleet["bob"], agent_id="asked", limit=10) == []
+    assert run.status == "queued" and run.run_key.startswith("beat:")
     # The same window again, or the next one: the claimed agents are leased.
     assert _sweep(pool, stack["settings"], now) == {}
     assert _sweep(pool, stack["settings"], now + timedelta(minutes=1)) == {}
@@ -173,7 +173,7 @@ def test_a_claimed_pass_resets_the_gates(pool: Any, stack: dict[str, Any], fleet
     _sweep(pool, stack["settings"], datetime.now(UTC))  # a no-op when the test above claimed them
     with db.tenant_tx(pool, alice) as conn:
         runs = {
-            a: store.all_(conn, "consolidation_runs_list", tenant_id=alice, agent_id=a, limit=1)[0]["id"]
+            a: sleep_db.consolidation_runs_list(conn, tenant_id=alice, agent_id=a, limit=1)[0].id
             for a in ("old", "asked", "sessions")
         }
     reports = {
@@ -183,14 +183,14 @@ def test_a_claimed_pass_resets_the_gates(pool: Any, stack: dict[str, Any], fleet
     assert {a: r.status for a, r in reports.items()} == {"old": "done", "asked": "skipped", "sessions": "done"}
     with db.tenant_tx(pool, alice) as conn:
         for a in runs:
-            gates = store.one(conn, "consolidation_agent", tenant_id=alice, agent_id=a)
+            gates = sleep_db.consolidation_agent(conn, tenant_id=alice, agent_id=a)
             assert gates is not None
-            assert (gates["consolidation_requested"], gates["sessions_since_pass"], gates["next_consolidation_at"]) == (
+            assert (gates.consolidation_requested, gates.sessions_since_pass, gates.next_consolidation_at) == (
                 False,
                 0,
                 None,
             )
-            assert gates["last_pass_at"] is not None
+            assert gates.last_pass_at is not None
     later = datetime.now(UTC) + timedelta(minutes=10)
     assert "old" not in _sweep(pool, stack["settings"], later)  # its interval starts again
 
@@ -304,6 +304,7 @@ def test_the_cli_switches_runs_and_reports(pool: Any, stack: dict[str, Any], ten
     code, out = _cli(stack, "consolidation", "enable", "--tenant", "charlie", "--agent", "cli-bot", "--reset")
     assert (code, out) == (0, "consolidation on for agent cli-bot (default)\n")
     with db.tenant_tx(pool, charlie) as conn:
-        assert store.one(conn, "consolidation_agent", tenant_id=charlie, agent_id="cli-bot")["policy"] == {}
-        (run,) = store.all_(conn, "consolidation_runs_list", tenant_id=charlie, agent_id="cli-bot", limit=5)
-    assert (run["trigger"], run["status"], run["items_reviewed"]) == ("cli", "done", 4)
+        gates = sleep_db.consolidation_agent(conn, tenant_id=charlie, agent_id="cli-bot")
+        assert gates is not None and gates.policy == {}
+        (run,) = sleep_db.consolidation_runs_list(conn, tenant_id=charlie, agent_id="cli-bot", limit=5)
+    assert (run.trigger, run.status, run.items_reviewed) == ("cli", "done", 4)

@@ -20,7 +20,7 @@ AREAS = sorted(p.stem for p in QUERIES.glob("*.sql"))
 
 # Areas whose call sites still use store.one/all_/run(conn, "name"): remove an area from
 # here when its module memworker/storage/<area>_db.py types every query of <area>.sql.
-PENDING = {"core", "lifecycle", "sleep"}
+PENDING = {"core", "lifecycle"}
 # Files outside memworker/storage/ allowed a string-named call though their area is typed:
 # tests/conftest.py may not be edited (docs/CONTRIBUTING.md).
 ALLOWED_FILES = {"tests/conftest.py"}

@@ -12,7 +12,7 @@ from memworker import errors, keys
 from memworker.api.deps import principal, publisher, resources, tx
 from memworker.sleep import consolidation, profile
 from memworker.sleep.reports import run_json, status_json
-from memworker.storage import store
+from memworker.storage import sleep_db, store
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["consolidation"])
@@ -33,7 +33,7 @@ def post_consolidate(agent_id: str, request: Request, p: keys.Principal = Depend
             )
         run_id = consolidation.request_run(conn, tenant_id=p.tenant_id, agent_id=agent_id, trigger="api")
         # Also the explicit gate: if the message below is lost, the next sweep takes the agent.
-        store.run(conn, "consolidation_request", tenant_id=p.tenant_id, agent_id=agent_id)
+        sleep_db.consolidation_request(conn, tenant_id=p.tenant_id, agent_id=agent_id)
     try:
         publisher(request).consolidate(p.tenant_id, agent_id, run_id)
     except Exception as exc:  # the run row and the request flag are durable; the sweep covers it
@@ -49,7 +49,7 @@ def list_runs(
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
         store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-        rows = store.all_(conn, "consolidation_runs_list", tenant_id=p.tenant_id, agent_id=agent_id, limit=limit)
+        rows = sleep_db.consolidation_runs_list(conn, tenant_id=p.tenant_id, agent_id=agent_id, limit=limit)
     return {"runs": [run_json(r) for r in rows]}
 
 
@@ -59,7 +59,7 @@ def get_status(agent_id: str, request: Request, p: keys.Principal = Depends(prin
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
-        row = store.one(conn, "consolidation_agent", tenant_id=p.tenant_id, agent_id=agent_id)
+        row = sleep_db.consolidation_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
     assert row is not None
     return status_json(row, consolidation.enabled(policy, resources(request).settings))
 

@@ -9,7 +9,7 @@ from uuid import UUID
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import Field
 
-from memworker import errors, keys
+from memworker import errors, keys, runtime
 from memworker.api.deps import AgentId, jsonable, principal, resources, tx
 from memworker.lifecycle import forget, governance, retention
 from memworker.schemas import Strict
@@ -145,6 +145,7 @@ def put_agent_policy(
     with tx(request, p) as conn:
         out = governance.put_policy(conn, tenant_id=p.tenant_id, agent_id=agent_id, overrides=body)
     resources(request).policies.forget(p.tenant_id, agent_id)
+    runtime.invalidate_caches(resources(request).settings.redis_url)  # and every other API process
     return out
 
 
@@ -166,6 +167,7 @@ def put_tenant_policy(
     with tx(request, p) as conn:
         out = governance.put_policy(conn, tenant_id=p.tenant_id, agent_id=None, overrides=body)
     resources(request).policies.forget(p.tenant_id)
+    runtime.invalidate_caches(resources(request).settings.redis_url)  # and every other API process
     return out
 
 
