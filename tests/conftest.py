@@ -278,6 +278,42 @@ def start_worker(
     raise AssertionError(f"worker {name} did not answer a ping in 90 s")
 
 
+def start_api(settings: Settings, name: str, *, extra_env: dict[str, str] | None = None) -> tuple[Any, str]:
+    """A real API process (uvicorn, its own pool and caches) on the module's database and
+    Redis, as another host would run it; returns (Popen, base URL) once /healthz answers.
+    Stop it with stop_worker."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    port = embedded.free_port()
+    env = {**os.environ, **settings.to_env(), "MEMWORKER_API_PORT": str(port), **(extra_env or {})}
+    log = open(settings.data_dir / f"{name}.log", "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--factory", "memworker.api.app:create_app"]
+        + ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"API {name} exited; see {settings.data_dir}/{name}.log"
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    stop_worker(proc)
+    raise AssertionError(f"API {name} not healthy in 120 s; see {settings.data_dir}/{name}.log")
+
+
 def stop_worker(proc: Any) -> None:
     import signal
     import subprocess

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import httpx
 import psycopg
 import pytest
 from celery import Celery
@@ -26,6 +25,7 @@ from memworker.sdk import ApiError, Client
 from memworker.sessions import archive, hooks, session
 from memworker.settings import Settings
 from memworker.storage import db
+from tests.conftest import start_api
 
 
 @pytest.fixture(scope="module")
@@ -97,44 +97,6 @@ def test_working_memory_is_bounded_and_keeps_the_most_referenced(alice: Client) 
 # --- plans: a restart in the middle ----------------------------------------------------------
 
 
-def _api_process(stack: dict[str, Any]) -> tuple[subprocess.Popen[bytes], str]:
-    """A second API: its own process and connection pool on the same database."""
-    port = embedded.free_port()
-    env = {**os.environ, **stack["settings"].to_env(), "MEMWORKER_API_PORT": str(port)}
-    log = open(stack["settings"].data_dir / "api2.log", "ab")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--factory",
-            "memworker.api.app:create_app",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    log.close()
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        assert proc.poll() is None, "the second API exited; see api2.log"
-        try:
-            return httpx.get(url + "/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    _until(up, "the second API", timeout=120)
-    return proc, url
-
-
 def test_a_plan_survives_a_restart_and_says_where_to_resume(
     alice: Client, stack: dict[str, Any], tenants: dict[str, Any]
 ) -> None:
@@ -162,7 +124,7 @@ def test_a_plan_survives_a_restart_and_says_where_to_resume(
     alice.update_step("plan-bot", sid, "review", progress=100)
     alice.update_step("plan-bot", sid, "code", progress=40)
 
-    proc, url = _api_process(stack)  # a fresh process and pool: nothing cached in memory
+    proc, url = start_api(stack["settings"], "api2")  # a fresh process and pool: nothing cached in memory
     try:
         other = Client(url, tenants["alice"]["key"])
         plan = other.plan("plan-bot", sid)
