@@ -731,7 +731,7 @@ ALTER TABLE ONLY memworker.api_keys
 --
 
 ALTER TABLE ONLY memworker.consolidation_runs
-    ADD CONSTRAINT consolidation_runs_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT consolidation_runs_pkey PRIMARY KEY (tenant_id, id);
 
 --
 -- Name: consolidation_runs consolidation_runs_tenant_id_agent_id_run_key_key; Type: CONSTRAINT; Schema: memworker; Owner: -
@@ -745,14 +745,14 @@ ALTER TABLE ONLY memworker.consolidation_runs
 --
 
 ALTER TABLE ONLY memworker.context_calls
-    ADD CONSTRAINT context_calls_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT context_calls_pkey PRIMARY KEY (tenant_id, id);
 
 --
 -- Name: episodes episodes_pkey; Type: CONSTRAINT; Schema: memworker; Owner: -
 --
 
 ALTER TABLE ONLY memworker.episodes
-    ADD CONSTRAINT episodes_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT episodes_pkey PRIMARY KEY (tenant_id, id);
 
 --
 -- Name: episodes episodes_tenant_id_agent_id_idempotency_key_key; Type: CONSTRAINT; Schema: memworker; Owner: -
@@ -766,7 +766,7 @@ ALTER TABLE ONLY memworker.episodes
 --
 
 ALTER TABLE ONLY memworker.memories
-    ADD CONSTRAINT memories_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT memories_pkey PRIMARY KEY (tenant_id, id);
 
 --
 -- Name: memories memories_tenant_id_source_key_key; Type: CONSTRAINT; Schema: memworker; Owner: -
@@ -783,32 +783,32 @@ ALTER TABLE ONLY memworker.memory_aliases
     ADD CONSTRAINT memory_aliases_pkey PRIMARY KEY (tenant_id, alias_id);
 
 --
--- Name: memory_connections memory_connections_from_id_to_id_relationship_key; Type: CONSTRAINT; Schema: memworker; Owner: -
+-- Name: memory_connections memory_connections_edge_key; Type: CONSTRAINT; Schema: memworker; Owner: -
 --
 
 ALTER TABLE ONLY memworker.memory_connections
-    ADD CONSTRAINT memory_connections_from_id_to_id_relationship_key UNIQUE (from_id, to_id, relationship);
+    ADD CONSTRAINT memory_connections_edge_key UNIQUE (tenant_id, from_id, to_id, relationship);
 
 --
 -- Name: memory_connections memory_connections_pkey; Type: CONSTRAINT; Schema: memworker; Owner: -
 --
 
 ALTER TABLE ONLY memworker.memory_connections
-    ADD CONSTRAINT memory_connections_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT memory_connections_pkey PRIMARY KEY (tenant_id, id);
 
 --
 -- Name: memory_events memory_events_pkey; Type: CONSTRAINT; Schema: memworker; Owner: -
 --
 
 ALTER TABLE ONLY memworker.memory_events
-    ADD CONSTRAINT memory_events_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT memory_events_pkey PRIMARY KEY (tenant_id, id);
 
 --
 -- Name: memory_reviews memory_reviews_pkey; Type: CONSTRAINT; Schema: memworker; Owner: -
 --
 
 ALTER TABLE ONLY memworker.memory_reviews
-    ADD CONSTRAINT memory_reviews_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT memory_reviews_pkey PRIMARY KEY (tenant_id, id);
 
 --
 -- Name: memory_reviews memory_reviews_tenant_id_memory_id_other_id_key; Type: CONSTRAINT; Schema: memworker; Owner: -
@@ -829,7 +829,7 @@ ALTER TABLE ONLY memworker.memory_terms
 --
 
 ALTER TABLE ONLY memworker.retention_runs
-    ADD CONSTRAINT retention_runs_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT retention_runs_pkey PRIMARY KEY (tenant_id, id);
 
 --
 -- Name: retention_runs retention_runs_tenant_id_agent_id_run_key_key; Type: CONSTRAINT; Schema: memworker; Owner: -
@@ -878,14 +878,14 @@ ALTER TABLE ONLY memworker.tenants
 --
 
 ALTER TABLE ONLY memworker.webhook_deliveries
-    ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (tenant_id, id);
 
 --
 -- Name: webhooks webhooks_pkey; Type: CONSTRAINT; Schema: memworker; Owner: -
 --
 
 ALTER TABLE ONLY memworker.webhooks
-    ADD CONSTRAINT webhooks_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT webhooks_pkey PRIMARY KEY (tenant_id, id);
 
 --
 -- Name: agents_retention_at; Type: INDEX; Schema: memworker; Owner: -
@@ -1066,7 +1066,7 @@ CREATE INDEX webhooks_tenant ON memworker.webhooks USING btree (tenant_id);
 --
 
 ALTER TABLE ONLY memworker.agent_profiles
-    ADD CONSTRAINT agent_profiles_run_id_fkey FOREIGN KEY (run_id) REFERENCES memworker.consolidation_runs(id) ON DELETE SET NULL;
+    ADD CONSTRAINT agent_profiles_run_id_fkey FOREIGN KEY (tenant_id, run_id) REFERENCES memworker.consolidation_runs(tenant_id, id) ON DELETE SET NULL (run_id);
 
 --
 -- Name: agent_profiles agent_profiles_tenant_id_agent_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
@@ -1115,7 +1115,7 @@ ALTER TABLE ONLY memworker.episodes
 --
 
 ALTER TABLE ONLY memworker.memories
-    ADD CONSTRAINT memories_superseded_by_fkey FOREIGN KEY (superseded_by) REFERENCES memworker.memories(id) ON DELETE SET NULL;
+    ADD CONSTRAINT memories_superseded_by_fkey FOREIGN KEY (tenant_id, superseded_by) REFERENCES memworker.memories(tenant_id, id) ON DELETE SET NULL (superseded_by);
 
 --
 -- Name: memories memories_tenant_id_agent_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
@@ -1129,49 +1129,49 @@ ALTER TABLE ONLY memworker.memories
 --
 
 ALTER TABLE ONLY memworker.memory_aliases
-    ADD CONSTRAINT memory_aliases_memory_id_fkey FOREIGN KEY (memory_id) REFERENCES memworker.memories(id) ON DELETE CASCADE;
+    ADD CONSTRAINT memory_aliases_memory_id_fkey FOREIGN KEY (tenant_id, memory_id) REFERENCES memworker.memories(tenant_id, id) ON DELETE CASCADE;
 
 --
 -- Name: memory_connections memory_connections_from_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
 --
 
 ALTER TABLE ONLY memworker.memory_connections
-    ADD CONSTRAINT memory_connections_from_id_fkey FOREIGN KEY (from_id) REFERENCES memworker.memories(id) ON DELETE CASCADE;
+    ADD CONSTRAINT memory_connections_from_id_fkey FOREIGN KEY (tenant_id, from_id) REFERENCES memworker.memories(tenant_id, id) ON DELETE CASCADE;
 
 --
 -- Name: memory_connections memory_connections_insight_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
 --
 
 ALTER TABLE ONLY memworker.memory_connections
-    ADD CONSTRAINT memory_connections_insight_id_fkey FOREIGN KEY (insight_id) REFERENCES memworker.memories(id) ON DELETE SET NULL;
+    ADD CONSTRAINT memory_connections_insight_id_fkey FOREIGN KEY (tenant_id, insight_id) REFERENCES memworker.memories(tenant_id, id) ON DELETE SET NULL (insight_id);
 
 --
 -- Name: memory_connections memory_connections_to_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
 --
 
 ALTER TABLE ONLY memworker.memory_connections
-    ADD CONSTRAINT memory_connections_to_id_fkey FOREIGN KEY (to_id) REFERENCES memworker.memories(id) ON DELETE CASCADE;
+    ADD CONSTRAINT memory_connections_to_id_fkey FOREIGN KEY (tenant_id, to_id) REFERENCES memworker.memories(tenant_id, id) ON DELETE CASCADE;
 
 --
 -- Name: memory_reviews memory_reviews_memory_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
 --
 
 ALTER TABLE ONLY memworker.memory_reviews
-    ADD CONSTRAINT memory_reviews_memory_id_fkey FOREIGN KEY (memory_id) REFERENCES memworker.memories(id) ON DELETE CASCADE;
+    ADD CONSTRAINT memory_reviews_memory_id_fkey FOREIGN KEY (tenant_id, memory_id) REFERENCES memworker.memories(tenant_id, id) ON DELETE CASCADE;
 
 --
 -- Name: memory_reviews memory_reviews_other_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
 --
 
 ALTER TABLE ONLY memworker.memory_reviews
-    ADD CONSTRAINT memory_reviews_other_id_fkey FOREIGN KEY (other_id) REFERENCES memworker.memories(id) ON DELETE CASCADE;
+    ADD CONSTRAINT memory_reviews_other_id_fkey FOREIGN KEY (tenant_id, other_id) REFERENCES memworker.memories(tenant_id, id) ON DELETE CASCADE;
 
 --
 -- Name: memory_terms memory_terms_memory_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
 --
 
 ALTER TABLE ONLY memworker.memory_terms
-    ADD CONSTRAINT memory_terms_memory_id_fkey FOREIGN KEY (memory_id) REFERENCES memworker.memories(id) ON DELETE CASCADE;
+    ADD CONSTRAINT memory_terms_memory_id_fkey FOREIGN KEY (tenant_id, memory_id) REFERENCES memworker.memories(tenant_id, id) ON DELETE CASCADE;
 
 --
 -- Name: retention_runs retention_runs_tenant_id_agent_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
@@ -1199,7 +1199,7 @@ ALTER TABLE ONLY memworker.sessions
 --
 
 ALTER TABLE ONLY memworker.webhook_deliveries
-    ADD CONSTRAINT webhook_deliveries_webhook_id_fkey FOREIGN KEY (webhook_id) REFERENCES memworker.webhooks(id) ON DELETE CASCADE;
+    ADD CONSTRAINT webhook_deliveries_webhook_id_fkey FOREIGN KEY (tenant_id, webhook_id) REFERENCES memworker.webhooks(tenant_id, id) ON DELETE CASCADE;
 
 --
 -- Name: webhooks webhooks_tenant_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -

@@ -372,11 +372,11 @@ RETURNING id;
 
 -- name: retention_fresh
 -- A keyset batch of the memories written or changed since the last complete sweep: the
--- ones merge and contradiction checks look at.
+-- ones merge and contradiction checks look at (turns record what was said: never merged).
 SELECT id FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id > %(after)s
   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
-  AND greatest(created_at, updated_at) > %(since)s
+  AND greatest(created_at, updated_at) > %(since)s AND kind <> 'turn'
 ORDER BY id LIMIT %(batch)s;
 
 -- name: retention_pairs

@@ -107,7 +107,7 @@ INSERT INTO context_calls (id, tenant_id, agent_id, session_id, query, max_token
                            dropped, sections, used, created_at)
 VALUES (%(id)s, %(tenant_id)s, %(agent_id)s, %(session_id)s, %(query)s, %(max_tokens)s, %(tokens)s,
         %(memory_ids)s::uuid[], %(dropped)s, %(sections)s, %(used)s, %(created_at)s)
-ON CONFLICT (id) DO NOTHING;
+ON CONFLICT (tenant_id, id) DO NOTHING;
 
 -- name: context_calls_of_session
 SELECT id, query, max_tokens, tokens, memory_ids, dropped, sections, used, created_at FROM context_calls

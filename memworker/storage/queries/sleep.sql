@@ -101,7 +101,7 @@ WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.id = x.id;
 INSERT INTO memory_connections (tenant_id, agent_id, from_id, to_id, relationship, insight_id)
 SELECT %(tenant_id)s, %(agent_id)s, c.from_id, c.to_id, c.relationship, %(insight_id)s
 FROM unnest(%(from_ids)s::uuid[], %(to_ids)s::uuid[], %(relationships)s::text[]) AS c(from_id, to_id, relationship)
-ON CONFLICT (from_id, to_id, relationship) DO NOTHING
+ON CONFLICT (tenant_id, from_id, to_id, relationship) DO NOTHING
 RETURNING from_id, to_id, relationship;
 
 -- name: consolidation_rerate
