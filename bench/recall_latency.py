@@ -584,8 +584,12 @@ def report(
         for label, v in measures
     ]
     run_rows = []
+    ones = {r.name.split(", ")[1]: r for r in runs if r.clients == 1}  # the baseline of each kind
     for r in runs:
         s, c = summary(r.server_ms), summary(r.client_ms)
+        one = ones.get(r.name.split(", ")[1])
+        qps_x = fmt(r.qps / one.qps, 2) if one and one.qps else "n/a"
+        p50_x = fmt(c["p50"] / percentile(one.client_ms, 50), 2) if one and one.client_ms else "n/a"
         run_rows.append(
             [
                 r.name,
@@ -593,6 +597,8 @@ def report(
                 len(r.client_ms),
                 r.error_text,
                 fmt(r.qps),
+                qps_x,
+                p50_x,
                 fmt(s["p50"], 2),
                 fmt(s["p95"], 2),
                 fmt(s["p99"], 2),
@@ -646,6 +652,8 @@ def report(
                     "answered",
                     "errors",
                     "QPS",
+                    "QPS / 1 client",
+                    "client p50 / 1 client",
                     "server p50",
                     "server p95",
                     "server p99",
@@ -662,7 +670,10 @@ def report(
             f"{args.cached_pool} queries, embedded once before the run, repeated.",
             *embedding_in_request(runs, percentile(bare["a"], 50)),
             f"- 1 client: {args.requests} recalls; N clients: {args.concurrent_requests} recalls in all "
-            "(each client sends its share back to back; one API process answers them all).",
+            "(each client sends its share back to back, as a thread of this process; the API processes "
+            "of `memworker up` answer them, MEMWORKER_API_WORKERS). The ratios compare each run with "
+            "the 1-client run of the same kind in this run. Errors other than HTTP 429/503 (with "
+            "Retry-After) would be failures: an overloaded API answers 503 at once by design.",
             "- the corpus vectors are random unit vectors, so the vector side finds nothing above the",
             "  policy's vector floor; the statement still scans and sorts every live memory of the agent.",
             "",
@@ -704,8 +715,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--clients",
         type=client_counts,
-        default=[1, 16, 64],
-        help="comma list of concurrent client counts (default 1,16,64)",
+        default=[1, 4, 16, 64],
+        help="comma list of concurrent client counts (default 1,4,16,64)",
     )
     p.add_argument("--requests", type=int, default=400, help="recalls of each 1-client run")
     p.add_argument(
