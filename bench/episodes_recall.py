@@ -59,6 +59,14 @@ bench waits until each (c) agent's retention run of that clock is finished (GET 
 and none of its consolidation runs is queued or running (GET .../consolidation/runs). Then it
 recalls every question again: rows kept (count, % change vs day 0) and R@10 kept (ratio).
 The stack's own beat keeps running on the real clock meanwhile; passes it triggers are counted.
+One consolidation sweep per simulated day (the real beat sweeps every minute) means at most one
+pass per agent per day, 20 memories each: an agent's backlog is consolidated over days, not
+minutes. A day that does not finish within --day-timeout is noted and the next one sent; two
+such days in a row stop the aging (the worker is stuck) and the report says so.
+
+Options: --conversations N (the first N; the report says it is a subset), --days D (60; 0 = no
+lifecycle), --timeout S (wait for a variant's episodes), --day-timeout S, --data PATH, and the
+stack options of bench/_common (--api-url/--api-key/--data-dir/--admin-database-url, --keep).
 Writes bench/results/episodes_recall.md."""
 
 from __future__ import annotations
@@ -582,6 +590,7 @@ def age(stack: Stack, key: str, run: Run, days: int, day_timeout: float) -> None
         start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
         publisher = Publisher.for_settings(Settings(redis_url=redis_url))
         try:
+            late = 0
             for day in progress(range(1, days + 1), desc="simulated days", unit="day"):
                 window = start + timedelta(days=day)
                 iso = window.isoformat()
@@ -600,6 +609,7 @@ def age(stack: Stack, key: str, run: Run, days: int, day_timeout: float) -> None
                         if mine and mine[0]["status"] in FINAL_RETENTION:
                             pending.discard(agent)
                             record["status"][mine[0]["status"]] += 1
+                            record["sweep_ms"] = record.get("sweep_ms", 0) + int(mine[0].get("duration_ms") or 0)
                             for k in (
                                 "scanned",
                                 "expired",
@@ -626,7 +636,15 @@ def age(stack: Stack, key: str, run: Run, days: int, day_timeout: float) -> None
                     time.sleep(0.5)
                 if open_runs:
                     run.aging_notes.append(f"day {day}: {open_runs} consolidation run(s) still open after the wait")
+                record["seconds"] = time.monotonic() - (deadline - day_timeout)
                 run.aging.append(record)
+                late = late + 1 if pending or open_runs else 0
+                if late >= 2:  # the worker is stuck: more windows would only queue behind it
+                    run.aging_notes.append(
+                        f"**aging stopped after day {day}: two days in a row did not finish within --day-timeout "
+                        f"{day_timeout:.0f} s** (see the stack's worker log: --keep)"
+                    )
+                    break
         finally:
             publisher.close()
         passes: Counter[str] = Counter()
@@ -643,7 +661,7 @@ def age(stack: Stack, key: str, run: Run, days: int, day_timeout: float) -> None
             + (", ".join(f"{k} {v}" for k, v in sorted(passes.items())) or "none")
         )
     run.aging_s = time.perf_counter() - started
-    run.days = days
+    run.days = run.aging[-1]["day"] if run.aging else 0
 
 
 def _run_window(r: dict[str, Any]) -> datetime:
@@ -815,6 +833,8 @@ def lifecycle_section(run: Run, scopes: Sequence[tuple[str, range | None]]) -> l
                     r["superseded"],
                     r["decayed"],
                     ", ".join(f"{k} {v}" for k, v in sorted(rec["status"].items())),
+                    fmt(rec.get("sweep_ms", 0) / 1000.0),
+                    fmt(rec["seconds"]),
                 ]
             )
     totals: Counter[str] = Counter()
@@ -825,7 +845,8 @@ def lifecycle_section(run: Run, scopes: Sequence[tuple[str, range | None]]) -> l
         "",
         f"Day d's window = the hour the aging started + d days; {end} retention ticks and {end} consolidation "
         f"sweeps sent through tasks.publish.Publisher, each day waited for through the API; "
-        f"{run.aging_s:.0f} s of wall time.",
+        f"{run.aging_s:.0f} s of wall time (a simulated day: median "
+        f"{fmt(percentile([r['seconds'] for r in run.aging], 50))} s, max {fmt(max(r['seconds'] for r in run.aging))} s).",
         "",
         md_table(
             [
@@ -844,10 +865,23 @@ def lifecycle_section(run: Run, scopes: Sequence[tuple[str, range | None]]) -> l
         "",
         md_table(["questions (all conversations)", "n", "R@10 day 0", f"R@10 day {end}", "kept"], cats),
         "",
-        "Retention per simulated day (sums over the (c) agents; scanned = live rows at the window before the sweep):",
+        "Retention per simulated day (sums over the (c) agents; scanned = live rows at the window before the sweep;",
+        "sweeps s = the retention runs' own durations; day wall s = from sending the day's tasks to all finished):",
         "",
         md_table(
-            ["day", "scanned", "expired", "forgotten", "promoted", "merged", "superseded", "decayed", "runs"],
+            [
+                "day",
+                "scanned",
+                "expired",
+                "forgotten",
+                "promoted",
+                "merged",
+                "superseded",
+                "decayed",
+                "runs",
+                "sweeps s",
+                "day wall s",
+            ],
             days_rows,
         ),
         "",
@@ -975,7 +1009,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conversations", type=int, default=None, help="only the first N conversations (a quick run)")
     p.add_argument("--days", type=int, default=60, help="simulated days of beat passes on (c) (0: no lifecycle)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for a variant's episodes")
-    p.add_argument("--day-timeout", type=float, default=300.0, help="seconds to wait for one simulated day")
+    p.add_argument(
+        "--day-timeout",
+        type=float,
+        default=600.0,
+        help="seconds to wait for one simulated day (two late days in a row stop the aging)",
+    )
     p.add_argument("--data", type=Path, default=DATA)
     add_stack_args(p)
     args = p.parse_args(argv)
@@ -1001,7 +1040,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"day 0: {headline(run)}", flush=True)
         if args.days > 0:
             age(stack, key, run, args.days, args.day_timeout)
-            evaluate(stack, key, run, ["episodes"], args.days)
+            if run.days:
+                evaluate(stack, key, run, ["episodes"], run.days)
         text = report(run, args, total_convs, load_before, stack)
     print()
     print(text)

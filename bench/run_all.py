@@ -13,6 +13,8 @@ Sections (in this order; default sizes are those of issue 9):
   consolidation   bench/consolidation.py: 1,000 agents x 50 memories, one sweep, 1 vs 2 workers
   retention       bench/retention.py: 1,000 agents x 1,000 memories, first/hourly/daily sweep
   locomo_recall   bench/locomo_recall.py: LoCoMo turn-level recall vs baselines
+  episodes_recall bench/episodes_recall.py: LoCoMo through episodes (direct / reflect-only / two
+                  layers), ingest vs the embedder, then 60 simulated days of the lifecycle
 
 Each bench runs in its own process group with MEMWORKER_BENCH_RESULTS pointing at a scratch
 folder (bench/_common.write_report honours it; locomo_recall gets --out), so the curated
@@ -132,6 +134,21 @@ def _locomo_headline(md: str) -> str:
     return f"memworker R@5 {row[1]} / R@10 {row[2]}" + (f" (BM25 {bm25[1]} / {bm25[2]})" if len(bm25) > 2 else "")
 
 
+def _episodes_headline(md: str) -> str:
+    rows = {v: _row(md, v) for v in ("direct", "reflect", "episodes")}
+    if not all(len(r) > 2 for r in rows.values()):
+        return ""
+    out = "R@10 " + ", ".join(f"{v} {r[2]}" for v, r in rows.items())
+    m = re.search(
+        r"^\| conversations \| rows day 0 \|.*\n\|[-|]+\|\n\| all \| ([^|]+)\| ([^|]+)\| ([^|]+)\|(?:[^|]+\|){2}([^|]+)\|",
+        md,
+        re.M,
+    )
+    if m:
+        out += f"; after the aging: rows {m.group(3).strip()}, R@10 kept {m.group(4).strip()} x"
+    return out
+
+
 SECTIONS = [
     Section(
         "ingest",
@@ -207,6 +224,15 @@ SECTIONS = [
         quick=("--conversations", "1"),
         result="locomo_recall.md",
         headline=_locomo_headline,
+    ),
+    Section(
+        "episodes_recall",
+        "Episodes in, recall out: LoCoMo through the main path, then 60 simulated days",
+        "episodes_recall.py",
+        full=(),
+        quick=("--conversations", "1", "--days", "7"),
+        result="episodes_recall.md",
+        headline=_episodes_headline,
     ),
 ]
 BY_NAME = {s.name: s for s in SECTIONS}

@@ -17,7 +17,6 @@ from typing import Any
 from uuid import UUID
 
 import psycopg_pool
-from psycopg.types.json import Jsonb
 
 from memworker import episodic, errors, memories, redact, reflection, schemas
 from memworker.lifecycle import governance
@@ -25,7 +24,7 @@ from memworker.models.embeddings import Embedder
 from memworker.sessions import hooks
 from memworker.settings import Settings
 from memworker.sleep import synthesis
-from memworker.storage import db, sleep_db, store
+from memworker.storage import core_db, db, sleep_db, store
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +49,13 @@ def render(messages: list[dict[str, Any]]) -> str:
     return "\n".join(f"{m.get('name') or m['role']}: {m['content']}" for m in messages)
 
 
-def normalise(body: schemas.EpisodeIn, *, max_content_bytes: int) -> EpisodeIn:
+def normalise(
+    body: schemas.EpisodeIn, *, max_content_bytes: int, max_metadata_depth: int, max_metadata_bytes: int
+) -> EpisodeIn:
     """The one way a request's episode (HTTP or in-cluster) becomes an EpisodeIn: messages
-    as plain JSON, the content rendered from them, the size checked."""
+    as plain JSON, the content rendered from them, the sizes checked (the metadata is copied
+    into every memory the episode gives: InvalidInput when it is too deep or too large)."""
+    schemas.check_metadata(body.metadata, max_depth=max_metadata_depth, max_bytes=max_metadata_bytes)
     msgs = [m.model_dump(mode="json", exclude_none=True) for m in body.messages] if body.messages else None
     content = render(msgs) if msgs else (body.content or "")
     if len(content.encode()) > max_content_bytes:
@@ -72,28 +75,27 @@ def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[EpisodeI
     out: list[tuple[UUID, bool]] = []
     asks_to_consolidate = False
     for ep in episodes:
-        row = store.one(
+        new_id = core_db.insert_episode(
             conn,
-            "insert_episode",
             tenant_id=tenant_id,
             agent_id=agent_id,
             session_id=ep.session_id,
             idempotency_key=ep.idempotency_key,
             content=ep.content,
-            messages=Jsonb(ep.messages) if ep.messages else None,
-            metadata=Jsonb(ep.metadata),
+            messages=ep.messages or None,
+            metadata=ep.metadata,
             occurred_at=ep.occurred_at,
         )
-        if row is not None:
-            out.append((row["id"], True))
+        if new_id is not None:
+            out.append((new_id, True))
             asks_to_consolidate = asks_to_consolidate or synthesis.asks_to_consolidate(ep.content)
             continue
-        existing = store.one(
-            conn, "episode_by_key", tenant_id=tenant_id, agent_id=agent_id, idempotency_key=ep.idempotency_key
+        existing = core_db.episode_by_key(
+            conn, tenant_id=tenant_id, agent_id=agent_id, idempotency_key=ep.idempotency_key
         )
         assert existing is not None  # the conflict was on this key
-        out.append((existing["id"], False))
-    store.run(conn, "touch_agent", tenant_id=tenant_id, agent_id=agent_id)
+        out.append((existing.id, False))
+    core_db.touch_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
     if asks_to_consolidate:  # seed 001's explicit gate: "consolidate" / "save progress"
         sleep_db.consolidation_request(conn, tenant_id=tenant_id, agent_id=agent_id)
     return out
@@ -203,9 +205,8 @@ def _prepare(
 ) -> _Batch:
     """Claim a batch (the named episodes first), reflect and embed it; nothing stored yet."""
     with db.tenant_tx(pool, tenant_id) as conn:
-        rows = store.all_(
+        rows = core_db.claim_episodes(
             conn,
-            "claim_episodes",
             tenant_id=tenant_id,
             ids=episode_ids,
             lease_s=settings.episode_lease_s,
@@ -214,13 +215,13 @@ def _prepare(
         )
     claimed = [
         _Claimed(
-            r["id"],
-            r["agent_id"],
-            r["session_id"],
-            r["attempts"],
-            r["metadata"],
-            reflection.Episode(r["content"], r["messages"]),
-            r["occurred_at"],
+            r.id,
+            r.agent_id,
+            r.session_id,
+            r.attempts,
+            r.metadata,
+            reflection.Episode(r.content, r.messages),
+            r.occurred_at,
         )
         for r in rows
     ]
@@ -233,7 +234,7 @@ def _prepare(
     for c in claimed:
         if c.agent_id in layered:
             c.turns = episodic.turns(c.episode.messages, c.episode.content, c.occurred_at)
-    saved = {r["id"]: r["reflection"] for r in rows if r["reflection"]}
+    saved = {r.id: r.reflection for r in rows if r.reflection}
     for c in claimed:
         if c.id in saved:
             c.result = reflection.Reflection.from_json(saved[c.id])
@@ -250,13 +251,12 @@ def _prepare(
         if c.result.llm_calls:  # paid for: keep it so a retry after a crash does not pay again
             r = c.result
             with db.tenant_tx(pool, tenant_id) as conn:
-                store.run(
+                core_db.save_reflection(
                     conn,
-                    "save_reflection",
                     tenant_id=tenant_id,
                     episode_id=c.id,
                     attempts=c.attempts,
-                    reflection=Jsonb(r.to_json()),
+                    reflection=r.to_json(),
                     llm_calls=r.llm_calls,
                     tokens_in=r.tokens_in,
                     tokens_out=r.tokens_out,
@@ -298,8 +298,8 @@ def _store_one(
 ) -> None:
     assert c.result is not None
     with db.tenant_tx(pool, tenant_id) as conn:
-        current = store.one(conn, "lock_claimed_episode", tenant_id=tenant_id, episode_id=c.id)
-        if current is None or current["status"] != "processing" or current["attempts"] != c.attempts:
+        current = core_db.lock_claimed_episode(conn, tenant_id=tenant_id, episode_id=c.id)
+        if current is None or current.status != "processing" or current.attempts != c.attempts:
             outcome.skipped.append(c.id)  # someone else's claim now, or already stored
             return
         policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=c.agent_id)
@@ -359,8 +359,7 @@ def _store_one(
                 reason=f"episode:{c.id}",
             )
             if mid is None:  # written by an earlier attempt that did commit
-                existing = store.one(conn, "memory_by_source_key", tenant_id=tenant_id, source_key=f"ep:{c.id}:{i}")
-                mid = existing["id"] if existing else None
+                mid = core_db.memory_by_source_key(conn, tenant_id=tenant_id, source_key=f"ep:{c.id}:{i}")
             else:
                 written.append((mid, draft))
             if mid is not None:
@@ -371,9 +370,8 @@ def _store_one(
             conn, tenant_id=tenant_id, agent_id=c.agent_id, written=written, policy=policy, actor="ingest"
         )
         r = c.result
-        store.run(
+        core_db.finish_episode(
             conn,
-            "finish_episode",
             tenant_id=tenant_id,
             episode_id=c.id,
             memory_ids=memory_ids,
@@ -425,8 +423,7 @@ def _store_turn(conn: Any, tenant_id: UUID, c: _Claimed, turn: episodic.Turn, ve
         reason=f"episode:{c.id}",
     )
     if mid is None:  # written by an earlier attempt that did commit
-        existing = store.one(conn, "memory_by_source_key", tenant_id=tenant_id, source_key=key)
-        return existing["id"] if existing else None
+        return core_db.memory_by_source_key(conn, tenant_id=tenant_id, source_key=key)
     return mid
 
 
@@ -434,18 +431,17 @@ def _fail(
     pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID, c: _Claimed, outcome: Outcome
 ) -> None:
     with db.tenant_tx(pool, tenant_id) as conn:
-        row = store.one(
+        status = core_db.fail_episode(
             conn,
-            "fail_episode",
             tenant_id=tenant_id,
             episode_id=c.id,
             attempts=c.attempts,
             error=(c.error or "unknown")[:2000],
             max_attempts=settings.episode_max_attempts,
         )
-    if row is None:
+    if status is None:
         outcome.skipped.append(c.id)
-    elif row["status"] == "dead":
+    elif status == "dead":
         logger.error("episode %s is dead after %d attempts: %s", c.id, c.attempts, c.error)
         outcome.dead.append(c.id)
     else:

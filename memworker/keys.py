@@ -15,7 +15,7 @@ from typing import Any
 from uuid import UUID
 
 from memworker import errors
-from memworker.storage import db, store
+from memworker.storage import core_db, db
 
 SCOPES = ("episodes:write", "memories:read", "memories:write", "admin", "erase")
 
@@ -64,15 +64,14 @@ def create(
     scopes: tuple[str, ...] = SCOPES,
     agent_ids: list[str] | None = None,
     expires_at: datetime | None = None,
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, core_db.NewApiKey]:
     """Create a key for the tenant (the connection must be bound to it); returns (key, row)."""
     bad = [s for s in scopes if s not in SCOPES]
     if bad:
         raise errors.InvalidInput(f"unknown scopes {bad}; choose from {list(SCOPES)}")
     key, prefix, digest = generate()
-    row = store.one(
+    row = core_db.insert_api_key(
         conn,
-        "insert_api_key",
         tenant_id=tenant_id,
         prefix=prefix,
         key_hash=digest,
@@ -81,7 +80,6 @@ def create(
         agent_ids=agent_ids,
         expires_at=expires_at,
     )
-    assert row is not None
     return key, row
 
 
@@ -91,19 +89,19 @@ def authenticate(pool: Any, key: str) -> Principal:
     if prefix is None:
         raise errors.Unauthorized("invalid api key")
     with db.system_tx(pool) as conn:
-        row = store.one(conn, "authenticate", prefix=prefix)
-    if row is None or not hmac.compare_digest(bytes(row["key_hash"]), hash_key(key)):
+        row = core_db.authenticate(conn, prefix=prefix)
+    if row is None or not hmac.compare_digest(bytes(row.key_hash), hash_key(key)):
         raise errors.Unauthorized("invalid api key")
-    if row["revoked_at"] is not None:
+    if row.revoked_at is not None:
         raise errors.Unauthorized("api key revoked")
-    if row["expires_at"] is not None and row["expires_at"] <= datetime.now(UTC):
+    if row.expires_at is not None and row.expires_at <= datetime.now(UTC):
         raise errors.Unauthorized("api key expired")
     return Principal(
-        row["tenant_id"],
-        row["key_id"],
-        frozenset(row["scopes"]),
-        frozenset(row["agent_ids"]) if row["agent_ids"] is not None else None,
-        row["expires_at"],
+        row.tenant_id,
+        row.key_id,
+        frozenset(row.scopes),
+        frozenset(row.agent_ids) if row.agent_ids is not None else None,
+        row.expires_at,
     )
 
 

@@ -8,7 +8,7 @@ from uuid import UUID
 
 import psycopg_pool
 
-from memworker.storage import db, store
+from memworker.storage import core_db, db
 
 
 def stale_episodes(
@@ -17,10 +17,10 @@ def stale_episodes(
     """Episodes whose message may be lost, grouped by tenant: queued or failed and not sent
     for older_than_s, or processing with an expired lease (a crashed worker's claim)."""
     with db.system_tx(pool) as conn:
-        rows = store.all_(conn, "stale_episodes", older_than_s=older_than_s, limit=limit)
+        rows = core_db.stale_episodes(conn, older_than_s=older_than_s, limit=limit)
     by_tenant: dict[UUID, list[UUID]] = defaultdict(list)
     for r in rows:
-        by_tenant[r["tenant_id"]].append(r["episode_id"])
+        by_tenant[r.tenant_id].append(r.episode_id)
     return dict(by_tenant)
 
 
@@ -32,7 +32,7 @@ def requeue_stale(
     total = 0
     for tenant_id, ids in stale_episodes(pool, older_than_s=older_than_s).items():
         with db.tenant_tx(pool, tenant_id) as conn:
-            store.run(conn, "mark_enqueued", tenant_id=tenant_id, ids=ids)
+            core_db.mark_enqueued(conn, tenant_id=tenant_id, ids=ids)
         publish(tenant_id, ids)
         total += len(ids)
     return total

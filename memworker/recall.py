@@ -12,12 +12,11 @@ from uuid import UUID
 
 import numpy as np
 import psycopg_pool
-from psycopg.types.json import Jsonb
 
 from memworker import errors, tokens
 from memworker.memories import KINDS, TIERS
 from memworker.policy import Policy
-from memworker.storage import db, store
+from memworker.storage import core_db, db
 
 MAX_K = 100
 
@@ -57,7 +56,7 @@ def recall(
     """The agent's top-k live memories for the query, best first, with their signals, inside
     the caller's transaction. qvec is the query's embedding (the caller embeds it before it
     takes a connection, so no pooled connection waits on the model)."""
-    rows = store.all_(conn, "recall", **_params(qvec, tenant_id, agent_id, query, policy, bump))
+    rows = core_db.recall(conn, **_params(qvec, tenant_id, agent_id, query, policy, bump))
     return _hits(rows, query.explain)
 
 
@@ -89,7 +88,7 @@ def _params(
         kinds=list(query.kinds) if query.kinds else None,
         since=query.since,
         until=query.until,
-        metadata=Jsonb(query.metadata) if query.metadata else None,
+        metadata=query.metadata or None,
         hide_flagged=policy.hold_back_flagged,
         candidates=max(policy.recall_candidates, query.k),
         vector_floor=policy.recall_vector_floor,
@@ -104,33 +103,33 @@ def _params(
     )
 
 
-def _hits(rows: list[dict[str, Any]], explain: bool) -> list[dict[str, Any]]:
+def _hits(rows: list[core_db.RecallRow], explain: bool) -> list[dict[str, Any]]:
     hits = []
     for r in rows:
         hit: dict[str, Any] = {
-            "id": str(r["id"]),
-            "text": r["text"],
-            "kind": r["kind"],
-            "tier": r["tier"],
-            "score": round(float(r["score"]), 6),
-            "metadata": r["metadata"],
-            "created_at": r["created_at"].isoformat(),
-            "provenance": r["provenance"],
-            "flags": r["flags"],
-            "trust": r["trust"],
+            "id": str(r.id),
+            "text": r.text,
+            "kind": r.kind,
+            "tier": r.tier,
+            "score": round(float(r.score), 6),
+            "metadata": r.metadata,
+            "created_at": r.created_at.isoformat(),
+            "provenance": r.provenance,
+            "flags": r.flags,
+            "trust": r.trust,
         }
         if explain:
             hit["signals"] = {
-                "bm25": float(r["bm25"]),
-                "vector": float(r["vector"]),
-                "fused": float(r["fused"]),
-                "salience": float(r["salience"]),
-                "access": int(r["access_count"]),
-                "freshness": float(r["freshness"]),
-                "prior": float(r["prior"]),
+                "bm25": float(r.bm25),
+                "vector": float(r.vector),
+                "fused": float(r.fused),
+                "salience": float(r.salience),
+                "access": int(r.access_count),
+                "freshness": float(r.freshness),
+                "prior": float(r.prior),
             }
             # memories whose source messages this hit (or a better one) already names: they
             # gave up their slot (policy.recall_collapse)
-            hit["collapsed"] = [str(c) for c in r["collapsed"] or []]
+            hit["collapsed"] = [str(c) for c in r.collapsed or []]
         hits.append(hit)
     return hits

@@ -105,6 +105,27 @@ def for_process(settings: Settings) -> Resources:
         return _by_pid[pid]
 
 
+_pools: dict[int, psycopg_pool.ConnectionPool] = {}
+
+
+def pool_for_process(settings: Settings) -> psycopg_pool.ConnectionPool:
+    """Only a connection pool, for work that needs no model (the webhook senders): the
+    process's Resources' pool when it has them, else a pool of its own."""
+    assert settings.database_url, "resolve() the settings first"
+    pid = os.getpid()
+    with _lock:
+        if pid in _by_pid:
+            return _by_pid[pid].pool
+        if pid not in _pools:
+            _pools[pid] = db.open_pool(
+                settings.database_url,
+                min_size=settings.db_pool_min,
+                max_size=settings.db_pool_max,
+                timeout_s=settings.db_pool_timeout_s,
+            )
+        return _pools[pid]
+
+
 def invalidate_caches(redis_url: str | None) -> None:
     """Make every API process forget its cached keys and policies (a key was revoked, a
     policy changed). Best effort: without Redis the caches still expire within their TTL."""

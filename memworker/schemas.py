@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from memworker import errors
+from memworker.settings import JSON_DEPTH_CEILING
 
 Kind = Literal["fact", "preference", "decision", "method", "conclusion", "event", "insight", "summary"]
 # Kinds a filter may name: also "turn", the episodic layer, which only ingest writes.
@@ -21,10 +27,11 @@ class Strict(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _no_nul(cls, value: Any) -> Any:
-        # Postgres text and jsonb cannot hold U+0000: refuse it here as bad input, not a 500.
-        if _has_nul(value):
-            raise ValueError("text must not contain NUL (\\u0000) characters")
+    def _storable(cls, value: Any) -> Any:
+        # What Postgres (or the answer's JSON encoder) cannot take is bad input, not a 500.
+        problem = json_problem(value, JSON_DEPTH_CEILING)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("salience", "confidence", mode="after", check_fields=False)
@@ -34,14 +41,47 @@ class Strict(BaseModel):
         return None if value is None else round(value, 6)
 
 
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_problem(value: Any, max_depth: int) -> str | None:
+    """Why a decoded JSON value cannot be stored and read back, or None: a NUL (Postgres text
+    and jsonb refuse U+0000), a lone surrogate (not UTF-8: "\\ud800" decodes, but nothing
+    can encode it), a NaN or infinity (not JSON: jsonb refuses it), or objects and arrays
+    nested deeper than max_depth (the top one is level 1). Iterative: any depth is safe."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "text must not contain NUL (\\u0000) characters"
+            if not item.isascii() and _SURROGATE.search(item):
+                return "text must not contain lone surrogates (\\ud800-\\udfff): it is not valid UTF-8"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return "numbers must be finite (NaN and Infinity are not JSON)"
+        elif isinstance(item, dict | list):
+            if depth > max_depth:
+                return f"nested deeper than {max_depth} levels"
+            if isinstance(item, dict):
+                stack.extend((k, depth) for k in item)
+                stack.extend((v, depth + 1) for v in item.values())
+            else:
+                stack.extend((v, depth + 1) for v in item)
+    return None
+
+
+def check_metadata(value: dict[str, Any] | None, *, max_depth: int, max_bytes: int, what: str = "metadata") -> None:
+    """Raises InvalidInput (422) for a free-form JSON object a caller sends that is deeper
+    than max_depth levels, longer than max_bytes as compact JSON, or not storable."""
+    if not value:
+        return
+    problem = json_problem(value, max_depth)
+    if problem:
+        raise errors.InvalidInput(f"{what}: {problem}")
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > max_bytes:
+        raise errors.InvalidInput(f"{what}: {size} bytes as JSON; the limit is {max_bytes}")
 
 
 class Message(Strict):

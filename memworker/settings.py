@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +14,12 @@ from typing import Any
 from memworker import errors
 
 PREFIX = "MEMWORKER_"
+# The deepest JSON any request body may hold, whatever MEMWORKER_MAX_METADATA_DEPTH says, and
+# the depth past which a stored value is read back as a marker (storage/rows.py): far below
+# the ~255 levels the JSON encoders of the answer refuse.
+JSON_DEPTH_CEILING = 64
 EMBEDDING_BACKENDS = ("torch", "onnx")  # docs/embeddings.md
+_HOST = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_.])?$")  # a host name, for the webhook allow-list
 
 
 def _default_model_path() -> str:
@@ -51,6 +58,8 @@ class Settings:
     max_content_bytes: int = 32_768
     max_batch: int = 1_000
     max_body_bytes: int = 8_388_608
+    max_metadata_depth: int = 16  # nesting levels of one metadata object (episodes, memories, sessions, filters)
+    max_metadata_bytes: int = 16_384  # one metadata object, serialized as compact JSON (UTF-8)
     ingest_batch_max: int = 32  # episodes one worker reflects and embeds together
     episode_lease_s: int = 300  # a claimed episode not stored by then is re-queued
     reconcile_every_s: float = 30.0  # how often beat looks for episodes whose message was lost
@@ -70,6 +79,11 @@ class Settings:
     webhook_timeout_s: float = 5.0  # one delivery attempt (issue 7: session hooks)
     webhook_max_attempts: int = 8  # then the delivery is 'failed'
     webhook_backoff_s: float = 2.0  # first retry after this; doubles per attempt, capped at an hour
+    # issue 18: hosts, addresses or CIDRs (comma-separated) webhooks may reach although internal
+    webhook_allow_hosts: str = ""
+    webhook_max_per_tenant: int = 20  # webhooks one tenant may register
+    webhook_tenant_inflight: int = 2  # deliveries of one tenant in flight at once, over all senders
+    webhook_worker_concurrency: int = 8  # sender threads of the webhooks worker `memworker up` starts
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -92,6 +106,7 @@ class Settings:
             "max_content_bytes",
             "max_batch",
             "max_body_bytes",
+            "max_metadata_bytes",
             "ingest_batch_max",
             "episode_lease_s",
             "episode_max_attempts",
@@ -109,11 +124,14 @@ class Settings:
         ]
         positive += ["consolidation_backlog_max", "consolidation_sweep_limit", "consolidation_lease_s"]
         positive += ["webhook_timeout_s", "webhook_max_attempts", "webhook_backoff_s"]
+        positive += ["webhook_max_per_tenant", "webhook_tenant_inflight", "webhook_worker_concurrency"]
         for name in positive:
             if getattr(self, name) <= 0:
                 raise errors.ConfigError(f"{PREFIX}{name.upper()} must be > 0")
         if not 0 <= self.api_workers <= 64:
             raise errors.ConfigError(f"{PREFIX}API_WORKERS must be between 0 (one per core) and 64")
+        if not 1 <= self.max_metadata_depth <= JSON_DEPTH_CEILING // 2:  # room for the body around it
+            raise errors.ConfigError(f"{PREFIX}MAX_METADATA_DEPTH must be between 1 and {JSON_DEPTH_CEILING // 2}")
         if self.db_pool_min < 0 or self.db_pool_min > self.db_pool_max:
             raise errors.ConfigError(f"{PREFIX}DB_POOL_MIN must be between 0 and DB_POOL_MAX")
         if self.llm_timeout_s <= 0:
@@ -129,6 +147,14 @@ class Settings:
             raise errors.ConfigError(f"{PREFIX}REDIS_URL must start with redis://")
         if self.embedding_backend not in EMBEDDING_BACKENDS:
             raise errors.ConfigError(f"{PREFIX}EMBEDDING_BACKEND must be one of {', '.join(EMBEDDING_BACKENDS)}")
+        for entry in filter(None, (e.strip().strip("[]") for e in self.webhook_allow_hosts.split(","))):
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                if not _HOST.match(entry):
+                    raise errors.ConfigError(
+                        f"{PREFIX}WEBHOOK_ALLOW_HOSTS: {entry!r} is not a host name, address or CIDR"
+                    ) from None
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise errors.ConfigError(f"{PREFIX}LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR")
 
@@ -174,13 +200,14 @@ def describe() -> list[tuple[str, str]]:
             default = "(bundled all-MiniLM-L6-v2)" if f.name == "embedding_model" else f.default_factory()
         else:
             default = None
-        if default is None:
+        if default is None or default == "":
             default = {
                 "database_url": "(embedded)",
                 "admin_database_url": "(DATABASE_URL)",
                 "redis_url": "(embedded)",
                 "llm_base_url": "(offline reflector)",
                 "embedding_cache_dir": "(~/.cache/memworker)",
+                "webhook_allow_hosts": "(none: public addresses only)",
             }.get(f.name, "(unset)")
         rows.append((PREFIX + f.name.upper(), str(default)))
     return rows

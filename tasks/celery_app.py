@@ -1,6 +1,8 @@
-"""The Celery app: JSON only, three queues, late acks, one message per worker at a time.
+"""The Celery app: JSON only, four queues, late acks, one message per worker at a time.
 
 Workers: celery -A tasks.celery_app worker -Q ingest,consolidate,maintenance
+Webhook senders (their own processes: a hanging receiver never holds an ingest worker):
+  celery -A tasks.celery_app worker -Q webhooks -P threads -c 8
 Beat (exactly one): celery -A tasks.celery_app beat"""
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from memworker.settings import Settings
 logger = logging.getLogger(__name__)
 
 INGEST, CONSOLIDATE, MAINTENANCE = "ingest", "consolidate", "maintenance"
+WEBHOOKS = "webhooks"  # deliveries only (issue 18): tenants' receivers may hang for the timeout
 SLEEP_SWEEP_EVERY_S = 60.0  # the consolidation sweep: cheap, and a no-op for disabled agents
 RETENTION_EVERY_S = 3600.0  # the retention tick: one sweep per agent per hour (issue 6)
 WEBHOOK_SWEEP_EVERY_S = 30.0  # re-send webhook deliveries whose message was lost (issue 7)
@@ -54,7 +57,7 @@ def make_celery(settings: Settings) -> Celery:
         # Unacked messages come back after this long; it must exceed the longest task, and
         # the reconciler's lease covers anything Redis itself loses.
         broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
-        task_queues=[Queue(INGEST), Queue(CONSOLIDATE), Queue(MAINTENANCE)],
+        task_queues=[Queue(INGEST), Queue(CONSOLIDATE), Queue(MAINTENANCE), Queue(WEBHOOKS)],
         task_default_queue=INGEST,
         task_routes={
             "memworker.ingest": {"queue": INGEST},
@@ -63,7 +66,7 @@ def make_celery(settings: Settings) -> Celery:
             "memworker.consolidate": {"queue": CONSOLIDATE},
             "memworker.retention_tick": {"queue": MAINTENANCE},
             "memworker.retention_sweep": {"queue": MAINTENANCE},
-            "memworker.deliver_webhook": {"queue": MAINTENANCE},
+            "memworker.deliver_webhook": {"queue": WEBHOOKS},
             "memworker.webhook_sweep": {"queue": MAINTENANCE},
             "memworker.ruminate_tick": {"queue": MAINTENANCE},
             "memworker.ruminate": {"queue": MAINTENANCE},

@@ -87,8 +87,13 @@ def accept_episode(tenant_id: str, agent_id: str, episode: dict[str, Any]) -> st
     except pydantic.ValidationError as exc:
         raise errors.InvalidInput(f"rejected in-cluster episode: {exc}") from exc
     try:
-        ep = ingest.normalise(body, max_content_bytes=res.settings.max_content_bytes)
-    except errors.PayloadTooLarge as exc:
+        ep = ingest.normalise(
+            body,
+            max_content_bytes=res.settings.max_content_bytes,
+            max_metadata_depth=res.settings.max_metadata_depth,
+            max_metadata_bytes=res.settings.max_metadata_bytes,
+        )
+    except (errors.PayloadTooLarge, errors.InvalidInput) as exc:
         raise errors.InvalidInput(f"rejected in-cluster episode: {exc}") from exc
     with db.tenant_tx(res.pool, UUID(tenant_id)) as conn:
         ((episode_id, _),) = ingest.accept(

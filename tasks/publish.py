@@ -10,7 +10,7 @@ from uuid import UUID
 from celery import Celery
 
 from memworker.settings import Settings
-from tasks.celery_app import CONSOLIDATE, INGEST, MAINTENANCE, make_celery
+from tasks.celery_app import CONSOLIDATE, INGEST, MAINTENANCE, WEBHOOKS, make_celery
 
 
 class Publisher:
@@ -49,8 +49,8 @@ class Publisher:
     def deliver_webhooks(
         self, tenant_id: UUID | str, delivery_ids: Iterable[UUID | str], *, countdown: float | None = None
     ) -> None:
-        for d in delivery_ids:
-            self._send("memworker.deliver_webhook", [str(tenant_id), str(d)], MAINTENANCE, countdown)
+        for d in delivery_ids:  # their own queue and senders: never in the way of ingest
+            self._send("memworker.deliver_webhook", [str(tenant_id), str(d)], WEBHOOKS, countdown)
 
     def retention_sweep(self, tenant_id: UUID | str, agent_id: str, window: str) -> None:
         self._send("memworker.retention_sweep", [str(tenant_id), agent_id, window], MAINTENANCE)

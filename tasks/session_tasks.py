@@ -1,6 +1,7 @@
 """Sessions (issue 7): webhook deliveries with their retries and sweep, and the daily
-rumination (memworker.sessions.hooks and memworker.sleep.rumination do the work). All on the maintenance
-queue: none of it may hold up ingest."""
+rumination (memworker.sessions.hooks and memworker.sleep.rumination do the work). None of it
+may hold up ingest: deliveries have the webhooks queue and its senders to themselves (issue
+18), the rest is on the maintenance queue."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from memworker import runtime
-from memworker.sessions import hooks
+from memworker.sessions import hooks, slots
 from memworker.sleep import rumination
-from tasks.celery_app import MAINTENANCE, app, settings_of
+from tasks.celery_app import MAINTENANCE, WEBHOOKS, app, settings_of
 from tasks.publish import on_worker
 
 logger = logging.getLogger(__name__)
@@ -20,12 +21,19 @@ SWEEP_GRACE_S = 15.0  # a delivery this late has lost its message (or its sender
 KEEP_FINISHED = timedelta(days=7)  # delivered and failed rows are kept this long for inspection
 
 
-@app.task(name="memworker.deliver_webhook", queue=MAINTENANCE, acks_late=True)
+@app.task(name="memworker.deliver_webhook", queue=WEBHOOKS, acks_late=True)
 def deliver_webhook(tenant_id: str, delivery_id: str) -> str:
-    """One attempt; a failure schedules the next with backoff (the row records each one)."""
-    res = runtime.for_process(settings_of(app))
-    attempt = hooks.deliver(res.pool, res.settings, tenant_id=UUID(tenant_id), delivery_id=UUID(delivery_id))
-    if attempt.status == "retry":
+    """One attempt in one of the tenant's slots; a failure schedules the next with backoff
+    (the row records each one), a tenant with every slot in flight gets its turn later."""
+    settings = settings_of(app)
+    attempt = hooks.deliver(
+        runtime.pool_for_process(settings),  # a sender needs no model
+        settings,
+        tenant_id=UUID(tenant_id),
+        delivery_id=UUID(delivery_id),
+        slots=slots.for_process(settings),
+    )
+    if attempt.status in ("retry", "busy"):
         on_worker.deliver_webhooks(tenant_id, [delivery_id], countdown=attempt.retry_in_s)
     return attempt.status
 

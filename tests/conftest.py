@@ -176,16 +176,15 @@ def embedder() -> Any:
 def tenants(stack: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Three tenants per module (alice, bob, charlie), each with a full-scope key."""
     from memworker import keys
-    from memworker.storage import store
+    from memworker.storage import core_db
 
     out = {}
     with db.connect(stack["owner_url"]) as conn:
         for name in ("alice", "bob", "charlie"):
-            t = store.one(conn, "create_tenant", name=name)
-            assert t is not None
-            conn.execute("SELECT set_config('memworker.tenant_id', %s, true)", (str(t["id"]),))
-            key, _ = keys.create(conn, tenant_id=t["id"], name="test")
-            out[name] = {"id": t["id"], "key": key}
+            t = core_db.create_tenant(conn, name=name)
+            db.bind_tenant(conn, t.id)
+            key, _ = keys.create(conn, tenant_id=t.id, name="test")
+            out[name] = {"id": t.id, "key": key}
         conn.commit()
     return out
 
@@ -227,10 +226,17 @@ def api(stack: dict[str, Any], embedder: Any) -> Iterator[str]:
 
 
 def start_worker(
-    settings: Settings, name: str, *, extra_env: dict[str, str] | None = None, concurrency: int = 1
+    settings: Settings,
+    name: str,
+    *,
+    extra_env: dict[str, str] | None = None,
+    concurrency: int = 1,
+    queues: str = "ingest,consolidate,maintenance,webhooks",
+    pool: str = "prefork",
 ) -> Any:
     """A real `celery worker` process on the module's Redis and database; returns the Popen
-    once the worker answers a ping."""
+    once the worker answers a ping. By default it consumes every queue (production runs the
+    webhooks queue in its own senders: `queues="webhooks", pool="threads"`)."""
     import subprocess
     import sys
     import time
@@ -252,7 +258,9 @@ def start_worker(
             "-n",
             f"{name}@%h",
             "-Q",
-            "ingest,consolidate,maintenance",
+            queues,
+            "-P",
+            pool,
             "-c",
             str(concurrency),
             "--loglevel",

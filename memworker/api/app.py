@@ -6,6 +6,7 @@ the CLI share one sync code path."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -17,6 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException
 
 from memworker import errors, keys, metrics, runtime
 from memworker.api import limits, ratelimit
@@ -77,6 +79,7 @@ def create_app(
     for exc_type, code in _STATUS.items():
         app.add_exception_handler(exc_type, _handler(code))
     app.add_exception_handler(RequestValidationError, _validation_handler)
+    app.add_exception_handler(HTTPException, _http_error)  # an unknown route, a body that is not JSON, ...
     app.add_exception_handler(errors.RateLimited, _rate_limited)
 
     app.add_middleware(limits.BodyLimit, limit=settings.max_body_bytes)
@@ -127,7 +130,7 @@ _PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 def queue_depths(client: redis.Redis) -> dict[str, int]:
     """Messages waiting in each Celery queue."""
     pipe = client.pipeline()
-    queues = ("ingest", "consolidate", "maintenance")
+    queues = ("ingest", "consolidate", "maintenance", "webhooks")
     for q in queues:
         for suffix in _PRIORITY_SUFFIXES:
             pipe.llen(q + suffix)
@@ -144,21 +147,38 @@ def memory_estimates(pool: Any) -> list[tuple[str, str, float]]:
     return [(r["attribute"], r["value"], float(r["estimate"])) for r in rows]
 
 
+class ErrorJSON(JSONResponse):
+    """An error answer that always encodes: the message may quote the caller's input, and a
+    lone surrogate in it would make the UTF-8 encoding fail (ASCII escapes it instead)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
 def _handler(code: int) -> Any:
     async def handle(_: Request, exc: Exception) -> JSONResponse:
         headers = {"Retry-After": "5"} if code == 503 else None
-        return JSONResponse({"error": str(exc)}, code, headers=headers)
+        return ErrorJSON({"error": str(exc)}, code, headers=headers)
 
     return handle
 
 
 async def _rate_limited(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, errors.RateLimited)
-    return JSONResponse({"error": str(exc)}, 429, headers={"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))})
+    return ErrorJSON({"error": str(exc)}, 429, headers={"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))})
+
+
+async def _http_error(_: Request, exc: Exception) -> Response:
+    """Starlette's and FastAPI's own errors (404 for an unknown route, 405, 400 for a body
+    that is not UTF-8 or nests past the JSON decoder's limit) in the API's shape."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code in (204, 304):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    return ErrorJSON({"error": str(exc.detail)}, exc.status_code, headers=exc.headers)
 
 
 async def _validation_handler(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     detail = [{"field": ".".join(str(x) for x in e["loc"] if x != "body"), "problem": e["msg"]} for e in exc.errors()]
     first = detail[0] if detail else {"field": "", "problem": "invalid request"}
-    return JSONResponse({"error": f"{first['field'] or 'body'}: {first['problem']}", "detail": detail}, 422)
+    return ErrorJSON({"error": f"{first['field'] or 'body'}: {first['problem']}", "detail": detail}, 422)

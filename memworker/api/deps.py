@@ -7,13 +7,13 @@ import base64
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 from uuid import UUID
 
 import psycopg
 from fastapi import Path, Query, Request
 
-from memworker import errors, keys, memories, runtime
+from memworker import errors, keys, memories, runtime, schemas
 from memworker.storage import db
 from memworker.storage.rows import jsonable as jsonable  # the routes' row -> JSON helper
 
@@ -34,6 +34,13 @@ AgentIdQuery = Annotated[str | None, Query(pattern=memories.AGENT_ID.pattern, ma
 
 def resources(request: Request) -> runtime.Resources:
     return cast(runtime.Resources, request.app.state.resources)
+
+
+def check_metadata(request: Request, value: dict[str, Any] | None, what: str = "metadata") -> None:
+    """InvalidInput (422) for a free-form JSON object over this process's depth or size
+    limit (MEMWORKER_MAX_METADATA_DEPTH / _BYTES), before anything is written."""
+    s = resources(request).settings
+    schemas.check_metadata(value, max_depth=s.max_metadata_depth, max_bytes=s.max_metadata_bytes, what=what)
 
 
 def publisher(request: Request) -> Publisher:

@@ -11,7 +11,7 @@ from typing import Any
 from memworker import errors, runtime
 from memworker.local import embedded
 from memworker.settings import Settings
-from memworker.storage import db, migrate, store
+from memworker.storage import core_db, db, migrate
 
 
 @contextmanager
@@ -34,12 +34,12 @@ def owner_url(settings: Settings) -> Iterator[str]:
 
 
 @contextmanager
-def tenant_conn(settings: Settings, name: str) -> Iterator[tuple[Any, Any]]:
+def tenant_conn(settings: Settings, name: str) -> Iterator[tuple[Any, core_db.Tenant]]:
     with owner_url(settings) as url, db.connect(url) as conn:
-        tenant = store.one(conn, "tenant_by_name", name=name)
+        tenant = core_db.tenant_by_name(conn, name=name)
         if tenant is None:
             raise errors.NotFound(f"no tenant named {name!r} (memworker tenant list)")
-        db.bind_tenant(conn, tenant["id"])
+        db.bind_tenant(conn, tenant.id)
         yield conn, tenant
 
 

@@ -13,7 +13,7 @@ from memworker.models import embeddings, llm
 from memworker.policy import Policy
 from memworker.settings import Settings
 from memworker.sleep import consolidation
-from memworker.storage import db, sleep_db, store
+from memworker.storage import core_db, db, sleep_db, store
 
 DEFAULT_TENANT = "dev"  # the tenant `memworker up` creates
 
@@ -59,15 +59,15 @@ def _switch(settings: Settings, args: argparse.Namespace, value: bool | None) ->
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
         field = "consolidation_enabled"
         if args.agent:
-            store.require_agent(conn, tenant_id=tenant["id"], agent_id=args.agent)
+            store.require_agent(conn, tenant_id=tenant.id, agent_id=args.agent)
             overrides = sleep_db.set_agent_policy_field(
-                conn, tenant_id=tenant["id"], agent_id=args.agent, field=field, value=value
+                conn, tenant_id=tenant.id, agent_id=args.agent, field=field, value=value
             )
         else:
-            overrides = sleep_db.set_tenant_policy_field(conn, tenant_id=tenant["id"], field=field, value=value)
+            overrides = sleep_db.set_tenant_policy_field(conn, tenant_id=tenant.id, field=field, value=value)
         assert overrides is not None
         Policy.validated(overrides)  # never leave a policy the service would reject
-        effective = consolidation.enabled(store.policy_for(conn, tenant_id=tenant["id"], agent_id=args.agent), settings)
+        effective = consolidation.enabled(store.policy_for(conn, tenant_id=tenant.id, agent_id=args.agent), settings)
         conn.commit()
     common.invalidate_caches(settings)
     scope = f"agent {args.agent}" if args.agent else f"tenant {args.tenant}"
@@ -77,7 +77,7 @@ def _switch(settings: Settings, args: argparse.Namespace, value: bool | None) ->
 
 def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        tid = tenant["id"]
+        tid = tenant.id
         if args.agent:
             store.require_agent(conn, tenant_id=tid, agent_id=args.agent)
             rows: list[sleep_db.AgentGates | None] = [
@@ -134,10 +134,10 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         pool = db.open_pool(url, min_size=1, max_size=2, name="memworker-cli")
         try:
             with db.connect(url) as conn:
-                tenant = store.one(conn, "tenant_by_name", name=args.tenant)
+                tenant = core_db.tenant_by_name(conn, name=args.tenant)
                 if tenant is None:
                     raise errors.NotFound(f"no tenant named {args.tenant!r} (memworker tenant list)")
-                tid = tenant["id"]
+                tid = tenant.id
                 db.bind_tenant(conn, tid)
                 store.require_agent(conn, tenant_id=tid, agent_id=args.agent)
                 run_id = consolidation.request_run(conn, tenant_id=tid, agent_id=args.agent, trigger="cli")

@@ -12,7 +12,7 @@ from memworker import errors
 from memworker.cli import common
 from memworker.lifecycle import governance, retention
 from memworker.settings import Settings
-from memworker.storage import db, store
+from memworker.storage import core_db, db
 
 DEFAULT_TENANT = "dev"  # the tenant `memworker up` creates
 _REPORT = (
@@ -61,7 +61,7 @@ def cmd_retention_run(settings: Settings, args: argparse.Namespace) -> int:
             tenant = _tenant(conn, args.tenant)
         pool = db.open_pool(url, min_size=1, max_size=2, name="memworker-cli")
         try:
-            report = retention.sweep_agent(pool, tenant_id=tenant["id"], agent_id=args.agent, trigger="cli")
+            report = retention.sweep_agent(pool, tenant_id=tenant.id, agent_id=args.agent, trigger="cli")
         finally:
             pool.close()
     if args.json:
@@ -77,7 +77,7 @@ def cmd_retention_run(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_retention_status(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        rows = retention.runs(conn, tenant_id=tenant["id"], agent_id=args.agent, limit=args.limit)
+        rows = retention.runs(conn, tenant_id=tenant.id, agent_id=args.agent, limit=args.limit)
     if args.json:
         print(json.dumps(rows, default=str, indent=2))
         return 0
@@ -97,10 +97,10 @@ def cmd_policy_apply(settings: Settings, args: argparse.Namespace) -> int:
     name = args.tenant or doc.get("tenant") or DEFAULT_TENANT
     with common.tenant_conn(settings, name) as (conn, tenant):
         if "defaults" in doc:
-            governance.put_policy(conn, tenant_id=tenant["id"], agent_id=None, overrides=doc["defaults"])
+            governance.put_policy(conn, tenant_id=tenant.id, agent_id=None, overrides=doc["defaults"])
         for agent_id, overrides in doc.get("agents", {}).items():
             try:
-                governance.put_policy(conn, tenant_id=tenant["id"], agent_id=agent_id, overrides=overrides)
+                governance.put_policy(conn, tenant_id=tenant.id, agent_id=agent_id, overrides=overrides)
             except errors.InvalidInput as exc:
                 raise errors.InvalidInput(f"agents.{agent_id}: {exc}") from None
         conn.commit()  # all of the file or none of it
@@ -135,13 +135,13 @@ def load_policy_file(path: Path) -> dict[str, Any]:
 
 def cmd_policy_show(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        out = governance.get_policy(conn, tenant_id=tenant["id"], agent_id=args.agent)
+        out = governance.get_policy(conn, tenant_id=tenant.id, agent_id=args.agent)
     print(json.dumps(out, indent=2, default=str))
     return 0
 
 
-def _tenant(conn: Any, name: str) -> dict[str, Any]:
-    row = store.one(conn, "tenant_by_name", name=name)
+def _tenant(conn: Any, name: str) -> core_db.Tenant:
+    row = core_db.tenant_by_name(conn, name=name)
     if row is None:
         raise errors.NotFound(f"no tenant named {name!r} (memworker tenant list)")
     return row

@@ -15,7 +15,7 @@ from memworker import errors, keys
 from memworker import settings as settings_mod
 from memworker.cli import common, consolidation, demo, lifecycle, sessions
 from memworker.settings import Settings
-from memworker.storage import db, migrate, store
+from memworker.storage import core_db, db, migrate
 
 # Modules that add subcommands of their own (a `register(subparsers)` function each).
 COMMAND_MODULES = [
@@ -187,23 +187,22 @@ def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
     with common.owner_url(settings) as url, db.connect(url) as conn:
-        if store.one(conn, "tenant_by_name", name=args.name):
+        if core_db.tenant_by_name(conn, name=args.name):
             raise errors.InvalidInput(f"tenant {args.name!r} exists; add a key with `memworker key create`")
-        tenant = store.one(conn, "create_tenant", name=args.name)
-        assert tenant is not None
-        db.bind_tenant(conn, tenant["id"])
-        key, _ = keys.create(conn, tenant_id=tenant["id"], name="initial")
+        tenant = core_db.create_tenant(conn, name=args.name)
+        db.bind_tenant(conn, tenant.id)
+        key, _ = keys.create(conn, tenant_id=tenant.id, name="initial")
     if args.json:
-        print(json.dumps({"tenant_id": str(tenant["id"]), "api_key": key}))
+        print(json.dumps({"tenant_id": str(tenant.id), "api_key": key}))
     else:
-        print(f"tenant  {args.name}  {tenant['id']}\napi key {key}\n(shown once: store it now)")
+        print(f"tenant  {args.name}  {tenant.id}\napi key {key}\n(shown once: store it now)")
     return 0
 
 
 def cmd_tenant_list(settings: Settings, args: argparse.Namespace) -> int:
     with common.owner_url(settings) as url, db.connect(url) as conn:
-        for t in store.all_(conn, "list_tenants"):
-            print(f"{t['id']}  {t['name']}  {t['created_at']:%Y-%m-%d}")
+        for t in core_db.list_tenants(conn):
+            print(f"{t.id}  {t.name}  {t.created_at:%Y-%m-%d}")
     return 0
 
 
@@ -212,34 +211,30 @@ def cmd_key_create(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
         key, row = keys.create(
             conn,
-            tenant_id=tenant["id"],
+            tenant_id=tenant.id,
             name=args.name,
             scopes=tuple(s.strip() for s in args.scopes.split(",") if s.strip()),
             agent_ids=args.agents.split(",") if args.agents else None,
             expires_at=expires,
         )
     if args.json:
-        print(json.dumps({"tenant_id": str(tenant["id"]), "api_key": key, "prefix": row["prefix"]}))
+        print(json.dumps({"tenant_id": str(tenant.id), "api_key": key, "prefix": row.prefix}))
     else:
-        print(f"api key {key}\nprefix  {row['prefix']}  scopes {','.join(row['scopes'])}\n(shown once)")
+        print(f"api key {key}\nprefix  {row.prefix}  scopes {','.join(row.scopes)}\n(shown once)")
     return 0
 
 
 def cmd_key_list(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        for k in store.all_(conn, "list_api_keys", tenant_id=tenant["id"]):
-            state = (
-                "revoked"
-                if k["revoked_at"]
-                else (f"expires {k['expires_at']:%Y-%m-%d}" if k["expires_at"] else "active")
-            )
-            print(f"{k['prefix']}  {state:18} {','.join(k['scopes'])}  {k['name']}")
+        for k in core_db.list_api_keys(conn, tenant_id=tenant.id):
+            state = "revoked" if k.revoked_at else (f"expires {k.expires_at:%Y-%m-%d}" if k.expires_at else "active")
+            print(f"{k.prefix}  {state:18} {','.join(k.scopes)}  {k.name}")
     return 0
 
 
 def cmd_key_revoke(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        if store.one(conn, "revoke_api_key", tenant_id=tenant["id"], prefix=args.prefix) is None:
+        if core_db.revoke_api_key(conn, tenant_id=tenant.id, prefix=args.prefix) is None:
             raise errors.NotFound(f"no active key with prefix {args.prefix!r}")
     common.invalidate_caches(settings)
     print(f"revoked {args.prefix}")

@@ -27,7 +27,7 @@ import psycopg
 
 from memworker import errors
 from memworker.lifecycle import governance, rules
-from memworker.storage import db, store
+from memworker.storage import db, lifecycle_db, store
 
 MAX_IDS = 1_000
 MAX_DERIVED_ROUNDS = 5  # insights of insights: a handful of levels at most
@@ -96,18 +96,17 @@ def forget(
     ids = list(request.memory_ids or ())
     resolved = [governance.resolve(conn, **base, memory_id=i) for i in ids]
     named_episode = episode_of(request.provenance) if request.provenance else None
-    episodes = store.all_(
-        conn,
-        "forget_match_episodes",
-        **base,
-        session_id=request.session_id,
-        before=request.before,
-        episode_ids=[named_episode] if named_episode else [],
+    episode_ids = set(
+        lifecycle_db.forget_match_episodes(
+            conn,
+            **base,
+            session_id=request.session_id,
+            before=request.before,
+            episode_ids=[named_episode] if named_episode else [],
+        )
     )
-    episode_ids = {r["id"] for r in episodes}
-    matched = store.all_(
+    matched = lifecycle_db.forget_match(
         conn,
-        "forget_match",
         **base,
         provenance=request.provenance,
         memory_ids=resolved or None,
@@ -115,42 +114,39 @@ def forget(
         before=request.before,
         sources=[f"episode:{e}" for e in episode_ids],
     )
-    forgotten = {r["id"] for r in matched}
+    forgotten = {r.id for r in matched}
     for r in matched:  # the episodes they came from hold their text
-        episode_ids |= {e for e in map(episode_of, r["provenance"]) if e is not None}
+        episode_ids |= {e for e in map(episode_of, r.provenance) if e is not None}
     derived: set[UUID] = set()
     frontier = set(forgotten)
     for _ in range(MAX_DERIVED_ROUNDS):
         if not frontier:
             break
-        rows = store.all_(
+        rows = lifecycle_db.forget_derived(
             conn,
-            "forget_derived",
             **base,
             kinds=list(rules.DERIVED_KINDS),
             ids=list(forgotten | derived),
             id_texts=[str(i) for i in frontier],
         )
-        frontier = {r["id"] for r in rows} - derived - forgotten
+        frontier = {r.id for r in rows} - derived - forgotten
         derived |= frontier
     everything = list(forgotten | derived)
     # Profile entries may quote a memory rather than cite its id; very short texts would
     # match anything, so only quotes of some length count.
-    texts = [r["text"] for r in store.all_(conn, "forget_texts", **base, ids=everything) if len(r["text"]) >= 12]
-    counts = store.one(conn, "forget_counts", tenant_id=tenant_id, ids=everything)
-    assert counts is not None
-    rederive = store.all_(conn, "forget_rederive", **base, forgotten=everything, derived=list(derived))
+    texts = [t for t in lifecycle_db.forget_texts(conn, **base, ids=everything) if len(t) >= 12]
+    counts = lifecycle_db.forget_counts(conn, tenant_id=tenant_id, ids=everything)
+    rederive = lifecycle_db.forget_rederive(conn, **base, forgotten=everything, derived=list(derived))
     profiles = (
-        store.all_(conn, "forget_profiles", **base, needles=[str(i) for i in everything] + texts) if everything else []
+        lifecycle_db.forget_profiles(conn, **base, needles=[str(i) for i in everything] + texts) if everything else []
     )
-    deleted = [r["id"] for r in store.all_(conn, "forget_delete_memories", **base, ids=everything)]
-    erased = [r["id"] for r in store.all_(conn, "forget_delete_episodes", **base, ids=list(episode_ids))]
+    deleted = lifecycle_db.forget_delete_memories(conn, **base, ids=everything)
+    erased = lifecycle_db.forget_delete_episodes(conn, **base, ids=list(episode_ids))
     why = f"right to be forgotten: {request.describe()}"
     events = [(i, why if i in forgotten else f"{why}; derived from forgotten evidence") for i in deleted]
     if events:
-        store.run(
+        lifecycle_db.lifecycle_insert_events(
             conn,
-            "lifecycle_insert_events",
             **base,
             event="forgotten",
             actor=actor,
@@ -182,9 +178,9 @@ def forget(
         },
         "episodes": {"count": len(erased), "ids": sorted(str(i) for i in erased)},
         "embeddings": len(deleted),
-        "terms": int(counts["terms"]),
-        "connections": int(counts["connections"]),
-        "aliases": int(counts["aliases"]),
+        "terms": counts.terms,
+        "connections": counts.connections,
+        "aliases": counts.aliases,
         "profile_versions": len(profiles),
         "not_found": sorted(str(i) for i, r in zip(ids, resolved, strict=True) if r not in forgotten),
     }

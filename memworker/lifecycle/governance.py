@@ -6,26 +6,24 @@ memory_events row (ids, reason, actor; never text). The caller owns the transact
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg.types.json import Jsonb
 
 from memworker import errors, memories
 from memworker.lifecycle import rules
 from memworker.policy import Policy
-from memworker.storage import store
+from memworker.storage import core_db, lifecycle_db, store
 
 PROBE_TERMS = 6  # a memory's rarest terms, through which merge/contradiction candidates are found
 
 
 def clock(conn: psycopg.Connection) -> datetime:
     """The database's clock for this transaction (the same instant as its now())."""
-    row = store.one(conn, "lifecycle_now")
-    assert row is not None
-    return cast(datetime, row["now"])
+    return lifecycle_db.lifecycle_now(conn)
 
 
 def ttl_until(policy: Policy, tier: str, now: datetime) -> datetime | None:
@@ -35,8 +33,8 @@ def ttl_until(policy: Policy, tier: str, now: datetime) -> datetime | None:
 
 def resolve(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> UUID:
     """The id a memory goes by now: a merged-away id resolves to its survivor."""
-    row = store.one(conn, "lifecycle_resolve_alias", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
-    return row["memory_id"] if row else memory_id
+    survivor = lifecycle_db.lifecycle_resolve_alias(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    return survivor or memory_id
 
 
 # --- confirmation and promotion ----------------------------------------------------------------
@@ -57,27 +55,26 @@ def confirm(
     confidence (rules.grow_confidence), its TTL starts again, and enough confirmed
     confidence promotes L1 to L2."""
     now = now or clock(conn)
-    row = store.one(conn, "lifecycle_lock_memory", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    row = lifecycle_db.lifecycle_lock_memory(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
     if row is None:
         raise errors.NotFound("memory not found")
     # Another item of an episode already among the sources is not new evidence; and L3's
     # confidence changes only by an explicit call.
     episode = source.split("#", 1)[0]
-    fresh = all(p.split("#", 1)[0] != episode for p in row["provenance"])
+    fresh = all(p.split("#", 1)[0] != episode for p in row.provenance)
     grown = (
-        rules.grow_confidence(float(row["confidence"]), confidence, policy.confidence_growth)
-        if fresh and row["tier"] != "L3"
-        else float(row["confidence"])
+        rules.grow_confidence(float(row.confidence), confidence, policy.confidence_growth)
+        if fresh and row.tier != "L3"
+        else float(row.confidence)
     )
-    out = store.one(
+    out = lifecycle_db.lifecycle_confirm(
         conn,
-        "lifecycle_confirm",
         tenant_id=tenant_id,
         memory_id=memory_id,
         confidence=grown,
         source=source,
         now=now,
-        renew_to=ttl_until(policy, row["tier"], now),
+        renew_to=ttl_until(policy, row.tier, now),
         count=int(fresh),
     )
     assert out is not None
@@ -90,10 +87,10 @@ def confirm(
         reason=f"confirmed by {source.split('#')[0]}",
     )
     reason = rules.promotion_reason(
-        tier=out["tier"],
-        access_count=out["access_count"],
-        confirmations=out["confirmations"],
-        confidence=float(out["confidence"]),
+        tier=out.tier,
+        access_count=out.access_count,
+        confirmations=out.confirmations,
+        confidence=float(out.confidence),
         connected=False,
         policy=policy,
     )
@@ -132,9 +129,8 @@ def promote(
         raise errors.InvalidInput("only a live memory can be promoted (this one is superseded or expired)")
     if tier not in rules.TIER_RANK or rules.TIER_RANK[tier] <= rules.TIER_RANK[current.tier]:
         raise errors.InvalidInput(f"tier: the memory is {current.tier}; promotion must go to a higher tier")
-    row = store.one(
+    promoted = lifecycle_db.lifecycle_set_tier(
         conn,
-        "lifecycle_set_tier",
         tenant_id=tenant_id,
         agent_id=agent_id,
         memory_id=memory_id,
@@ -142,7 +138,7 @@ def promote(
         expires_at=ttl_until(policy, tier, now),
         now=now,
     )
-    assert row is not None
+    assert promoted is not None
     store.event(
         conn,
         tenant_id=tenant_id,
@@ -152,7 +148,7 @@ def promote(
         reason=f"{current.tier} -> {tier}: {reason}",
         actor=actor,
     )
-    return memories.Memory.from_row(row)
+    return promoted
 
 
 # --- supersede and review --------------------------------------------------------------------------
@@ -180,9 +176,8 @@ def check_new(
         return []
     now = now or clock(conn)
     order = {mid: i for i, (mid, _) in enumerate(written)}
-    pairs = store.all_(
+    pairs = lifecycle_db.new_memory_pairs(
         conn,
-        "new_memory_pairs",
         tenant_id=tenant_id,
         agent_id=agent_id,
         ids=[mid for mid, _ in stateful],
@@ -190,19 +185,19 @@ def check_new(
         now=now,
     )
     # a later memory of the same list is not "older": it gets its own turn as the newer one
-    pairs = [p for p in pairs if order.get(p["b"], -1) < order[p["a"]]]
+    pairs = [p for p in pairs if order.get(p.b, -1) < order[p.a]]
     rows = (
-        store.all_(
-            conn, "retention_facts", tenant_id=tenant_id, agent_id=agent_id, now=now, ids=list({p["b"] for p in pairs})
+        lifecycle_db.retention_facts(
+            conn, tenant_id=tenant_id, agent_id=agent_id, now=now, ids=list({p.b for p in pairs})
         )
         if pairs
         else []
     )
-    olds = {r["id"]: fact(r) for r in rows}
+    olds = {r.id: fact(r) for r in rows}
     verdicts = []
     for mid, draft in stateful:
         new = rules.Fact(str(mid), draft.text, draft.kind, draft.tier, draft.confidence, now)
-        for old in (olds[p["b"]] for p in pairs if p["a"] == mid and p["b"] in olds):
+        for old in (olds[p.b] for p in pairs if p.a == mid and p.b in olds):
             verdict = rules.judge(old, new, policy)
             if verdict is None:
                 continue
@@ -233,15 +228,15 @@ def check_new(
     return verdicts
 
 
-def fact(row: dict[str, Any]) -> rules.Fact:
+def fact(row: lifecycle_db.FactRow) -> rules.Fact:
     return rules.Fact(
-        str(row["id"]),
-        row["text"],
-        row["kind"],
-        row["tier"],
-        float(row["confidence"]),
-        row["created_at"],
-        int(row.get("access_count") or 0),
+        str(row.id),
+        row.text,
+        row.kind,
+        row.tier,
+        float(row.confidence),
+        row.created_at,
+        int(row.access_count or 0),
     )
 
 
@@ -260,9 +255,8 @@ def supersede(
     """Retire the older memory in favour of the newer: out of recall, kept for history for
     superseded_keep_days. False when it was no longer live."""
     keep = None if policy.superseded_keep_days is None else now + timedelta(days=policy.superseded_keep_days)
-    row = store.one(
+    retired = lifecycle_db.lifecycle_supersede(
         conn,
-        "lifecycle_supersede",
         tenant_id=tenant_id,
         agent_id=agent_id,
         older_id=older_id,
@@ -270,7 +264,7 @@ def supersede(
         keep_until=keep,
         now=now,
     )
-    if row is None:
+    if retired is None:
         return False
     store.event(
         conn,
@@ -297,9 +291,8 @@ def add_review(
 ) -> bool:
     """Put a contradiction on the review list (once per pair). True when it is new."""
     return (
-        store.one(
+        lifecycle_db.lifecycle_add_review(
             conn,
-            "lifecycle_add_review",
             tenant_id=tenant_id,
             agent_id=agent_id,
             memory_id=newer_id,
@@ -314,9 +307,10 @@ def add_review(
 def reviews(
     conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, status: str | None, limit: int
 ) -> list[dict[str, Any]]:
-    rows = store.all_(conn, "lifecycle_reviews", tenant_id=tenant_id, agent_id=agent_id, status=status, limit=limit)
+    rows = lifecycle_db.lifecycle_reviews(conn, tenant_id=tenant_id, agent_id=agent_id, status=status, limit=limit)
     out = []
-    for r in rows:
+    for review in rows:
+        r = asdict(review)
         item: dict[str, Any] = {
             k: r[k] for k in ("id", "reason", "status", "resolution", "resolved_by", "resolved_at", "created_at")
         }
@@ -350,12 +344,12 @@ def resolve_review(
     supersede the other by it. Raises NotFound, InvalidInput, or Forbidden for retiring an
     L3 memory without the admin scope."""
     now = now or clock(conn)
-    row = store.one(conn, "lifecycle_lock_review", tenant_id=tenant_id, agent_id=agent_id, review_id=review_id)
+    row = lifecycle_db.lifecycle_lock_review(conn, tenant_id=tenant_id, agent_id=agent_id, review_id=review_id)
     if row is None:
         raise errors.NotFound("review not found")
-    if row["status"] != "open":
+    if row.status != "open":
         raise errors.InvalidInput("this review is already resolved")
-    sides = {str(row["memory_id"]): row["memory_tier"], str(row["other_id"]): row["other_tier"]}
+    sides = {str(row.memory_id): row.memory_tier, str(row.other_id): row.other_tier}
     superseded = None
     if keep == "both":
         resolution = "kept both"
@@ -378,9 +372,8 @@ def resolve_review(
         resolution = f"kept {keep}"
     else:
         raise errors.InvalidInput("keep: give 'both' or the id of one of the two memories under review")
-    store.one(
+    lifecycle_db.lifecycle_resolve_review(
         conn,
-        "lifecycle_resolve_review",
         tenant_id=tenant_id,
         review_id=review_id,
         resolution=f"{resolution}: {reason}" if reason else resolution,
@@ -407,10 +400,10 @@ def merge(
     """Fold a near-duplicate into its survivor (union of provenance, the higher salience
     and confidence, both recall counts), move its links over, and leave an alias so its id
     resolves to the survivor. False when either is no longer live."""
-    params = dict(tenant_id=tenant_id, agent_id=agent_id, survivor=survivor_id, other=other_id, now=now)
-    if store.one(conn, "lifecycle_merge_into", **params) is None:
+    ids: dict[str, Any] = dict(tenant_id=tenant_id, agent_id=agent_id, survivor=survivor_id, other=other_id, now=now)
+    if lifecycle_db.lifecycle_merge_into(conn, **ids) is None:
         return False
-    store.one(conn, "lifecycle_merge_finish", **params, reason=reason, actor=actor)
+    lifecycle_db.lifecycle_merge_finish(conn, **ids, reason=reason, actor=actor)
     return True
 
 
@@ -422,27 +415,25 @@ def history(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_
     version and of the ids merged into them. Raises NotFound."""
     asked = memory_id
     memory_id = resolve(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
-    chain = store.all_(conn, "lifecycle_history", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    chain = lifecycle_db.lifecycle_history(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
     if not chain:
         raise errors.NotFound("memory not found")
-    ids = [r["id"] for r in chain]
-    ids += [
-        r["alias_id"] for r in store.all_(conn, "lifecycle_aliases_of", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
-    ]
-    events = store.all_(conn, "lifecycle_events", tenant_id=tenant_id, agent_id=agent_id, ids=ids, limit=500)
+    ids = [r.id for r in chain]
+    ids += lifecycle_db.lifecycle_aliases_of(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids)
+    events = lifecycle_db.lifecycle_events(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids, limit=500)
     return {
         "memory_id": memory_id,
         "asked": asked,
         "versions": [
             {
-                **r,
-                "current": r["valid_to"] is None,
-                "confidence": round(float(r["confidence"]), 4),
-                "salience": round(float(r["salience"]), 4),
+                **asdict(r),
+                "current": r.valid_to is None,
+                "confidence": round(float(r.confidence), 4),
+                "salience": round(float(r.salience), 4),
             }
             for r in chain
         ],
-        "events": events,
+        "events": [asdict(e) for e in events],
     }
 
 
@@ -451,13 +442,13 @@ def history(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_
 
 def get_policy(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str | None) -> dict[str, Any]:
     """The overrides at this level and the effective policy. Raises NotFound for an unknown agent."""
-    row = store.one(conn, "policies", tenant_id=tenant_id, agent_id=agent_id)
-    if row is None or (agent_id is not None and row["agent_policy"] is None):
+    row = core_db.policies(conn, tenant_id=tenant_id, agent_id=agent_id)
+    if row is None or (agent_id is not None and row.agent_policy is None):
         raise errors.NotFound("agent not found")
-    layers = [row["tenant_policy"]] + ([row["agent_policy"]] if agent_id is not None else [])
+    layers = [row.tenant_policy] + ([row.agent_policy] if row.agent_policy is not None else [])
     out: dict[str, Any] = {"overrides": layers[-1], "effective": Policy.resolve(*layers).to_json()}
     if agent_id is not None:
-        out["tenant_overrides"] = row["tenant_policy"]
+        out["tenant_overrides"] = row.tenant_policy
     return out
 
 
@@ -466,13 +457,13 @@ def put_policy(
 ) -> dict[str, Any]:
     """Replace the overrides of the tenant (agent_id None) or of one agent (created on first
     use). Raises InvalidInput naming the bad field; nothing is written then."""
-    row = store.one(conn, "policies", tenant_id=tenant_id, agent_id=agent_id)
-    tenant_layer = row["tenant_policy"] if row else {}
+    row = core_db.policies(conn, tenant_id=tenant_id, agent_id=agent_id)
+    tenant_layer = row.tenant_policy if row else {}
     effective = Policy.resolve(tenant_layer, overrides) if agent_id is not None else Policy.resolve(overrides)
     clean = {k: effective.to_json()[k] for k in overrides}
     if agent_id is None:
-        store.one(conn, "lifecycle_set_tenant_policy", tenant_id=tenant_id, policy=Jsonb(clean))
+        lifecycle_db.lifecycle_set_tenant_policy(conn, tenant_id=tenant_id, policy=clean)
     else:
         store.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
-        store.one(conn, "lifecycle_set_agent_policy", tenant_id=tenant_id, agent_id=agent_id, policy=Jsonb(clean))
+        lifecycle_db.lifecycle_set_agent_policy(conn, tenant_id=tenant_id, agent_id=agent_id, policy=clean)
     return get_policy(conn, tenant_id=tenant_id, agent_id=agent_id)

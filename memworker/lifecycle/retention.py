@@ -26,7 +26,7 @@ import psycopg_pool
 
 from memworker.lifecycle import governance, rules
 from memworker.policy import Policy
-from memworker.storage import db, store
+from memworker.storage import db, lifecycle_db, store
 
 logger = logging.getLogger(__name__)
 
@@ -118,9 +118,8 @@ def sweep_agent(
     with db.tenant_tx(pool, tenant_id) as conn:
         store.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
         report.clock = now = now or governance.clock(conn)
-        row = store.one(
+        run_id = lifecycle_db.retention_start(
             conn,
-            "retention_start",
             tenant_id=tenant_id,
             agent_id=agent_id,
             run_key=run_key or f"{trigger}:{uuid.uuid4()}",
@@ -128,20 +127,20 @@ def sweep_agent(
             now=now,
             resume=resume,
         )
-        if row is None:
+        if run_id is None:
             report.status = "duplicate"
             return report
-        report.run_id = str(row["id"])
+        report.run_id = str(run_id)
         policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
-        state = store.one(conn, "retention_state", tenant_id=tenant_id, agent_id=agent_id, now=now)
+        state = lifecycle_db.retention_state(conn, tenant_id=tenant_id, agent_id=agent_id, now=now)
         assert state is not None
-    report.scanned = int(state["live"])
+    report.scanned = state.live
     sweep = _Sweep(pool, tenant_id, agent_id, policy, now, report, lock_wait_s)
     try:
         if not policy.retention_enabled:
             report.status, report.skipped_reason = "skipped", "retention_enabled is false in the policy"
         else:
-            sweep.run(state["retention_done_at"])
+            sweep.run(state.retention_done_at)
             report.status = "done"
     except _Busy:
         report.status = "partial"
@@ -165,10 +164,10 @@ def sweep_agent(
 
 def _finish(pool: psycopg_pool.ConnectionPool, tenant_id: UUID, report: Report, started: float) -> None:
     report.duration_ms = int((time.perf_counter() - started) * 1000)
+    assert report.clock is not None  # set before the sweep starts
     with db.tenant_tx(pool, tenant_id) as conn:
-        store.run(
+        lifecycle_db.retention_finish(
             conn,
-            "retention_finish",
             tenant_id=tenant_id,
             run_id=report.run_id,
             status=report.status,
@@ -177,9 +176,8 @@ def _finish(pool: psycopg_pool.ConnectionPool, tenant_id: UUID, report: Report, 
             error=report.error,
             **{k: getattr(report, k) for k in COUNTS},
         )
-        store.run(
+        lifecycle_db.retention_stamp(
             conn,
-            "retention_stamp",
             tenant_id=tenant_id,
             agent_id=report.agent_id,
             now=report.clock,
@@ -200,20 +198,22 @@ class _Sweep:
     ) -> None:
         self.pool, self.tenant_id, self.agent_id = pool, tenant_id, agent_id
         self.policy, self.now, self.report, self.lock_wait_s = policy, now, report, lock_wait_s
-        self.base = dict(tenant_id=tenant_id, agent_id=agent_id, now=now, actor=ACTOR, batch=policy.retention_batch)
+        self.ids: dict[str, Any] = dict(tenant_id=tenant_id, agent_id=agent_id)
+        # the parameters every batched delete (_drain) takes
+        self.base: dict[str, Any] = dict(**self.ids, now=now, actor=ACTOR, batch=policy.retention_batch)
 
     def run(self, last_done: datetime | None) -> None:
         p = self.policy
         protected = list(rules.PROTECTED_KINDS)
         episodic = list(rules.EPISODIC_TIERS)
-        self._phase("expire", lambda: self._drain("retention_purge_expired", "expired"))
+        self._phase("expire", lambda: self._drain(lifecycle_db.retention_purge_expired, "expired"))
         self._phase("repair", lambda: self._repair(last_done))
         self._phase("promote", self._promote)
         if (age := p.decay_days) is not None:
             self._phase(
                 "forget_age",
                 lambda: self._drain(
-                    "retention_forget_age",
+                    lifecycle_db.retention_forget_age,
                     "forgotten_age",
                     tiers=episodic,
                     protected=protected,
@@ -225,7 +225,7 @@ class _Sweep:
             self._phase(
                 "forget_unused",
                 lambda: self._drain(
-                    "retention_forget_unused",
+                    lifecycle_db.retention_forget_unused,
                     "forgotten_unused",
                     protected=protected,
                     cutoff=self.now - timedelta(days=unused),
@@ -235,7 +235,7 @@ class _Sweep:
         self._phase(
             "forget_cap",
             lambda: self._drain(
-                "retention_forget_cap",
+                lifecycle_db.retention_forget_cap,
                 "forgotten_cap",
                 tiers=episodic,
                 protected=protected,
@@ -264,12 +264,12 @@ class _Sweep:
                 raise _Busy()
             time.sleep(0.05)
 
-    def _drain(self, query: str, counter: str, **params: Any) -> None:
-        """Repeat a batched delete until a batch comes back short."""
+    def _drain(self, delete: Callable[..., int], counter: str, **params: Any) -> None:
+        """Repeat a batched delete (a lifecycle_db.retention_* function taking self.base and
+        params, returning how many went) until a batch comes back short."""
         while True:
             with self._locked() as conn:
-                row = store.one(conn, query, **self.base, **params)
-            n = int(row["n"]) if row else 0
+                n = delete(conn, **self.base, **params)
             setattr(self.report, counter, getattr(self.report, counter) + n)
             if n < self.policy.retention_batch:
                 return
@@ -278,40 +278,41 @@ class _Sweep:
         after = _NIL
         while True:
             with self._locked() as conn:
-                rows = store.all_(
+                rows = lifecycle_db.retention_promote_candidates(
                     conn,
-                    "retention_promote_candidates",
-                    **self.base,
+                    **self.ids,
                     after=after,
+                    now=self.now,
                     min_recalls=self.policy.promote_min_recalls,
                     min_confidence=self.policy.promote_min_confidence,
+                    batch=self.policy.retention_batch,
                 )
                 reasons = {}
                 for r in rows:
                     why = rules.promotion_reason(
-                        tier=r["tier"],
-                        access_count=r["access_count"],
-                        confirmations=r["confirmations"],
-                        confidence=float(r["confidence"]),
-                        connected=r["connected"],
+                        tier=r.tier,
+                        access_count=r.access_count,
+                        confirmations=r.confirmations,
+                        confidence=float(r.confidence),
+                        connected=r.connected,
                         policy=self.policy,
                     )
                     if why:
-                        reasons[str(r["id"])] = f"L1 -> L2: {why}"
+                        reasons[str(r.id)] = f"L1 -> L2: {why}"
                 if reasons:
-                    done = store.all_(
+                    done = lifecycle_db.retention_promote(
                         conn,
-                        "retention_promote",
-                        **self.base,
+                        **self.ids,
                         ids=list(reasons),
                         expires_at=governance.ttl_until(self.policy, "L2", self.now),
+                        now=self.now,
                     )
-                    ids = [str(d["id"]) for d in done]
+                    ids = [str(d) for d in done]
                     self._events(conn, "promoted", ids, [reasons[i] for i in ids])
                     self.report.promoted += len(ids)
             if len(rows) < self.policy.retention_batch:
                 return
-            after = rows[-1]["id"]
+            after = rows[-1].id
 
     def _repair(self, last_done: datetime | None) -> None:
         """Merge and contradiction checks for what changed since the last complete sweep."""
@@ -319,24 +320,26 @@ class _Sweep:
         after = _NIL
         while True:
             with db.tenant_tx(self.pool, self.tenant_id) as conn:  # reads only: no lock needed
-                fresh = [r["id"] for r in store.all_(conn, "retention_fresh", **self.base, after=after, since=since)]
+                fresh = lifecycle_db.retention_fresh(
+                    conn, **self.ids, after=after, now=self.now, since=since, batch=self.policy.retention_batch
+                )
                 pairs = (
-                    store.all_(conn, "retention_pairs", **self.base, ids=fresh, probe_terms=governance.PROBE_TERMS)
+                    lifecycle_db.retention_pairs(
+                        conn, **self.ids, ids=fresh, probe_terms=governance.PROBE_TERMS, now=self.now
+                    )
                     if fresh
                     else []
                 )
-                ids = {p["a"] for p in pairs} | {p["b"] for p in pairs}
+                ids = {p.a for p in pairs} | {p.b for p in pairs}
                 facts = (
                     {
-                        str(r["id"]): governance.fact(r)
-                        for r in store.all_(conn, "retention_facts", **self.base, ids=list(ids))
+                        str(r.id): governance.fact(r)
+                        for r in lifecycle_db.retention_facts(conn, **self.ids, ids=list(ids), now=self.now)
                     }
                     if ids
                     else {}
                 )
-            decided = rules.plan(
-                [rules.Pair(str(p["a"]), str(p["b"]), float(p["cosine"])) for p in pairs], facts, self.policy
-            )
+            decided = rules.plan([rules.Pair(str(p.a), str(p.b), p.cosine) for p in pairs], facts, self.policy)
             if decided.supersede or decided.review or decided.merge:
                 with self._locked() as conn:
                     self._apply(conn, decided)
@@ -392,11 +395,12 @@ class _Sweep:
         after = _NIL
         while True:
             with self._locked() as conn:
-                row = store.one(
+                decayed = lifecycle_db.retention_decay(
                     conn,
-                    "retention_decay",
-                    **self.base,
+                    **self.ids,
                     after=after,
+                    now=self.now,
+                    batch=p.retention_batch,
                     protected=list(rules.PROTECTED_KINDS),
                     s_half=p.salience_half_life_days,
                     s_after=p.salience_decay_after_days,
@@ -404,18 +408,18 @@ class _Sweep:
                     c_floor=p.confidence_floor,
                     step_days=DECAY_STEP_DAYS,
                 )
-            assert row is not None
-            self.report.decayed += int(row["n"])
-            if int(row["seen"]) < p.retention_batch:
+            self.report.decayed += decayed.n
+            if decayed.seen < p.retention_batch or decayed.last_id is None:
                 return
-            after = row["last_id"]
+            after = decayed.last_id
 
     def _events(self, conn: psycopg.Connection, event: str, ids: list[str], reasons: list[str]) -> None:
-        store.run(
+        lifecycle_db.lifecycle_insert_events(
             conn,
-            "lifecycle_insert_events",
-            **self.base,
+            **self.ids,
             event=event,
+            actor=ACTOR,
+            now=self.now,
             ids=ids,
             reasons=reasons,
             related=[None] * len(ids),
@@ -425,13 +429,13 @@ class _Sweep:
 def runs(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, limit: int = 20) -> list[dict[str, Any]]:
     """The agent's latest retention reports, newest first. Raises NotFound for an unknown agent."""
     store.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
-    return store.all_(conn, "retention_runs", tenant_id=tenant_id, agent_id=agent_id, limit=limit)
+    return [asdict(r) for r in lifecycle_db.retention_runs(conn, tenant_id=tenant_id, agent_id=agent_id, limit=limit)]
 
 
 def due(pool: psycopg_pool.ConnectionPool, *, before: datetime, limit: int = 10_000) -> list[tuple[UUID, str]]:
     """Agents (across tenants) not swept since `before`, least recently swept first."""
     with db.system_tx(pool) as conn:
-        return [(r["tenant_id"], r["agent_id"]) for r in store.all_(conn, "retention_due", before=before, limit=limit)]
+        return [(r.tenant_id, r.agent_id) for r in lifecycle_db.retention_due(conn, before=before, limit=limit)]
 
 
 def window(now: datetime, every_s: float) -> datetime:

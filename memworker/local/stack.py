@@ -21,7 +21,7 @@ import httpx
 from memworker import errors, keys, runtime
 from memworker.local import embedded
 from memworker.settings import Settings
-from memworker.storage import db, migrate, store
+from memworker.storage import core_db, db, migrate
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +141,15 @@ class Stack:
                     ],
                 )
             )
+        # Webhook deliveries: their own process, threads (each waits on a tenant's receiver,
+        # up to webhook_timeout_s), so a hanging receiver never holds an ingest worker.
+        self.services.append(
+            Service(
+                "webhooks",
+                [py, "-m", "celery", "-A", "tasks.celery_app", "worker", "-n", "webhooks@%h", "-Q", "webhooks"]
+                + ["-P", "threads", "-c", str(s.webhook_worker_concurrency), "--loglevel", s.log_level.lower()],
+            )
+        )
         self.services.append(
             Service(
                 "beat",
@@ -181,7 +190,7 @@ class Stack:
         self._say(f"memworker is up  (data dir {self.data_dir})")
         self._say(f"  API     {api_url}   (docs at {api_url}/docs)")
         self._say(f"  Flower  {flower_url}")
-        self._say(f"  workers {s.workers}")
+        self._say(f"  workers {s.workers} (+ a webhook sender, {s.webhook_worker_concurrency} threads)")
         self._say(f"  dev API key (tenant '{DEV_TENANT}'): {dev_key}")
         self._say("Ctrl-C stops everything.")
 
@@ -250,18 +259,15 @@ class Stack:
         """A full-scope key for the 'dev' tenant, kept (0600) in the data dir across restarts."""
         path = self.data_dir / "dev-api-key"
         with db.connect(owner_url) as conn:
-            tenant = store.one(conn, "tenant_by_name", name=DEV_TENANT)
-            if tenant is None:
-                tenant = store.one(conn, "create_tenant", name=DEV_TENANT)
-            assert tenant is not None
+            tenant = core_db.tenant_by_name(conn, name=DEV_TENANT) or core_db.create_tenant(conn, name=DEV_TENANT)
             if path.exists():
                 key = path.read_text().strip()
                 prefix = keys.prefix_of(key)
-                row = store.one(conn, "authenticate", prefix=prefix) if prefix else None
-                if row and row["revoked_at"] is None and bytes(row["key_hash"]) == keys.hash_key(key):
+                row = core_db.authenticate(conn, prefix=prefix) if prefix else None
+                if row and row.revoked_at is None and bytes(row.key_hash) == keys.hash_key(key):
                     return key
-            db.bind_tenant(conn, tenant["id"])
-            key, _ = keys.create(conn, tenant_id=tenant["id"], name="dev (memworker up)")
+            db.bind_tenant(conn, tenant.id)
+            key, _ = keys.create(conn, tenant_id=tenant.id, name="dev (memworker up)")
         path.write_text(key + "\n")
         path.chmod(0o600)
         return key

@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import json
 import logging
+import random
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,6 +28,8 @@ import psycopg_pool
 
 from memworker import errors
 from memworker.models import budget
+from memworker.sessions import egress
+from memworker.sessions.slots import TenantSlots
 from memworker.settings import Settings
 from memworker.storage import db, sessions_db
 
@@ -35,19 +38,33 @@ logger = logging.getLogger(__name__)
 EVENTS = ("pre_turn", "post_turn", "archive")
 LEASE_S = 60  # a sender that died mid-attempt leaves the row 'sending' this long
 USER_AGENT = "memworker-webhooks/1"
+BUSY_RETRY_S = 1.0  # a delivery waiting for its tenant's slot tries again after 1-2 s
 # Episodes memworker writes itself from a session's state: not transcript, so not counted.
 DERIVED = frozenset({"context_flush", "session_archive", "rumination"})
 
 
 def create(
-    conn: Any, *, tenant_id: UUID, url: str, events: list[str], agent_ids: list[str] | None, description: str = ""
+    conn: Any,
+    *,
+    tenant_id: UUID,
+    url: str,
+    events: list[str],
+    agent_ids: list[str] | None,
+    settings: Settings,
+    description: str = "",
+    resolve: egress.Resolver = egress.system_resolve,
 ) -> tuple[sessions_db.Webhook, str]:
-    """Register a webhook; returns (row, secret). The secret is shown once."""
-    if not url.startswith(("http://", "https://")):
-        raise errors.InvalidInput("webhook url must start with http:// or https://")
+    """Register a webhook; returns (row, secret). The secret is shown once. The URL must
+    point at a public address (or one the operator allows), and a tenant has at most
+    Settings.webhook_max_per_tenant webhooks."""
     bad = [e for e in events if e not in EVENTS]
     if bad or not events:
         raise errors.InvalidInput(f"events must be a non-empty list of {list(EVENTS)}")
+    egress.check(url, egress.Allow.parse(settings.webhook_allow_hosts), resolve)
+    if len(sessions_db.webhook_list(conn, tenant_id=tenant_id)) >= settings.webhook_max_per_tenant:
+        raise errors.InvalidInput(
+            f"a tenant may have at most {settings.webhook_max_per_tenant} webhooks; delete one first"
+        )
     secret = "whsec_" + secrets.token_urlsafe(32)
     row = sessions_db.webhook_insert(
         conn,
@@ -102,7 +119,9 @@ def backoff_s(attempts: int, base_s: float) -> float:
 
 @dataclass
 class Attempt:
-    status: str  # delivered | retry | failed | skipped (not due, or another sender has it)
+    # delivered | retry | failed | skipped (not due, or another sender has it) | busy (the
+    # tenant has all its slots in flight: try again in retry_in_s, nothing was recorded)
+    status: str
     retry_in_s: float | None = None
     http_status: int | None = None
     error: str | None = None
@@ -114,10 +133,30 @@ def deliver(
     *,
     tenant_id: UUID,
     delivery_id: UUID,
-    client: httpx.Client | None = None,
+    slots: TenantSlots | None = None,
+    resolve: egress.Resolver = egress.system_resolve,
 ) -> Attempt:
-    """One attempt at one delivery: claim it (compare-and-set, so two senders never both
-    send), POST it outside any transaction, record the outcome."""
+    """One attempt at one delivery, in one of the tenant's slots when given: claim it
+    (compare-and-set, so two senders never both send), POST it outside any transaction to
+    the address checked for this attempt, record the outcome."""
+    token = slots.acquire(tenant_id) if slots is not None else None
+    if slots is not None and token is None:
+        return Attempt("busy", retry_in_s=BUSY_RETRY_S + random.uniform(0, BUSY_RETRY_S))
+    try:
+        return _attempt(pool, settings, tenant_id=tenant_id, delivery_id=delivery_id, resolve=resolve)
+    finally:
+        if slots is not None and token is not None:
+            slots.release(tenant_id, token)
+
+
+def _attempt(
+    pool: psycopg_pool.ConnectionPool,
+    settings: Settings,
+    *,
+    tenant_id: UUID,
+    delivery_id: UUID,
+    resolve: egress.Resolver,
+) -> Attempt:
     with db.tenant_tx(pool, tenant_id) as conn:
         row = sessions_db.delivery_claim(conn, tenant_id=tenant_id, delivery_id=delivery_id, lease_s=LEASE_S)
     if row is None:
@@ -132,30 +171,35 @@ def deliver(
         "X-Memworker-Signature": sign(row.secret, body),
     }
     code: int | None = None
+    # `error` is what the tenant sees on the delivery; `detail` goes to the log only. The
+    # tenant learns "it did not connect", never refused vs reset vs timed out: with those a
+    # webhook would be a port scanner of whatever it can reach.
     error: str | None = None
+    detail = ""
+    refused = False
     try:
-        if client is not None:
-            resp = client.post(row.url, content=body, headers=headers)
-        else:
-            with httpx.Client(timeout=settings.webhook_timeout_s, follow_redirects=False) as c:
-                resp = c.post(row.url, content=body, headers=headers)
-        code = resp.status_code
+        target = egress.check(row.url, egress.Allow.parse(settings.webhook_allow_hosts), resolve)
+        code = egress.post(target, body, headers, settings.webhook_timeout_s)
         if not 200 <= code < 300:
-            error = f"HTTP {code}"
+            error = detail = f"HTTP {code}"
+    except egress.Refused as exc:  # DNS now names an internal address, or the allow-list shrank
+        error, detail, refused = "delivery refused (address not allowed)", str(exc), True
+    except egress.Unresolved as exc:
+        error, detail = "delivery failed (host did not resolve)", str(exc)
     except httpx.HTTPError as exc:  # refused, timed out, reset: the receiver's problem, retried
-        error = f"{type(exc).__name__}: {exc}"[:500]
+        error, detail = "delivery failed (connection error)", f"{type(exc).__name__}: {exc}"[:500]
     if error is None:
         outcome = Attempt("delivered", http_status=code)
-    elif row.attempts >= settings.webhook_max_attempts:
+    elif refused or row.attempts >= settings.webhook_max_attempts:
         outcome = Attempt("failed", http_status=code, error=error)
-        logger.error("webhook delivery %s failed for good after %d attempts: %s", delivery_id, row.attempts, error)
+        logger.error("webhook delivery %s failed for good after %d attempts: %s", delivery_id, row.attempts, detail)
     else:
         outcome = Attempt("retry", backoff_s(row.attempts, settings.webhook_backoff_s), code, error)
         logger.info(
             "webhook delivery %s attempt %d failed (%s); retry in %.1fs",
             delivery_id,
             row.attempts,
-            error,
+            detail,
             outcome.retry_in_s,
         )
     with db.tenant_tx(pool, tenant_id) as conn:
@@ -218,6 +262,13 @@ def episode_stored(
         session_id=session_id,
         data={"episode_id": str(episode_id), "memory_ids": [str(m) for m in memory_ids], "derived": derived},
     )
+
+
+def visible_to(row: sessions_db.Webhook, agent_ids: frozenset[str] | None) -> bool:
+    """May a key limited to `agent_ids` (None: unlimited) see and manage this webhook? Only
+    when every agent it fires for is one of the key's: a tenant-wide webhook is the
+    unlimited keys' business."""
+    return agent_ids is None or (row.agent_ids is not None and set(row.agent_ids) <= agent_ids)
 
 
 def public(row: sessions_db.Webhook) -> dict[str, Any]:

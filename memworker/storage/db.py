@@ -14,8 +14,10 @@ import psycopg
 import psycopg_pool
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
+from psycopg.types.json import set_json_loads
 
 from memworker import errors
+from memworker.storage import rows
 
 APP_ROLE = "memworker_app"
 _OPTIONS = "-c search_path=memworker,public"
@@ -30,6 +32,7 @@ _returned_at: weakref.WeakKeyDictionary[psycopg.Connection, float] = weakref.Wea
 
 def _configure(conn: psycopg.Connection) -> None:
     register_vector(conn)
+    set_json_loads(rows.load_json, conn)  # a stored value too deep to answer reads as a marker
 
 
 def _check(conn: psycopg.Connection) -> None:
@@ -81,8 +84,9 @@ def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection:
     except psycopg.OperationalError as exc:
         raise errors.Unavailable(f"cannot connect to Postgres at {redact(url)}: {exc}") from exc
     register_vector(conn)
+    set_json_loads(rows.load_json, conn)
     # Typed like the pool's connections (bare psycopg.Connection: tuple rows), so that one
-    # connection type flows through store.*; the rows are dicts, as store.one/all_ say.
+    # connection type flows through store.*; the rows are dicts, as _sql.one/all_ say.
     return cast(psycopg.Connection, conn)
 
 

@@ -16,7 +16,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from memworker import memories
-from memworker.storage import store
+from memworker.storage import _sql
 from memworker.storage.sessions_db import TenantAgent
 
 Conn = psycopg.Connection[Any]
@@ -198,16 +198,12 @@ class ErasedCounts:
     aliases: int
 
 
-def _id(row: dict[str, Any] | None, column: str = "id") -> Any:
-    return row[column] if row else None
-
-
 # --- clock, aliases, confirmation, tiers -----------------------------------------------------------
 
 
 def lifecycle_now(conn: Conn) -> datetime:
     """The database's clock for this transaction (the same instant as its now())."""
-    row = store.one(conn, "lifecycle_now")
+    row = _sql.one(conn, "lifecycle_now")
     assert row is not None
     now: datetime = row["now"]
     return now
@@ -215,12 +211,12 @@ def lifecycle_now(conn: Conn) -> datetime:
 
 def lifecycle_resolve_alias(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> UUID | None:
     """The survivor a merged-away id now resolves to; None when it is no alias."""
-    row = store.one(conn, "lifecycle_resolve_alias", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
-    return _id(row, "memory_id")  # type: ignore[no-any-return]
+    row = _sql.one(conn, "lifecycle_resolve_alias", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    return row["memory_id"] if row else None
 
 
 def lifecycle_lock_memory(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> LockedMemory | None:
-    row = store.one(conn, "lifecycle_lock_memory", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    row = _sql.one(conn, "lifecycle_lock_memory", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
     return LockedMemory(**row) if row else None
 
 
@@ -235,7 +231,7 @@ def lifecycle_confirm(
     renew_to: datetime | None,
     count: int,
 ) -> Confirmed | None:
-    row = store.one(
+    row = _sql.one(
         conn,
         "lifecycle_confirm",
         tenant_id=tenant_id,
@@ -250,9 +246,16 @@ def lifecycle_confirm(
 
 
 def lifecycle_set_tier(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID, tier: str, expires_at: datetime | None, now: datetime
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    memory_id: UUID,
+    tier: str,
+    expires_at: datetime | None,
+    now: datetime,
 ) -> memories.Memory | None:
-    row = store.one(
+    row = _sql.one(
         conn,
         "lifecycle_set_tier",
         tenant_id=tenant_id,
@@ -279,7 +282,7 @@ def lifecycle_supersede(
     now: datetime,
 ) -> UUID | None:
     """The retired id; None when the older memory was no longer live."""
-    row = store.one(
+    row = _sql.one(
         conn,
         "lifecycle_supersede",
         tenant_id=tenant_id,
@@ -289,14 +292,14 @@ def lifecycle_supersede(
         keep_until=keep_until,
         now=now,
     )
-    return _id(row)  # type: ignore[no-any-return]
+    return row["id"] if row else None
 
 
 def lifecycle_add_review(
     conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID, other_id: UUID, reason: str, now: datetime
 ) -> UUID | None:
     """The new review's id; None when the pair is on the list already."""
-    row = store.one(
+    row = _sql.one(
         conn,
         "lifecycle_add_review",
         tenant_id=tenant_id,
@@ -306,23 +309,23 @@ def lifecycle_add_review(
         reason=reason,
         now=now,
     )
-    return _id(row)  # type: ignore[no-any-return]
+    return row["id"] if row else None
 
 
 def lifecycle_reviews(conn: Conn, *, tenant_id: UUID, agent_id: str, status: str | None, limit: int) -> list[Review]:
-    rows = store.all_(conn, "lifecycle_reviews", tenant_id=tenant_id, agent_id=agent_id, status=status, limit=limit)
+    rows = _sql.all_(conn, "lifecycle_reviews", tenant_id=tenant_id, agent_id=agent_id, status=status, limit=limit)
     return [Review(**r) for r in rows]
 
 
 def lifecycle_lock_review(conn: Conn, *, tenant_id: UUID, agent_id: str, review_id: UUID) -> LockedReview | None:
-    row = store.one(conn, "lifecycle_lock_review", tenant_id=tenant_id, agent_id=agent_id, review_id=review_id)
+    row = _sql.one(conn, "lifecycle_lock_review", tenant_id=tenant_id, agent_id=agent_id, review_id=review_id)
     return LockedReview(**row) if row else None
 
 
 def lifecycle_resolve_review(
     conn: Conn, *, tenant_id: UUID, review_id: UUID, resolution: str, actor: str, now: datetime
 ) -> UUID | None:
-    row = store.one(
+    row = _sql.one(
         conn,
         "lifecycle_resolve_review",
         tenant_id=tenant_id,
@@ -331,24 +334,24 @@ def lifecycle_resolve_review(
         actor=actor,
         now=now,
     )
-    return _id(row)  # type: ignore[no-any-return]
+    return row["id"] if row else None
 
 
 def lifecycle_merge_into(
     conn: Conn, *, tenant_id: UUID, agent_id: str, survivor: UUID, other: UUID, now: datetime
 ) -> UUID | None:
     """The survivor's id; None when either memory is no longer live."""
-    row = store.one(
+    row = _sql.one(
         conn, "lifecycle_merge_into", tenant_id=tenant_id, agent_id=agent_id, survivor=survivor, other=other, now=now
     )
-    return _id(row)  # type: ignore[no-any-return]
+    return row["id"] if row else None
 
 
 def lifecycle_merge_finish(
     conn: Conn, *, tenant_id: UUID, agent_id: str, survivor: UUID, other: UUID, now: datetime, reason: str, actor: str
 ) -> int:
     """How many rows were merged away (0 or 1)."""
-    row = store.one(
+    row = _sql.one(
         conn,
         "lifecycle_merge_finish",
         tenant_id=tenant_id,
@@ -366,17 +369,17 @@ def lifecycle_merge_finish(
 
 
 def lifecycle_history(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> list[Version]:
-    rows = store.all_(conn, "lifecycle_history", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    rows = _sql.all_(conn, "lifecycle_history", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
     return [Version(**r) for r in rows]
 
 
 def lifecycle_aliases_of(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID]) -> list[UUID]:
-    rows = store.all_(conn, "lifecycle_aliases_of", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
+    rows = _sql.all_(conn, "lifecycle_aliases_of", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
     return [r["alias_id"] for r in rows]
 
 
 def lifecycle_events(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], limit: int) -> list[Event]:
-    rows = store.all_(conn, "lifecycle_events", tenant_id=tenant_id, agent_id=agent_id, ids=ids, limit=limit)
+    rows = _sql.all_(conn, "lifecycle_events", tenant_id=tenant_id, agent_id=agent_id, ids=ids, limit=limit)
     return [Event(**r) for r in rows]
 
 
@@ -393,7 +396,7 @@ def lifecycle_insert_events(
     related: list[str | None],
 ) -> int:
     """One audit row per id, each with its reason (and related id or None)."""
-    return store.run(
+    return _sql.run(
         conn,
         "lifecycle_insert_events",
         tenant_id=tenant_id,
@@ -413,12 +416,12 @@ def lifecycle_insert_events(
 def lifecycle_set_agent_policy(
     conn: Conn, *, tenant_id: UUID, agent_id: str, policy: dict[str, Any]
 ) -> dict[str, Any] | None:
-    row = store.one(conn, "lifecycle_set_agent_policy", tenant_id=tenant_id, agent_id=agent_id, policy=Jsonb(policy))
+    row = _sql.one(conn, "lifecycle_set_agent_policy", tenant_id=tenant_id, agent_id=agent_id, policy=Jsonb(policy))
     return row["policy"] if row else None
 
 
 def lifecycle_set_tenant_policy(conn: Conn, *, tenant_id: UUID, policy: dict[str, Any]) -> dict[str, Any] | None:
-    row = store.one(conn, "lifecycle_set_tenant_policy", tenant_id=tenant_id, policy=Jsonb(policy))
+    row = _sql.one(conn, "lifecycle_set_tenant_policy", tenant_id=tenant_id, policy=Jsonb(policy))
     return row["policy"] if row else None
 
 
@@ -427,14 +430,14 @@ def lifecycle_set_tenant_policy(conn: Conn, *, tenant_id: UUID, policy: dict[str
 
 def retention_due(conn: Conn, *, before: datetime, limit: int) -> list[TenantAgent]:
     """Across tenants (a SECURITY DEFINER function): agents not swept since `before`."""
-    return [TenantAgent(**r) for r in store.all_(conn, "retention_due", before=before, limit=limit)]
+    return [TenantAgent(**r) for r in _sql.all_(conn, "retention_due", before=before, limit=limit)]
 
 
 def retention_start(
     conn: Conn, *, tenant_id: UUID, agent_id: str, run_key: str, trigger: str, now: datetime, resume: bool
 ) -> UUID | None:
     """The run's id; None when run_key was used (unless resume takes over a running one)."""
-    row = store.one(
+    row = _sql.one(
         conn,
         "retention_start",
         tenant_id=tenant_id,
@@ -444,11 +447,11 @@ def retention_start(
         now=now,
         resume=resume,
     )
-    return _id(row)  # type: ignore[no-any-return]
+    return row["id"] if row else None
 
 
 def retention_state(conn: Conn, *, tenant_id: UUID, agent_id: str, now: datetime) -> RetentionState | None:
-    row = store.one(conn, "retention_state", tenant_id=tenant_id, agent_id=agent_id, now=now)
+    row = _sql.one(conn, "retention_state", tenant_id=tenant_id, agent_id=agent_id, now=now)
     return RetentionState(row["retention_done_at"], int(row["live"])) if row else None
 
 
@@ -473,7 +476,7 @@ def retention_finish(
     skipped_reason: str | None,
     error: str | None,
 ) -> int:
-    return store.run(
+    return _sql.run(
         conn,
         "retention_finish",
         tenant_id=tenant_id,
@@ -497,12 +500,12 @@ def retention_finish(
 
 
 def retention_stamp(conn: Conn, *, tenant_id: UUID, agent_id: str, now: datetime, done: bool) -> int:
-    return store.run(conn, "retention_stamp", tenant_id=tenant_id, agent_id=agent_id, now=now, done=done)
+    return _sql.run(conn, "retention_stamp", tenant_id=tenant_id, agent_id=agent_id, now=now, done=done)
 
 
 def retention_runs(conn: Conn, *, tenant_id: UUID, agent_id: str, limit: int) -> list[RetentionRun]:
     """Newest first."""
-    rows = store.all_(conn, "retention_runs", tenant_id=tenant_id, agent_id=agent_id, limit=limit)
+    rows = _sql.all_(conn, "retention_runs", tenant_id=tenant_id, agent_id=agent_id, limit=limit)
     return [RetentionRun(**r) for r in rows]
 
 
@@ -510,7 +513,7 @@ def retention_purge_expired(
     conn: Conn, *, tenant_id: UUID, agent_id: str, now: datetime, batch: int, actor: str
 ) -> int:
     """One batch; how many were deleted."""
-    row = store.one(
+    row = _sql.one(
         conn, "retention_purge_expired", tenant_id=tenant_id, agent_id=agent_id, now=now, batch=batch, actor=actor
     )
     return int(row["n"]) if row else 0
@@ -530,7 +533,7 @@ def retention_forget_age(
     actor: str,
 ) -> int:
     """One batch; how many were forgotten."""
-    row = store.one(
+    row = _sql.one(
         conn,
         "retention_forget_age",
         tenant_id=tenant_id,
@@ -559,7 +562,7 @@ def retention_forget_unused(
     actor: str,
 ) -> int:
     """One batch; how many were forgotten."""
-    row = store.one(
+    row = _sql.one(
         conn,
         "retention_forget_unused",
         tenant_id=tenant_id,
@@ -588,7 +591,7 @@ def retention_forget_cap(
     actor: str,
 ) -> int:
     """One batch; how many were forgotten."""
-    row = store.one(
+    row = _sql.one(
         conn,
         "retention_forget_cap",
         tenant_id=tenant_id,
@@ -619,7 +622,7 @@ def retention_decay(
     c_floor: float,
     step_days: float,
 ) -> DecayBatch:
-    row = store.one(
+    row = _sql.one(
         conn,
         "retention_decay",
         tenant_id=tenant_id,
@@ -649,7 +652,7 @@ def retention_promote_candidates(
     min_confidence: float,
     batch: int,
 ) -> list[PromoteCandidate]:
-    rows = store.all_(
+    rows = _sql.all_(
         conn,
         "retention_promote_candidates",
         tenant_id=tenant_id,
@@ -667,7 +670,7 @@ def retention_promote(
     conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[str], expires_at: datetime | None, now: datetime
 ) -> list[UUID]:
     """The ids promoted L1 -> L2."""
-    rows = store.all_(
+    rows = _sql.all_(
         conn, "retention_promote", tenant_id=tenant_id, agent_id=agent_id, ids=ids, expires_at=expires_at, now=now
     )
     return [r["id"] for r in rows]
@@ -676,7 +679,7 @@ def retention_promote(
 def retention_fresh(
     conn: Conn, *, tenant_id: UUID, agent_id: str, after: UUID, now: datetime, since: datetime, batch: int
 ) -> list[UUID]:
-    rows = store.all_(
+    rows = _sql.all_(
         conn, "retention_fresh", tenant_id=tenant_id, agent_id=agent_id, after=after, now=now, since=since, batch=batch
     )
     return [r["id"] for r in rows]
@@ -685,7 +688,7 @@ def retention_fresh(
 def retention_pairs(
     conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], probe_terms: int, now: datetime
 ) -> list[Pair]:
-    rows = store.all_(
+    rows = _sql.all_(
         conn, "retention_pairs", tenant_id=tenant_id, agent_id=agent_id, ids=ids, probe_terms=probe_terms, now=now
     )
     return [Pair(r["a"], r["b"], float(r["cosine"])) for r in rows]
@@ -695,14 +698,14 @@ def new_memory_pairs(
     conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], probe_terms: int, now: datetime
 ) -> list[Pair]:
     """retention_pairs for a few just-written memories (see the SQL for why it differs)."""
-    rows = store.all_(
+    rows = _sql.all_(
         conn, "new_memory_pairs", tenant_id=tenant_id, agent_id=agent_id, ids=ids, probe_terms=probe_terms, now=now
     )
     return [Pair(r["a"], r["b"], float(r["cosine"])) for r in rows]
 
 
 def retention_facts(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], now: datetime) -> list[FactRow]:
-    rows = store.all_(conn, "retention_facts", tenant_id=tenant_id, agent_id=agent_id, ids=ids, now=now)
+    rows = _sql.all_(conn, "retention_facts", tenant_id=tenant_id, agent_id=agent_id, ids=ids, now=now)
     return [FactRow(**r) for r in rows]
 
 
@@ -720,7 +723,7 @@ def forget_match(
     before: datetime | None,
     sources: list[str],
 ) -> list[Matched]:
-    rows = store.all_(
+    rows = _sql.all_(
         conn,
         "forget_match",
         tenant_id=tenant_id,
@@ -743,7 +746,7 @@ def forget_match_episodes(
     session_id: str | None,
     before: datetime | None,
 ) -> list[UUID]:
-    rows = store.all_(
+    rows = _sql.all_(
         conn,
         "forget_match_episodes",
         tenant_id=tenant_id,
@@ -758,7 +761,7 @@ def forget_match_episodes(
 def forget_derived(
     conn: Conn, *, tenant_id: UUID, agent_id: str, kinds: list[str], ids: list[UUID], id_texts: list[str]
 ) -> list[Matched]:
-    rows = store.all_(
+    rows = _sql.all_(
         conn, "forget_derived", tenant_id=tenant_id, agent_id=agent_id, kinds=kinds, ids=ids, id_texts=id_texts
     )
     return [Matched(**r) for r in rows]
@@ -768,34 +771,34 @@ def forget_rederive(
     conn: Conn, *, tenant_id: UUID, agent_id: str, forgotten: list[UUID], derived: list[UUID]
 ) -> list[UUID]:
     """The surviving evidence put back into consolidation's window."""
-    rows = store.all_(
+    rows = _sql.all_(
         conn, "forget_rederive", tenant_id=tenant_id, agent_id=agent_id, forgotten=forgotten, derived=derived
     )
     return [r["id"] for r in rows]
 
 
 def forget_texts(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID]) -> list[str]:
-    return [r["text"] for r in store.all_(conn, "forget_texts", tenant_id=tenant_id, agent_id=agent_id, ids=ids)]
+    return [r["text"] for r in _sql.all_(conn, "forget_texts", tenant_id=tenant_id, agent_id=agent_id, ids=ids)]
 
 
 def forget_counts(conn: Conn, *, tenant_id: UUID, ids: list[UUID]) -> ErasedCounts:
     """The postings, connections and aliases that go with these memories."""
-    row = store.one(conn, "forget_counts", tenant_id=tenant_id, ids=ids)
+    row = _sql.one(conn, "forget_counts", tenant_id=tenant_id, ids=ids)
     assert row is not None  # aggregates: always one row
     return ErasedCounts(int(row["terms"]), int(row["connections"]), int(row["aliases"]))
 
 
 def forget_delete_memories(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID]) -> list[UUID]:
-    rows = store.all_(conn, "forget_delete_memories", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
+    rows = _sql.all_(conn, "forget_delete_memories", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
     return [r["id"] for r in rows]
 
 
 def forget_delete_episodes(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID]) -> list[UUID]:
-    rows = store.all_(conn, "forget_delete_episodes", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
+    rows = _sql.all_(conn, "forget_delete_episodes", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
     return [r["id"] for r in rows]
 
 
 def forget_profiles(conn: Conn, *, tenant_id: UUID, agent_id: str, needles: list[str]) -> list[int]:
     """The profile versions deleted because they cite one of the needles."""
-    rows = store.all_(conn, "forget_profiles", tenant_id=tenant_id, agent_id=agent_id, needles=needles)
+    rows = _sql.all_(conn, "forget_profiles", tenant_id=tenant_id, agent_id=agent_id, needles=needles)
     return [r["version"] for r in rows]

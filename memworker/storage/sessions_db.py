@@ -14,7 +14,7 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
-from memworker.storage import store
+from memworker.storage import _sql
 
 # `SELECT *` of sessions: the row flows through the session domain logic (session.summary,
 # archive.snapshot, usage_view...) and its unit tests as a plain dict, so it stays one.
@@ -192,7 +192,7 @@ def session_insert(
     revision: int,
 ) -> SessionRow | None:
     """None when the session exists already."""
-    return store.one(
+    return _sql.one(
         conn,
         "session_insert",
         tenant_id=tenant_id,
@@ -206,22 +206,22 @@ def session_insert(
 
 
 def session_get(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> SessionRow | None:
-    return store.one(conn, "session_get", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    return _sql.one(conn, "session_get", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
 
 
 def session_lock(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> SessionRow | None:
     """session_get FOR UPDATE."""
-    return store.one(conn, "session_lock", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    return _sql.one(conn, "session_lock", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
 
 
 def session_list(conn: Conn, *, tenant_id: UUID, agent_id: str, status: str | None, limit: int) -> list[SessionRow]:
-    return store.all_(conn, "session_list", tenant_id=tenant_id, agent_id=agent_id, status=status, limit=limit)
+    return _sql.all_(conn, "session_list", tenant_id=tenant_id, agent_id=agent_id, status=status, limit=limit)
 
 
 def session_save_working(
     conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, working: dict[str, Any], revision: int
 ) -> SessionRow | None:
-    return store.one(
+    return _sql.one(
         conn,
         "session_save_working",
         tenant_id=tenant_id,
@@ -233,7 +233,7 @@ def session_save_working(
 
 
 def session_set_working(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, working: dict[str, Any]) -> int:
-    return store.run(
+    return _sql.run(
         conn,
         "session_set_working",
         tenant_id=tenant_id,
@@ -246,7 +246,7 @@ def session_set_working(conn: Conn, *, tenant_id: UUID, agent_id: str, session_i
 def session_save_plan(
     conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, plan: dict[str, Any], revision: int
 ) -> SessionRow | None:
-    return store.one(
+    return _sql.one(
         conn,
         "session_save_plan",
         tenant_id=tenant_id,
@@ -268,7 +268,7 @@ def session_record_use(
     window_tokens: int | None,
     armed: bool,
 ) -> int:
-    return store.run(
+    return _sql.run(
         conn,
         "session_record_use",
         tenant_id=tenant_id,
@@ -284,7 +284,7 @@ def session_record_use(
 def session_flushed(
     conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, revision: int, episode_id: UUID | None
 ) -> int:
-    return store.run(
+    return _sql.run(
         conn,
         "session_flushed",
         tenant_id=tenant_id,
@@ -296,13 +296,13 @@ def session_flushed(
 
 
 def session_log_tokens(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, tokens: int) -> int:
-    return store.run(
+    return _sql.run(
         conn, "session_log_tokens", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, tokens=tokens
     )
 
 
 def session_archived(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, version: int) -> int:
-    return store.run(
+    return _sql.run(
         conn, "session_archived", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version
     )
 
@@ -328,7 +328,7 @@ def session_restore(
     last_flush_episode_id: Any,
 ) -> int:
     """flushed_at and last_flush_episode_id as the archive holds them (ISO / uuid strings or None)."""
-    return store.run(
+    return _sql.run(
         conn,
         "session_restore",
         tenant_id=tenant_id,
@@ -351,27 +351,27 @@ def session_restore(
 
 
 def session_episodes(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> list[SessionEpisode]:
-    rows = store.all_(conn, "session_episodes", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    rows = _sql.all_(conn, "session_episodes", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     return [SessionEpisode(**r) for r in rows]
 
 
 def episodes_present(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[Any]) -> int:
     """How many of these episode ids still exist."""
-    row = store.one(conn, "episodes_present", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
+    row = _sql.one(conn, "episodes_present", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
     return int(row["n"]) if row else 0
 
 
 def session_forget_counts(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> ForgetCounts:
-    row = store.one(conn, "session_forget_counts", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    row = _sql.one(conn, "session_forget_counts", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     return ForgetCounts(int(row["calls"]), int(row["archives"])) if row else ForgetCounts(0, 0)
 
 
 def session_forget_deliveries(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> int:
-    return store.run(conn, "session_forget_deliveries", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    return _sql.run(conn, "session_forget_deliveries", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
 
 
 def session_forget(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> int:
-    return store.run(conn, "session_forget", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    return _sql.run(conn, "session_forget", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
 
 
 # --- context calls -------------------------------------------------------------------------------
@@ -392,7 +392,7 @@ def context_call_insert(
     used: float | None,
 ) -> UUID:
     """The new call's id."""
-    row = store.one(
+    row = _sql.one(
         conn,
         "context_call_insert",
         tenant_id=tenant_id,
@@ -428,7 +428,7 @@ def context_call_restore(
     created_at: Any,
 ) -> int:
     """id, memory_ids and created_at as an archive holds them (strings)."""
-    return store.run(
+    return _sql.run(
         conn,
         "context_call_restore",
         id=id,
@@ -447,34 +447,34 @@ def context_call_restore(
 
 
 def context_calls_of_session(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> list[ContextCall]:
-    rows = store.all_(conn, "context_calls_of_session", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    rows = _sql.all_(conn, "context_calls_of_session", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     return [ContextCall(**r) for r in rows]
 
 
 def context_calls_recent(
     conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, limit: int
 ) -> list[ContextCall]:
-    rows = store.all_(
+    rows = _sql.all_(
         conn, "context_calls_recent", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, limit=limit
     )
     return [ContextCall(**r) for r in rows]
 
 
 def context_calls_delete(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> int:
-    return store.run(conn, "context_calls_delete", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    return _sql.run(conn, "context_calls_delete", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
 
 
 def context_pinned_memories(
     conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[Any], hide_flagged: bool
 ) -> list[PinnedMemory]:
-    rows = store.all_(
+    rows = _sql.all_(
         conn, "context_pinned_memories", tenant_id=tenant_id, agent_id=agent_id, ids=ids, hide_flagged=hide_flagged
     )
     return [PinnedMemory(**r) for r in rows]
 
 
 def context_bump_access(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[Any]) -> int:
-    return store.run(conn, "context_bump_access", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
+    return _sql.run(conn, "context_bump_access", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
 
 
 # --- archives ------------------------------------------------------------------------------------
@@ -496,7 +496,7 @@ def archive_insert(
     episode_ids: list[UUID],
     distill_episode_id: UUID | None,
 ) -> ArchiveInfo:
-    row = store.one(
+    row = _sql.one(
         conn,
         "archive_insert",
         tenant_id=tenant_id,
@@ -517,17 +517,17 @@ def archive_insert(
 
 
 def archive_get(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, version: int) -> Archive | None:
-    row = store.one(conn, "archive_get", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version)
+    row = _sql.one(conn, "archive_get", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version)
     return Archive(**row) if row else None
 
 
 def archive_list(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> list[ArchiveInfo]:
-    rows = store.all_(conn, "archive_list", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    rows = _sql.all_(conn, "archive_list", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     return [ArchiveInfo(**r) for r in rows]
 
 
 def archives_with_episodes(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID]) -> list[ArchiveData]:
-    rows = store.all_(conn, "archives_with_episodes", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
+    rows = _sql.all_(conn, "archives_with_episodes", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
     return [ArchiveData(**r) for r in rows]
 
 
@@ -545,7 +545,7 @@ def archive_rewrite(
     counts: dict[str, Any],
     episode_ids: list[Any],
 ) -> int:
-    return store.run(
+    return _sql.run(
         conn,
         "archive_rewrite",
         tenant_id=tenant_id,
@@ -564,7 +564,7 @@ def archive_rewrite(
 def archives_in_window(
     conn: Conn, *, tenant_id: UUID, agent_id: str, start: datetime, end: datetime
 ) -> list[ArchiveData]:
-    rows = store.all_(conn, "archives_in_window", tenant_id=tenant_id, agent_id=agent_id, start=start, end=end)
+    rows = _sql.all_(conn, "archives_in_window", tenant_id=tenant_id, agent_id=agent_id, start=start, end=end)
     return [ArchiveData(**r) for r in rows]
 
 
@@ -572,7 +572,7 @@ def rumination_due(
     conn: Conn, *, start: datetime, end: datetime, defaults: dict[str, Any], limit: int
 ) -> list[TenantAgent]:
     """Across tenants (a SECURITY DEFINER function): agents with archives in [start, end)."""
-    rows = store.all_(conn, "rumination_due", start=start, end=end, defaults=Jsonb(defaults), limit=limit)
+    rows = _sql.all_(conn, "rumination_due", start=start, end=end, defaults=Jsonb(defaults), limit=limit)
     return [TenantAgent(**r) for r in rows]
 
 
@@ -589,7 +589,7 @@ def webhook_insert(
     agent_ids: list[str] | None,
     description: str,
 ) -> Webhook:
-    row = store.one(
+    row = _sql.one(
         conn,
         "webhook_insert",
         tenant_id=tenant_id,
@@ -604,17 +604,17 @@ def webhook_insert(
 
 
 def webhook_list(conn: Conn, *, tenant_id: UUID) -> list[Webhook]:
-    return [Webhook(**r) for r in store.all_(conn, "webhook_list", tenant_id=tenant_id)]
+    return [Webhook(**r) for r in _sql.all_(conn, "webhook_list", tenant_id=tenant_id)]
 
 
 def webhook_get(conn: Conn, *, tenant_id: UUID, webhook_id: UUID) -> Webhook | None:
-    row = store.one(conn, "webhook_get", tenant_id=tenant_id, webhook_id=webhook_id)
+    row = _sql.one(conn, "webhook_get", tenant_id=tenant_id, webhook_id=webhook_id)
     return Webhook(**row) if row else None
 
 
 def webhook_delete(conn: Conn, *, tenant_id: UUID, webhook_id: UUID) -> UUID | None:
     """The deleted webhook's id, None when there was none."""
-    row = store.one(conn, "webhook_delete", tenant_id=tenant_id, webhook_id=webhook_id)
+    row = _sql.one(conn, "webhook_delete", tenant_id=tenant_id, webhook_id=webhook_id)
     return row["id"] if row else None
 
 
@@ -622,7 +622,7 @@ def webhook_emit(
     conn: Conn, *, tenant_id: UUID, agent_id: str, event: str, session_id: str | None, payload: dict[str, Any]
 ) -> list[UUID]:
     """The new delivery ids."""
-    rows = store.all_(
+    rows = _sql.all_(
         conn,
         "webhook_emit",
         tenant_id=tenant_id,
@@ -635,13 +635,13 @@ def webhook_emit(
 
 
 def webhook_deliveries(conn: Conn, *, tenant_id: UUID, webhook_id: UUID, limit: int) -> list[WebhookDelivery]:
-    rows = store.all_(conn, "webhook_deliveries", tenant_id=tenant_id, webhook_id=webhook_id, limit=limit)
+    rows = _sql.all_(conn, "webhook_deliveries", tenant_id=tenant_id, webhook_id=webhook_id, limit=limit)
     return [WebhookDelivery(**r) for r in rows]
 
 
 def delivery_claim(conn: Conn, *, tenant_id: UUID, delivery_id: UUID, lease_s: float) -> ClaimedDelivery | None:
     """None when the delivery is not due or another sender holds it."""
-    row = store.one(conn, "delivery_claim", tenant_id=tenant_id, delivery_id=delivery_id, lease_s=lease_s)
+    row = _sql.one(conn, "delivery_claim", tenant_id=tenant_id, delivery_id=delivery_id, lease_s=lease_s)
     return ClaimedDelivery(**row) if row else None
 
 
@@ -656,7 +656,7 @@ def delivery_record(
     last_status: int | None,
     last_error: str | None,
 ) -> int:
-    return store.run(
+    return _sql.run(
         conn,
         "delivery_record",
         tenant_id=tenant_id,
@@ -671,10 +671,10 @@ def delivery_record(
 
 def due_webhook_deliveries(conn: Conn, *, before: datetime, limit: int) -> list[DueDelivery]:
     """Across tenants (a SECURITY DEFINER function)."""
-    return [DueDelivery(**r) for r in store.all_(conn, "due_webhook_deliveries", before=before, limit=limit)]
+    return [DueDelivery(**r) for r in _sql.all_(conn, "due_webhook_deliveries", before=before, limit=limit)]
 
 
 def prune_webhook_deliveries(conn: Conn, *, before: datetime) -> int:
     """Across tenants (a SECURITY DEFINER function); how many were deleted."""
-    row = store.one(conn, "prune_webhook_deliveries", before=before)
+    row = _sql.one(conn, "prune_webhook_deliveries", before=before)
     return int(row["n"]) if row else 0

@@ -15,7 +15,7 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
-from memworker.storage import store
+from memworker.storage import _sql
 
 Conn = psycopg.Connection[Any]
 
@@ -143,41 +143,41 @@ def claim_due_agents(
     conn: Conn, *, window: datetime, defaults: dict[str, Any], lease_s: int, limit: int
 ) -> list[DueAgent]:
     """Across tenants: claim the agents due for a pass in this window (one queued run each)."""
-    rows = store.all_(conn, "claim_due_agents", window=window, defaults=Jsonb(defaults), lease_s=lease_s, limit=limit)
+    rows = _sql.all_(conn, "claim_due_agents", window=window, defaults=Jsonb(defaults), lease_s=lease_s, limit=limit)
     return [DueAgent(**r) for r in rows]
 
 
 def consolidation_flagged_count(conn: Conn, *, threshold: int) -> int:
     """Across tenants: agents whose passes failed `threshold` times or more in a row."""
-    row = store.one(conn, "consolidation_flagged_count", threshold=threshold)
+    row = _sql.one(conn, "consolidation_flagged_count", threshold=threshold)
     return int(row["n"]) if row else 0
 
 
 def consolidation_run_insert(conn: Conn, *, tenant_id: UUID, agent_id: str, run_key: str, trigger: str) -> UUID | None:
     """The new run's id; None when run_key was used before."""
-    row = store.one(
+    row = _sql.one(
         conn, "consolidation_run_insert", tenant_id=tenant_id, agent_id=agent_id, run_key=run_key, trigger=trigger
     )
     return row["id"] if row else None
 
 
 def consolidation_run_by_key(conn: Conn, *, tenant_id: UUID, agent_id: str, run_key: str) -> UUID | None:
-    row = store.one(conn, "consolidation_run_by_key", tenant_id=tenant_id, agent_id=agent_id, run_key=run_key)
+    row = _sql.one(conn, "consolidation_run_by_key", tenant_id=tenant_id, agent_id=agent_id, run_key=run_key)
     return row["id"] if row else None
 
 
 def consolidation_run_start(conn: Conn, *, tenant_id: UUID, agent_id: str, run_id: UUID) -> UUID | None:
     """None when the run is finished already (or not this tenant's and agent's)."""
-    row = store.one(conn, "consolidation_run_start", tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
+    row = _sql.one(conn, "consolidation_run_start", tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
     return row["id"] if row else None
 
 
 def consolidation_run_requeue(conn: Conn, *, tenant_id: UUID, run_id: UUID) -> int:
-    return store.run(conn, "consolidation_run_requeue", tenant_id=tenant_id, run_id=run_id)
+    return _sql.run(conn, "consolidation_run_requeue", tenant_id=tenant_id, run_id=run_id)
 
 
 def consolidation_run_get(conn: Conn, *, tenant_id: UUID, agent_id: str, run_id: UUID) -> Run | None:
-    row = store.one(conn, "consolidation_run_get", tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
+    row = _sql.one(conn, "consolidation_run_get", tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
     return Run(**row) if row else None
 
 
@@ -200,7 +200,7 @@ def consolidation_run_finish(
     duration_ms: int,
     report: dict[str, Any],
 ) -> int:
-    return store.run(
+    return _sql.run(
         conn,
         "consolidation_run_finish",
         tenant_id=tenant_id,
@@ -222,12 +222,12 @@ def consolidation_run_finish(
 
 
 def consolidation_runs_supersede(conn: Conn, *, tenant_id: UUID, agent_id: str, run_id: UUID) -> int:
-    return store.run(conn, "consolidation_runs_supersede", tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
+    return _sql.run(conn, "consolidation_runs_supersede", tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
 
 
 def consolidation_runs_list(conn: Conn, *, tenant_id: UUID, agent_id: str, limit: int) -> list[RunListing]:
     """Newest first."""
-    rows = store.all_(conn, "consolidation_runs_list", tenant_id=tenant_id, agent_id=agent_id, limit=limit)
+    rows = _sql.all_(conn, "consolidation_runs_list", tenant_id=tenant_id, agent_id=agent_id, limit=limit)
     return [RunListing(**r) for r in rows]
 
 
@@ -235,16 +235,16 @@ def consolidation_runs_list(conn: Conn, *, tenant_id: UUID, agent_id: str, limit
 
 
 def consolidation_agent(conn: Conn, *, tenant_id: UUID, agent_id: str) -> AgentGates | None:
-    row = store.one(conn, "consolidation_agent", tenant_id=tenant_id, agent_id=agent_id)
+    row = _sql.one(conn, "consolidation_agent", tenant_id=tenant_id, agent_id=agent_id)
     return AgentGates(**row) if row else None
 
 
 def consolidation_agents(conn: Conn, *, tenant_id: UUID) -> list[AgentGates]:
-    return [AgentGates(**r) for r in store.all_(conn, "consolidation_agents", tenant_id=tenant_id)]
+    return [AgentGates(**r) for r in _sql.all_(conn, "consolidation_agents", tenant_id=tenant_id)]
 
 
 def consolidation_agent_done(conn: Conn, *, tenant_id: UUID, agent_id: str, consolidated: bool, requested: bool) -> int:
-    return store.run(
+    return _sql.run(
         conn,
         "consolidation_agent_done",
         tenant_id=tenant_id,
@@ -258,18 +258,18 @@ def consolidation_agent_failed(
     conn: Conn, *, tenant_id: UUID, agent_id: str, error: str | None, backoff_s: float
 ) -> int | None:
     """The agent's failures in a row now; None when there is no such agent."""
-    row = store.one(
+    row = _sql.one(
         conn, "consolidation_agent_failed", tenant_id=tenant_id, agent_id=agent_id, error=error, backoff_s=backoff_s
     )
     return int(row["consolidation_failures"]) if row else None
 
 
 def consolidation_request(conn: Conn, *, tenant_id: UUID, agent_id: str) -> int:
-    return store.run(conn, "consolidation_request", tenant_id=tenant_id, agent_id=agent_id)
+    return _sql.run(conn, "consolidation_request", tenant_id=tenant_id, agent_id=agent_id)
 
 
 def session_ended(conn: Conn, *, tenant_id: UUID, agent_id: str) -> int:
-    return store.run(conn, "session_ended", tenant_id=tenant_id, agent_id=agent_id)
+    return _sql.run(conn, "session_ended", tenant_id=tenant_id, agent_id=agent_id)
 
 
 def set_agent_policy_field(
@@ -277,7 +277,7 @@ def set_agent_policy_field(
 ) -> dict[str, Any] | None:
     """Set one field of the agent's policy overrides to a JSON value (None removes it); the
     new overrides, None when there is no such agent."""
-    row = store.one(
+    row = _sql.one(
         conn,
         "set_agent_policy_field",
         tenant_id=tenant_id,
@@ -290,7 +290,7 @@ def set_agent_policy_field(
 
 def set_tenant_policy_field(conn: Conn, *, tenant_id: UUID, field: str, value: Any) -> dict[str, Any] | None:
     """Like set_agent_policy_field, for the tenant's overrides."""
-    row = store.one(
+    row = _sql.one(
         conn, "set_tenant_policy_field", tenant_id=tenant_id, field=field, value=None if value is None else Jsonb(value)
     )
     return row["policy"] if row else None
@@ -300,19 +300,19 @@ def set_tenant_policy_field(conn: Conn, *, tenant_id: UUID, field: str, value: A
 
 
 def consolidation_window(conn: Conn, *, tenant_id: UUID, agent_id: str, limit: int) -> list[WindowMemory]:
-    rows = store.all_(conn, "consolidation_window", tenant_id=tenant_id, agent_id=agent_id, limit=limit)
+    rows = _sql.all_(conn, "consolidation_window", tenant_id=tenant_id, agent_id=agent_id, limit=limit)
     return [WindowMemory(**r) for r in rows]
 
 
 def consolidation_waiting(conn: Conn, *, tenant_id: UUID, agent_id: str, limit: int) -> int:
     """Unconsolidated live memories, counted up to limit."""
-    row = store.one(conn, "consolidation_waiting", tenant_id=tenant_id, agent_id=agent_id, limit=limit)
+    row = _sql.one(conn, "consolidation_waiting", tenant_id=tenant_id, agent_id=agent_id, limit=limit)
     return int(row["n"]) if row else 0
 
 
 def consolidation_set_metadata(conn: Conn, *, tenant_id: UUID, agent_id: str, rows: list[dict[str, Any]]) -> int:
     """rows: {"id", "entities", "topics"} each."""
-    return store.run(conn, "consolidation_set_metadata", tenant_id=tenant_id, agent_id=agent_id, rows=Jsonb(rows))
+    return _sql.run(conn, "consolidation_set_metadata", tenant_id=tenant_id, agent_id=agent_id, rows=Jsonb(rows))
 
 
 def consolidation_insert_connections(
@@ -326,7 +326,7 @@ def consolidation_insert_connections(
     relationships: list[str],
 ) -> list[MadeConnection]:
     """The connections that were new."""
-    rows = store.all_(
+    rows = _sql.all_(
         conn,
         "consolidation_insert_connections",
         tenant_id=tenant_id,
@@ -343,31 +343,31 @@ def consolidation_rerate(
     conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[str], bumps: list[float]
 ) -> list[UUID]:
     """The ids whose salience went up."""
-    rows = store.all_(conn, "consolidation_rerate", tenant_id=tenant_id, agent_id=agent_id, ids=ids, bumps=bumps)
+    rows = _sql.all_(conn, "consolidation_rerate", tenant_id=tenant_id, agent_id=agent_id, ids=ids, bumps=bumps)
     return [r["id"] for r in rows]
 
 
 def consolidation_mark(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[str]) -> int:
-    return store.run(conn, "consolidation_mark", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
+    return _sql.run(conn, "consolidation_mark", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
 
 
 # --- profiles --------------------------------------------------------------------------------------
 
 
 def profile_latest(conn: Conn, *, tenant_id: UUID, agent_id: str) -> ProfileVersion | None:
-    row = store.one(conn, "profile_latest", tenant_id=tenant_id, agent_id=agent_id)
+    row = _sql.one(conn, "profile_latest", tenant_id=tenant_id, agent_id=agent_id)
     return ProfileVersion(**row) if row else None
 
 
 def profile_version(conn: Conn, *, tenant_id: UUID, agent_id: str, version: int) -> ProfileVersion | None:
-    row = store.one(conn, "profile_version", tenant_id=tenant_id, agent_id=agent_id, version=version)
+    row = _sql.one(conn, "profile_version", tenant_id=tenant_id, agent_id=agent_id, version=version)
     return ProfileVersion(**row) if row else None
 
 
 def profile_insert(
     conn: Conn, *, tenant_id: UUID, agent_id: str, version: int, document: dict[str, Any], run_id: UUID | None
 ) -> int:
-    return store.run(
+    return _sql.run(
         conn,
         "profile_insert",
         tenant_id=tenant_id,
@@ -379,9 +379,9 @@ def profile_insert(
 
 
 def profile_prune_versions(conn: Conn, *, tenant_id: UUID, agent_id: str, below: int) -> int:
-    return store.run(conn, "profile_prune_versions", tenant_id=tenant_id, agent_id=agent_id, below=below)
+    return _sql.run(conn, "profile_prune_versions", tenant_id=tenant_id, agent_id=agent_id, below=below)
 
 
 def profile_sources(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[str]) -> list[SourceEmbedding]:
-    rows = store.all_(conn, "profile_sources", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
+    rows = _sql.all_(conn, "profile_sources", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
     return [SourceEmbedding(**r) for r in rows]

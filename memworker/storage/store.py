@@ -1,59 +1,20 @@
-"""One function per query (the SQL lives in queries/*.sql, one file per area). The caller owns the transaction
-and binds the tenant (db.tenant_tx); every function still takes tenant_id explicitly."""
+"""The operations built on several core queries (policy_for, insert_memory with its postings and
+event, ...). Single queries are the typed functions of memworker.storage.<area>_db, one per
+`-- name:` block of queries/<area>.sql. The caller owns the transaction and binds the tenant
+(db.tenant_tx); every function still takes tenant_id explicitly."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
-from pathlib import Path
-from typing import Any, LiteralString, cast
+from typing import Any
 from uuid import UUID
 
 import numpy as np
 import psycopg
-from psycopg.types.json import Jsonb
 
 from memworker import errors, memories, tokens
 from memworker.policy import Policy
-
-
-def _load(path: Path) -> dict[str, LiteralString]:
-    queries: dict[str, LiteralString] = {}
-    for block in re.split(r"^-- name: ", path.read_text(), flags=re.M)[1:]:
-        name, _, body = block.partition("\n")
-        queries[name.strip()] = cast(LiteralString, body.strip().rstrip(";"))
-    return queries
-
-
-def _load_all(folder: Path) -> dict[str, LiteralString]:
-    queries: dict[str, LiteralString] = {}
-    for path in sorted(folder.glob("*.sql")):
-        for name, sql in _load(path).items():
-            if name in queries:
-                raise RuntimeError(f"query {name!r} is defined twice ({path.name})")
-            queries[name] = sql
-    return queries
-
-
-Q = _load_all(Path(__file__).with_name("queries"))
-
-Row = dict[str, Any]
-
-
-def one(conn: psycopg.Connection, query: str, /, **params: Any) -> Row | None:
-    # Every connection is made with row_factory=dict_row (db.connect, db.open_pool); the bare
-    # psycopg.Connection annotation used across the code base says tuple rows.
-    return cast("Row | None", conn.execute(Q[query], params).fetchone())
-
-
-def run(conn: psycopg.Connection, query: str, /, **params: Any) -> int:
-    """Execute a statement that returns no rows; returns the affected row count."""
-    return conn.execute(Q[query], params).rowcount
-
-
-def all_(conn: psycopg.Connection, query: str, /, **params: Any) -> list[Row]:
-    return cast("list[Row]", conn.execute(Q[query], params).fetchall())  # dict rows, as in one()
-
+from memworker.storage import core_db
 
 # --- tenants, keys, agents, policy -----------------------------------------------------
 
@@ -62,12 +23,12 @@ def policy_for(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str | Non
     """The agent's effective policy: defaults, tenant overrides, agent overrides.
 
     Raises NotFound when must_exist and the agent is not in this tenant."""
-    row = one(conn, "policies", tenant_id=tenant_id, agent_id=agent_id)
-    if must_exist and (row is None or row["agent_policy"] is None):
+    row = core_db.policies(conn, tenant_id=tenant_id, agent_id=agent_id)
+    if must_exist and (row is None or row.agent_policy is None):
         raise errors.NotFound("agent not found")
     if row is None:
         return Policy()
-    return Policy.resolve(row["tenant_policy"], row["agent_policy"])
+    return Policy.resolve(row.tenant_policy, row.agent_policy)
 
 
 def ensure_agent(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str) -> None:
@@ -76,12 +37,12 @@ def ensure_agent(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str) ->
         raise errors.InvalidInput(
             "agent_id must be 1-128 characters of letters, digits and . _ : @ -, starting with a letter or digit"
         )
-    run(conn, "ensure_agent", tenant_id=tenant_id, agent_id=agent_id)
+    core_db.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
 
 
 def require_agent(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str) -> None:
     """Raises NotFound unless the agent exists in this tenant."""
-    if one(conn, "agent_exists", tenant_id=tenant_id, agent_id=agent_id) is None:
+    if not core_db.agent_exists(conn, tenant_id=tenant_id, agent_id=agent_id):
         raise errors.NotFound("agent not found")
 
 
@@ -112,9 +73,8 @@ def insert_memory(
 
     Returns None when source_key was already stored (a repeated write changes nothing)."""
     tf, doc_len = tokens.term_frequencies(draft.text)
-    row = one(
+    memory_id = core_db.insert_memory(
         conn,
-        "insert_memory",
         tenant_id=tenant_id,
         agent_id=agent_id,
         text=draft.text,
@@ -127,7 +87,7 @@ def insert_memory(
         entities=list(draft.entities),
         topics=list(draft.topics),
         provenance=list(draft.provenance),
-        metadata=Jsonb(draft.metadata),
+        metadata=draft.metadata,
         source_key=source_key,
         content_hash=memories.content_hash(draft.text),
         trust=draft.trust,
@@ -135,9 +95,8 @@ def insert_memory(
         doc_len=doc_len,
         embedding=embedding,
     )
-    if row is None:
+    if memory_id is None:
         return None
-    memory_id: UUID = row["id"]
     _write_terms(conn, tenant_id, agent_id, memory_id, tf)
     event(
         conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id, event="created", reason=reason, actor=actor
@@ -147,14 +106,8 @@ def insert_memory(
 
 def _write_terms(conn: psycopg.Connection, tenant_id: UUID, agent_id: str, memory_id: UUID, tf: dict[str, int]) -> None:
     if tf:
-        run(
-            conn,
-            "insert_terms",
-            tenant_id=tenant_id,
-            agent_id=agent_id,
-            memory_id=memory_id,
-            terms=list(tf),
-            tfs=list(tf.values()),
+        core_db.insert_terms(
+            conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id, terms=list(tf), tfs=list(tf.values())
         )
 
 
@@ -170,9 +123,8 @@ def event(
     related_ids: list[UUID] | None = None,
 ) -> None:
     """An audit row: ids and reasons, never memory text."""
-    run(
+    core_db.insert_event(
         conn,
-        "insert_event",
         tenant_id=tenant_id,
         agent_id=agent_id,
         memory_id=memory_id,
@@ -188,25 +140,20 @@ def find_duplicate(
 ) -> UUID | None:
     """The live memory that says the same thing: the same normalised text, or cosine >=
     threshold with the same numbers and most words shared."""
-    row = one(
-        conn,
-        "find_duplicate",
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        content_hash=memories.content_hash(text),
-        embedding=embedding,
+    dup = core_db.find_duplicate(
+        conn, tenant_id=tenant_id, agent_id=agent_id, content_hash=memories.content_hash(text), embedding=embedding
     )
-    if row and row["similarity"] >= threshold and memories.says_the_same(text, row["text"]):
-        return cast(UUID, row["id"])
+    if dup and dup.similarity >= threshold and memories.says_the_same(text, dup.text):
+        return dup.id
     return None
 
 
 def get_memory(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> memories.Memory:
     """Raises NotFound (also for another tenant's or agent's id)."""
-    row = one(conn, "get_memory", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
-    if row is None:
+    memory = core_db.get_memory(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    if memory is None:
         raise errors.NotFound("memory not found")
-    return memories.Memory.from_row(row)
+    return memory
 
 
 def update_memory(
@@ -221,9 +168,8 @@ def update_memory(
     """Apply a PATCH; a new text gets new postings and embedding. Raises NotFound."""
     text = changes.get("text")
     tf, doc_len = tokens.term_frequencies(text) if text is not None else ({}, None)
-    row = one(
+    memory = core_db.update_memory(
         conn,
-        "update_memory",
         tenant_id=tenant_id,
         agent_id=agent_id,
         memory_id=memory_id,
@@ -232,7 +178,7 @@ def update_memory(
         tier=changes.get("tier"),
         salience=changes.get("salience"),
         confidence=changes.get("confidence"),
-        metadata=Jsonb(changes["metadata"]) if "metadata" in changes else None,
+        metadata=changes.get("metadata"),
         set_expires="expires_at" in changes,
         expires_at=changes.get("expires_at"),
         content_hash=memories.content_hash(text) if text is not None else None,
@@ -240,10 +186,10 @@ def update_memory(
         embedding=embedding,
         flags=changes.get("flags"),
     )
-    if row is None:
+    if memory is None:
         raise errors.NotFound("memory not found")
     if text is not None:
-        run(conn, "delete_terms", memory_id=memory_id)
+        core_db.delete_terms(conn, memory_id=memory_id)
         _write_terms(conn, tenant_id, agent_id, memory_id, tf)
     event(
         conn,
@@ -254,12 +200,12 @@ def update_memory(
         reason=",".join(sorted(changes)),
         actor="api",
     )
-    return memories.Memory.from_row(row)
+    return memory
 
 
 def delete_memory(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> None:
     """Delete a memory, its postings and connections (cascade). Raises NotFound."""
-    if one(conn, "delete_memory", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id) is None:
+    if core_db.delete_memory(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id) is None:
         raise errors.NotFound("memory not found")
     event(
         conn,
@@ -284,9 +230,8 @@ def list_memories(
     after: tuple[datetime, UUID] | None,
     include_inactive: bool = False,
 ) -> list[memories.Memory]:
-    rows = all_(
+    return core_db.list_memories(
         conn,
-        "list_memories",
         tenant_id=tenant_id,
         agent_id=agent_id,
         tier=tier,
@@ -297,4 +242,3 @@ def list_memories(
         after_created=after[0] if after else None,
         after_id=after[1] if after else None,
     )
-    return [memories.Memory.from_row(r) for r in rows]

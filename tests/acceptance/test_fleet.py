@@ -15,7 +15,7 @@ import pytest
 
 from memworker import keys, runtime
 from memworker.sdk import ApiError, Client
-from memworker.storage import db, store
+from memworker.storage import core_db, db
 from tests.conftest import start_api, start_worker, stop_worker
 
 
@@ -39,15 +39,15 @@ def test_a_revoked_key_stops_at_once_in_every_api_process(
     two_apis: list[str], stack: dict[str, Any], tenants: dict[str, Any]
 ) -> None:
     with db.connect(stack["owner_url"]) as conn:
-        conn.execute("SELECT set_config('memworker.tenant_id', %s, false)", (str(tenants["charlie"]["id"]),))
+        db.bind_tenant(conn, tenants["charlie"]["id"], transaction_local=False)
         key, row = keys.create(conn, tenant_id=tenants["charlie"]["id"], name="short-lived")
         conn.commit()
     clients = [Client(url, key) for url in two_apis]
     for c in clients:  # each process verifies and caches the key
         assert "effective" in c.policy()
     with db.connect(stack["owner_url"]) as conn:
-        conn.execute("SELECT set_config('memworker.tenant_id', %s, false)", (str(tenants["charlie"]["id"]),))
-        assert store.one(conn, "revoke_api_key", tenant_id=tenants["charlie"]["id"], prefix=row["prefix"])
+        db.bind_tenant(conn, tenants["charlie"]["id"], transaction_local=False)
+        assert core_db.revoke_api_key(conn, tenant_id=tenants["charlie"]["id"], prefix=row.prefix)
         conn.commit()
     runtime.invalidate_caches(stack["redis_url"])  # what `memworker key revoke` does after its commit
     for c in clients:  # not within the cache's 10 s: at once

@@ -28,7 +28,7 @@ import psycopg
 from memworker import keys
 from memworker.local import embedded
 from memworker.settings import Settings
-from memworker.storage import db, migrate, store
+from memworker.storage import core_db, db, migrate
 
 
 @dataclass
@@ -121,7 +121,7 @@ class FaultStack:
             time.sleep(0.3)
         raise AssertionError("fault stack API did not start")
 
-    def start_workers(self, n: int, concurrency: int = 1, queues: str = "ingest,maintenance") -> None:
+    def start_workers(self, n: int, concurrency: int = 1, queues: str = "ingest,maintenance,webhooks") -> None:
         for _ in range(n):
             i = len(self.workers)
             self.worker_argv.append(
@@ -207,11 +207,10 @@ class FaultStack:
 
     def add_tenant(self, name: str) -> str:
         with db.connect(self.owner_url) as conn:
-            t = store.one(conn, "create_tenant", name=name)
-            assert t is not None
-            db.bind_tenant(conn, t["id"])
-            key, _ = keys.create(conn, tenant_id=t["id"], name="faults")
-        self.tenants[name] = {"id": t["id"], "key": key}
+            t = core_db.create_tenant(conn, name=name)
+            db.bind_tenant(conn, t.id)
+            key, _ = keys.create(conn, tenant_id=t.id, name="faults")
+        self.tenants[name] = {"id": t.id, "key": key}
         return key
 
     def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:

@@ -5,6 +5,7 @@ supersede and review, and three tenants that never see each other's governance."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -16,7 +17,7 @@ from memworker import errors, memories, recall
 from memworker.lifecycle import governance, retention, rules
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
-from memworker.storage import db, store
+from memworker.storage import db, lifecycle_db, store
 from memworker.testing import FakeEmbedder
 from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)
 
@@ -95,7 +96,10 @@ def set_policy(pool: Any, tenant: UUID, agent: str, **overrides: Any) -> None:
 
 def events(pool: Any, tenant: UUID, agent: str, mid: UUID) -> list[dict[str, Any]]:
     with db.tenant_tx(pool, tenant) as conn:
-        return store.all_(conn, "lifecycle_events", tenant_id=tenant, agent_id=agent, ids=[mid], limit=100)
+        return [
+            asdict(e)
+            for e in lifecycle_db.lifecycle_events(conn, tenant_id=tenant, agent_id=agent, ids=[mid], limit=100)
+        ]
 
 
 def test_ttl_purge_happens_at_expiry_with_an_event(pool: Any, tenants: dict[str, Any], t0: datetime) -> None:
@@ -440,7 +444,7 @@ def test_due_agents_and_tenant_isolation(pool: Any, tenants: dict[str, Any], t0:
         assert bobs is not None
     with db.tenant_tx(pool, bob) as conn:
         assert (
-            store.one(conn, "lifecycle_resolve_alias", tenant_id=alice, agent_id="merge", memory_id=UUID(int=1)) is None
+            lifecycle_db.lifecycle_resolve_alias(conn, tenant_id=alice, agent_id="merge", memory_id=UUID(int=1)) is None
         )
 
 

@@ -12,7 +12,7 @@ import pytest
 from memworker import keys
 from memworker.redact import redact
 from memworker.sdk import ApiError, Client
-from memworker.storage import db, store
+from memworker.storage import core_db, db
 
 
 def _key(stack: dict[str, Any], tenant_id: Any, **kw: Any) -> str:
@@ -56,7 +56,8 @@ def test_expired_and_revoked_keys_are_refused(api: str, stack: dict[str, Any], t
     revoked = _key(stack, tenants["bob"]["id"])
     with db.connect(stack["owner_url"]) as conn:
         db.bind_tenant(conn, tenants["bob"]["id"])
-        assert store.one(conn, "revoke_api_key", tenant_id=tenants["bob"]["id"], prefix=keys.prefix_of(revoked))
+        prefix = keys.prefix_of(revoked)
+        assert prefix is not None and core_db.revoke_api_key(conn, tenant_id=tenants["bob"]["id"], prefix=prefix)
     r = httpx.get(f"{api}/v1/episodes", headers={"Authorization": f"Bearer {revoked}"})
     assert r.status_code == 401  # a fresh key is not in the verification cache yet
 

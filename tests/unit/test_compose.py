@@ -21,9 +21,9 @@ COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "ops" / "Dockerfile"
 INIT_DIR = ROOT / "ops" / "postgres-init"
 
-SERVICES = {"postgres", "redis", "migrate", "api", "worker", "beat", "flower"}
-APP_SERVICES = ("migrate", "api", "worker", "beat", "flower")
-LONG_RUNNING = ("api", "worker", "beat", "flower")
+SERVICES = {"postgres", "redis", "migrate", "api", "worker", "webhooks", "beat", "flower"}
+APP_SERVICES = ("migrate", "api", "worker", "webhooks", "beat", "flower")
+LONG_RUNNING = ("api", "worker", "webhooks", "beat", "flower")
 
 # Compose interpolation: ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error}, ${VAR?error}.
 _VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
@@ -165,6 +165,21 @@ def test_worker_consumes_every_queue_the_app_routes_to(svcs: dict[str, Any]) -> 
     assert cmd[:4] == ["celery", "-A", "tasks.celery_app", "worker"]
     assert set(cmd[cmd.index("-Q") + 1].split(",")) == {INGEST, CONSOLIDATE, MAINTENANCE}
     assert cmd[cmd.index("-c") + 1] == "2"
+
+
+def test_webhook_deliveries_have_their_own_senders(svcs: dict[str, Any]) -> None:
+    """Issue 18: a tenant's hanging receivers must not hold the ingest workers, so the
+    webhooks queue is consumed by its own service and by nothing that consumes ingest."""
+    from tasks.celery_app import INGEST, WEBHOOKS, app
+
+    consumers = {name: argv(svc) for name, svc in svcs.items() if "worker" in argv(svc)[:4]}
+    queues = {name: set(cmd[cmd.index("-Q") + 1].split(",")) for name, cmd in consumers.items()}
+    assert queues["webhooks"] == {WEBHOOKS}
+    assert not any(INGEST in q and WEBHOOKS in q for q in queues.values())
+    routed = {r["queue"] for r in app.conf.task_routes.values()}
+    assert routed <= set().union(*queues.values())  # every queue the app routes to has a consumer
+    cmd = consumers["webhooks"]
+    assert cmd[cmd.index("-P") + 1] == "threads"
 
 
 def test_beat_is_a_single_service_with_its_schedule_on_a_volume(svcs: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from typing import Any
 from uuid import UUID
 
@@ -11,7 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from memworker import errors, ingest, keys, metrics
 from memworker.api.deps import AgentId, AgentIdQuery, jsonable, principal, publisher, resources, tx
 from memworker.schemas import EpisodeBatch, EpisodeIn, EpisodeStatus
-from memworker.storage import store
+from memworker.storage import core_db
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["episodes"])
@@ -22,7 +23,15 @@ def _accept(request: Request, p: keys.Principal, agent_id: str, bodies: list[Epi
     settings = resources(request).settings
     if len(bodies) > settings.max_batch:
         raise errors.PayloadTooLarge(f"at most {settings.max_batch} episodes per batch")
-    eps = [ingest.normalise(b, max_content_bytes=settings.max_content_bytes) for b in bodies]
+    eps = [
+        ingest.normalise(
+            b,
+            max_content_bytes=settings.max_content_bytes,
+            max_metadata_depth=settings.max_metadata_depth,
+            max_metadata_bytes=settings.max_metadata_bytes,
+        )
+        for b in bodies
+    ]
     with tx(request, p) as conn:
         result = ingest.accept(conn, tenant_id=p.tenant_id, agent_id=agent_id, episodes=eps)
     new = [eid for eid, is_new in result if is_new]
@@ -57,7 +66,7 @@ def get_episode(
 ) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        row = store.one(conn, "get_episode", tenant_id=p.tenant_id, agent_id=agent_id, episode_id=episode_id)
+        row = core_db.get_episode(conn, tenant_id=p.tenant_id, agent_id=agent_id, episode_id=episode_id)
     if row is None:
         raise errors.NotFound("episode not found")
     return _episode_json(row)
@@ -69,7 +78,7 @@ def replay_episode(
 ) -> dict[str, Any]:
     p.require("episodes:write", agent_id)
     with tx(request, p) as conn:
-        if store.one(conn, "replay_episode", tenant_id=p.tenant_id, agent_id=agent_id, episode_id=episode_id) is None:
+        if core_db.replay_episode(conn, tenant_id=p.tenant_id, agent_id=agent_id, episode_id=episode_id) is None:
             raise errors.NotFound("no dead or failed episode with that id")
     publisher(request).ingest(p.tenant_id, [episode_id])
     return {"episode_id": str(episode_id), "status": "queued"}
@@ -85,7 +94,7 @@ def list_episodes(
 ) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        rows = store.all_(conn, "list_episodes", tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit)
+        rows = core_db.list_episodes(conn, tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit)
     return {"episodes": [_episode_json(r) for r in rows]}
 
 
@@ -94,14 +103,14 @@ def usage(request: Request, agent_id: AgentIdQuery = None, p: keys.Principal = D
     """LLM calls, tokens and latency per agent and for the tenant."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        rows = store.all_(conn, "usage", tenant_id=p.tenant_id, agent_id=agent_id)
+        rows = core_db.usage(conn, tenant_id=p.tenant_id, agent_id=agent_id)
     fields = ("episodes", "stored", "dead", "llm_calls", "tokens_in", "tokens_out", "llm_ms")
-    agents = [{"agent_id": r["agent_id"], **{f: int(r[f] or 0) for f in fields}} for r in rows]
+    agents = [{"agent_id": r.agent_id, **{f: int(getattr(r, f) or 0) for f in fields}} for r in rows]
     return {"tenant": {f: sum(a[f] for a in agents) for f in fields}, "agents": agents}
 
 
-def _episode_json(row: dict[str, Any]) -> dict[str, Any]:
-    out = jsonable(row)
+def _episode_json(episode: core_db.Episode | core_db.EpisodeListing) -> dict[str, Any]:
+    out = jsonable(asdict(episode))
     out["episode_id"] = out.pop("id")
-    out["memory_ids"] = [str(m) for m in row["memory_ids"]]
+    out["memory_ids"] = [str(m) for m in episode.memory_ids]
     return out

@@ -1,5 +1,6 @@
 """Tenant webhooks over HTTP (issue 7): register (the signing secret is shown once), list,
-delete, and each webhook's recent deliveries. Tenant configuration: the admin scope."""
+delete, and each webhook's recent deliveries. Tenant configuration: the admin scope; a key
+limited to some agents sees and manages only webhooks limited to those agents (issue 18)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from memworker import errors, keys, memories
-from memworker.api.deps import jsonable, principal, tx
+from memworker.api.deps import jsonable, principal, resources, tx
 from memworker.schemas import Strict
 from memworker.sessions import hooks
 from memworker.storage import sessions_db
@@ -31,9 +32,12 @@ class WebhookIn(Strict):
 def post_webhook(body: WebhookIn, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     """Register a webhook; the answer holds its signing secret, shown this once."""
     p.require("admin")
+    if body.agent_ids is None and p.agent_ids is not None:
+        raise errors.Forbidden("this key is limited to some agents: give agent_ids among them")
     for agent in body.agent_ids or []:
         if not memories.AGENT_ID.match(agent):
             raise errors.InvalidInput(f"agent_ids: {agent!r} is not an agent id")
+        p.require("admin", agent)
     with tx(request, p) as conn:
         row, secret = hooks.create(
             conn,
@@ -41,6 +45,7 @@ def post_webhook(body: WebhookIn, request: Request, p: keys.Principal = Depends(
             url=body.url,
             events=list(body.events),
             agent_ids=body.agent_ids,
+            settings=resources(request).settings,
             description=body.description,
         )
     return {**hooks.public(row), "secret": secret}
@@ -51,7 +56,7 @@ def list_webhooks(request: Request, p: keys.Principal = Depends(principal)) -> d
     p.require("admin")
     with tx(request, p) as conn:
         rows = sessions_db.webhook_list(conn, tenant_id=p.tenant_id)
-    return {"webhooks": [hooks.public(r) for r in rows]}
+    return {"webhooks": [hooks.public(r) for r in rows if hooks.visible_to(r, p.agent_ids)]}
 
 
 @router.delete("/v1/webhooks/{webhook_id}", status_code=204)
@@ -59,8 +64,10 @@ def delete_webhook(webhook_id: UUID, request: Request, p: keys.Principal = Depen
     """Delete a webhook and its pending and past deliveries."""
     p.require("admin")
     with tx(request, p) as conn:
-        if sessions_db.webhook_delete(conn, tenant_id=p.tenant_id, webhook_id=webhook_id) is None:
+        row = sessions_db.webhook_get(conn, tenant_id=p.tenant_id, webhook_id=webhook_id)
+        if row is None or not hooks.visible_to(row, p.agent_ids):
             raise errors.NotFound("webhook not found")
+        sessions_db.webhook_delete(conn, tenant_id=p.tenant_id, webhook_id=webhook_id)
     return Response(status_code=204)
 
 
@@ -71,7 +78,8 @@ def list_deliveries(
     """The webhook's deliveries, newest first: status, attempts, last HTTP status and error."""
     p.require("admin")
     with tx(request, p) as conn:
-        if sessions_db.webhook_get(conn, tenant_id=p.tenant_id, webhook_id=webhook_id) is None:
+        row = sessions_db.webhook_get(conn, tenant_id=p.tenant_id, webhook_id=webhook_id)
+        if row is None or not hooks.visible_to(row, p.agent_ids):
             raise errors.NotFound("webhook not found")
         rows = sessions_db.webhook_deliveries(conn, tenant_id=p.tenant_id, webhook_id=webhook_id, limit=limit)
     return {"deliveries": [jsonable(asdict(r)) for r in rows]}

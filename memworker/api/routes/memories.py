@@ -10,10 +10,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from memworker import errors, keys, memories
-from memworker.api.deps import AgentId, decode_cursor, encode_cursor, principal, resources, tx
+from memworker.api.deps import AgentId, check_metadata, decode_cursor, encode_cursor, principal, resources, tx
 from memworker.lifecycle import governance
 from memworker.schemas import AnyKind, MemoryBatch, MemoryIn, MemoryPatch, Tier
-from memworker.storage import store
+from memworker.storage import core_db, store
 
 router = APIRouter(tags=["memories"])
 
@@ -36,6 +36,7 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
         raise errors.PayloadTooLarge(f"at most {res.settings.max_batch} memories per batch")
     for b in bodies:
         check_text(b.text)
+        check_metadata(request, b.metadata)
     vectors = res.embedder.embed([b.text for b in bodies])
     ids: list[UUID] = []
     with tx(request, p) as conn:
@@ -67,9 +68,8 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
                 actor="api",
             )
             if mid is None:  # the same idempotency key: the first write stands
-                existing = store.one(conn, "memory_by_source_key", tenant_id=p.tenant_id, source_key=key)
-                assert existing is not None
-                mid = existing["id"]
+                mid = core_db.memory_by_source_key(conn, tenant_id=p.tenant_id, source_key=key)
+                assert mid is not None
             else:
                 written.append((mid, draft))
             ids.append(mid)
@@ -143,6 +143,7 @@ def patch_memory(
     changes = {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None or k == "expires_at"}
     if not changes:
         raise errors.InvalidInput("nothing to change")
+    check_metadata(request, changes.get("metadata"))
     vec = None
     if "text" in changes:
         check_text(changes["text"])

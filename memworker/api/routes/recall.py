@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from memworker import keys, metrics, recall
-from memworker.api.deps import AgentId, principal, resources, tx
+from memworker.api.deps import AgentId, check_metadata, principal, resources, tx
 from memworker.policy import Policy
 from memworker.schemas import RecallIn
 from memworker.storage import store
@@ -21,6 +21,7 @@ def post_recall(
     agent_id: AgentId, body: RecallIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
     p.require("memories:read", agent_id)
+    check_metadata(request, body.metadata, "metadata filter")
     started = time.perf_counter()
     q = recall.Query(
         body.query,

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import Field
 
 from memworker import context, errors, keys, memories
-from memworker.api.deps import AgentId, jsonable, principal, publisher, resources, tx
+from memworker.api.deps import AgentId, check_metadata, jsonable, principal, publisher, resources, tx
 from memworker.models import budget
 from memworker.schemas import Strict
 from memworker.sessions import hooks, plans, session, working
@@ -143,6 +143,7 @@ def post_session(
     """Open a session; an existing session_id answers 200 with that session unchanged."""
     p.require("memories:write", agent_id)
     body = body or SessionIn()
+    check_metadata(request, body.metadata)
     with tx(request, p) as conn:
         row, created = session.create(
             conn,

@@ -1,0 +1,49 @@
+"""The named SQL (queries/<area>.sql, `-- name: xxx` blocks) and the generic helpers that run a
+query by its name. For memworker/storage/ only: everything else calls the typed function of
+its query, memworker.storage.<area>_db.<query name> (tests/unit/test_storage_typed.py checks)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, LiteralString, cast
+
+import psycopg
+
+
+def _load(path: Path) -> dict[str, LiteralString]:
+    queries: dict[str, LiteralString] = {}
+    for block in re.split(r"^-- name: ", path.read_text(), flags=re.M)[1:]:
+        name, _, body = block.partition("\n")
+        queries[name.strip()] = cast(LiteralString, body.strip().rstrip(";"))
+    return queries
+
+
+def _load_all(folder: Path) -> dict[str, LiteralString]:
+    queries: dict[str, LiteralString] = {}
+    for path in sorted(folder.glob("*.sql")):
+        for name, sql in _load(path).items():
+            if name in queries:
+                raise RuntimeError(f"query {name!r} is defined twice ({path.name})")
+            queries[name] = sql
+    return queries
+
+
+Q = _load_all(Path(__file__).with_name("queries"))
+
+Row = dict[str, Any]
+
+
+def one(conn: psycopg.Connection, query: str, /, **params: Any) -> Row | None:
+    # Every connection is made with row_factory=dict_row (db.connect, db.open_pool); the bare
+    # psycopg.Connection annotation used across the code base says tuple rows.
+    return cast("Row | None", conn.execute(Q[query], params).fetchone())
+
+
+def run(conn: psycopg.Connection, query: str, /, **params: Any) -> int:
+    """Execute a statement that returns no rows; returns the affected row count."""
+    return conn.execute(Q[query], params).rowcount
+
+
+def all_(conn: psycopg.Connection, query: str, /, **params: Any) -> list[Row]:
+    return cast("list[Row]", conn.execute(Q[query], params).fetchall())  # dict rows, as in one()
