@@ -11,7 +11,7 @@ so the corpus goes straight into the stack's database as the owner (the URL in
 stack.json), under a fresh tenant made with `memworker tenant create`: agents rows first,
 then memories (deterministic short sentences from a fixed vocabulary, random unit float32
 vectors of 384 dims, created_at spread over 90 days, content_hash and doc_len as
-memworker.storage.store.insert_memory computes them, unique source_key) and their BM25 postings
+memworker.storage.store.write_memory computes them, unique source_key) and their BM25 postings
 (memworker.memory_terms, one row per (memory, term) with tf from
 memworker.tokens.term_frequencies), all with binary COPY, one agent per transaction over
 --load-connections owner connections in parallel (at most one agent's rows per connection in

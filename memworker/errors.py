@@ -1,10 +1,19 @@
-"""The one error hierarchy. Messages say what went wrong and what to do."""
+"""The one error hierarchy. Messages say what went wrong and what to do. Tasks retry a
+TransientError with backoff and never a PermanentError (tasks/ingest_tasks.py)."""
 
 from __future__ import annotations
 
 
 class MemworkerError(Exception):
     """Base class for every error memworker raises on purpose."""
+
+
+class TransientError(MemworkerError):
+    """A step failed in a way that may succeed on retry (timeouts, 5xx, lost connections)."""
+
+
+class PermanentError(MemworkerError):
+    """A step failed in a way that will fail again; do not retry."""
 
 
 class ConfigError(MemworkerError):
@@ -23,7 +32,7 @@ class Forbidden(MemworkerError):
     """The key is valid but lacks the scope (HTTP 403)."""
 
 
-class InvalidInput(MemworkerError):
+class InvalidInput(PermanentError):
     """The request is well-formed JSON but breaks a rule; nothing was written."""
 
 
@@ -48,16 +57,8 @@ class StorageError(MemworkerError):
     """Postgres failed in a way the caller cannot fix by changing its input."""
 
 
-class Unavailable(StorageError):
-    """Postgres or Redis is down; try again later (HTTP 503)."""
-
-
-class TransientError(MemworkerError):
-    """A step failed in a way that may succeed on retry (timeouts, 5xx, lost connections)."""
-
-
-class PermanentError(MemworkerError):
-    """A step failed in a way that will fail again; do not retry."""
+class Unavailable(StorageError, TransientError):
+    """Postgres or Redis is down; try again later (HTTP 503; a task retries with backoff)."""
 
 
 class EmbeddingDimensionMismatch(ConfigError):

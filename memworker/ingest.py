@@ -310,8 +310,8 @@ def _store_one(
         # the episodic layer; the episode's memory_ids stay its reflected items (turns are found
         # by their provenance, episode:<id>#m<i>)
         for turn, vec in zip(c.turns, turn_vectors, strict=True):
-            if _store_turn(conn, tenant_id, c, turn, vec) is not None:
-                outcome.memories_written += 1
+            _store_turn(conn, tenant_id, c, turn, vec)
+            outcome.memories_written += 1
         for i, (item, vec) in enumerate(zip(c.result.items, item_vectors, strict=True)):
             source = f"episode:{c.id}" + (f"#m{','.join(map(str, item.messages))}" if item.messages else "")
             dup = store.find_duplicate(
@@ -348,7 +348,7 @@ def _store_one(
                 expires_at=expires_at,
                 flags=memories.flags_for(item.text),
             )
-            mid = store.insert_memory(
+            mid, new = store.write_memory(
                 conn,
                 tenant_id=tenant_id,
                 agent_id=c.agent_id,
@@ -358,13 +358,10 @@ def _store_one(
                 session_id=c.session_id,
                 reason=f"episode:{c.id}",
             )
-            if mid is None:  # written by an earlier attempt that did commit
-                mid = core_db.memory_by_source_key(conn, tenant_id=tenant_id, source_key=f"ep:{c.id}:{i}")
-            else:
+            if new:  # else written by an earlier attempt that did commit
                 written.append((mid, draft))
-            if mid is not None:
-                memory_ids.append(mid)
-                outcome.memories_written += 1
+            memory_ids.append(mid)
+            outcome.memories_written += 1
         # a fact a new memory changes is superseded, or the contradiction queued for review
         governance.check_new(
             conn, tenant_id=tenant_id, agent_id=c.agent_id, written=written, policy=policy, actor="ingest"
@@ -397,7 +394,7 @@ def _store_one(
     outcome.deliveries += deliveries
 
 
-def _store_turn(conn: Any, tenant_id: UUID, c: _Claimed, turn: episodic.Turn, vec: Any) -> UUID | None:
+def _store_turn(conn: Any, tenant_id: UUID, c: _Claimed, turn: episodic.Turn, vec: Any) -> UUID:
     """One message of the episode as a 'turn' memory (L0, no TTL: retention lets it go once a
     sleep pass has consolidated it and nobody recalled it; docs/episodes.md)."""
     key = f"ep:{c.id}:{turn.source_key}"
@@ -412,7 +409,7 @@ def _store_turn(conn: Any, tenant_id: UUID, c: _Claimed, turn: episodic.Turn, ve
         metadata={**c.metadata, **who, **when},
         flags=memories.flags_for(turn.text),
     )
-    mid = store.insert_memory(
+    mid, _ = store.write_memory(  # written by an earlier attempt that did commit: the same id
         conn,
         tenant_id=tenant_id,
         agent_id=c.agent_id,
@@ -422,8 +419,6 @@ def _store_turn(conn: Any, tenant_id: UUID, c: _Claimed, turn: episodic.Turn, ve
         session_id=c.session_id,
         reason=f"episode:{c.id}",
     )
-    if mid is None:  # written by an earlier attempt that did commit
-        return core_db.memory_by_source_key(conn, tenant_id=tenant_id, source_key=key)
     return mid
 
 

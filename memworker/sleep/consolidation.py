@@ -459,7 +459,7 @@ class _Pass:
             # durable on purpose: insights and conclusions are never forgotten by decay (DESIGN §7)
             expires_at=None,
         )
-        mid = store.insert_memory(
+        mid, written = store.write_memory(
             self.conn,
             draft=draft,
             embedding=vector,
@@ -467,7 +467,7 @@ class _Pass:
             reason=f"consolidation:{self.run_id}",
             **self.ids,
         )
-        if mid is None:  # cannot happen inside one run's transaction; fail loudly if it does
+        if not written:  # cannot happen inside one run's transaction; fail loudly if it does
             raise errors.StorageError(f"consolidation memory {key} of run {self.run_id} already exists")
         return mid
 

@@ -1,4 +1,4 @@
-"""The operations built on several core queries (policy_for, insert_memory with its postings and
+"""The operations built on several core queries (policy_for, write_memory with its postings and
 event, ...). Single queries are the typed functions of memworker.storage.<area>_db, one per
 `-- name:` block of queries/<area>.sql. The caller owns the transaction and binds the tenant
 (db.tenant_tx); every function still takes tenant_id explicitly."""
@@ -57,7 +57,7 @@ def expiry(conn: psycopg.Connection, policy: Policy, tier: str) -> datetime | No
     return row["t"] if row else None  # type: ignore[call-overload]  # a dict row, typed as a tuple (see one())
 
 
-def insert_memory(
+def write_memory(
     conn: psycopg.Connection,
     *,
     tenant_id: UUID,
@@ -68,10 +68,11 @@ def insert_memory(
     session_id: str | None = None,
     actor: str = "system",
     reason: str = "",
-) -> UUID | None:
-    """Store one memory with its BM25 postings and a 'created' event.
-
-    Returns None when source_key was already stored (a repeated write changes nothing)."""
+) -> tuple[UUID, bool]:
+    """The one way a memory is written (ingest's items and turns, direct writes, sleep's
+    insights): the row, its BM25 postings and a 'created' event. Returns (id, written): a
+    source_key already stored (a retried write, the same idempotency key) changes nothing
+    and returns that memory's id with written False."""
     tf, doc_len = tokens.term_frequencies(draft.text)
     memory_id = core_db.insert_memory(
         conn,
@@ -96,12 +97,14 @@ def insert_memory(
         embedding=embedding,
     )
     if memory_id is None:
-        return None
+        existing = core_db.memory_by_source_key(conn, tenant_id=tenant_id, source_key=source_key)
+        assert existing is not None  # the insert conflicted on this key, in this tenant
+        return existing, False
     _write_terms(conn, tenant_id, agent_id, memory_id, tf)
     event(
         conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id, event="created", reason=reason, actor=actor
     )
-    return memory_id
+    return memory_id, True
 
 
 def _write_terms(conn: psycopg.Connection, tenant_id: UUID, agent_id: str, memory_id: UUID, tf: dict[str, int]) -> None:

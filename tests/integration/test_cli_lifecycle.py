@@ -90,7 +90,7 @@ def test_retention_run_and_status(env: Any, stack: dict[str, Any], capsys: pytes
         db.bind_tenant(conn, alice)
         store.ensure_agent(conn, tenant_id=alice, agent_id="cli-bot")
         for text in ("The kiosk reboots at midnight.", "The kiosk reboots at midnight!"):
-            store.insert_memory(
+            store.write_memory(
                 conn,
                 tenant_id=alice,
                 agent_id="cli-bot",

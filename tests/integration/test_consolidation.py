@@ -56,7 +56,7 @@ def _seed(pool: Any, embedder: Any, tenant: UUID, agent: str, texts: list[str], 
             d = memories.Draft(
                 text=text, kind=kind, entities=reflection.entities_of(text), topics=reflection.topics_of(text), **draft
             )
-            mid = store.insert_memory(
+            mid, _ = store.write_memory(
                 conn, tenant_id=tenant, agent_id=agent, draft=d, embedding=vec, source_key=f"seed:{agent}:{text}"
             )
             assert mid is not None

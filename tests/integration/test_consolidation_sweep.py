@@ -47,7 +47,7 @@ def _agent(
     with db.tenant_tx(pool, tenant) as conn:
         store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
         for text, vec in zip(texts, EMB.embed(texts), strict=True):
-            store.insert_memory(
+            store.write_memory(
                 conn,
                 tenant_id=tenant,
                 agent_id=agent,

@@ -51,7 +51,7 @@ def memory(
 ) -> UUID:
     with db.tenant_tx(pool, tenant) as conn:
         store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
-        mid = store.insert_memory(
+        mid, _ = store.write_memory(
             conn,
             tenant_id=tenant,
             agent_id=agent,

@@ -58,7 +58,8 @@ def test_settings_have_metadata_limits() -> None:
 def test_deep_metadata_is_refused_everywhere_and_writes_nothing(
     api: str, stack: dict[str, Any], tenants: dict[str, Any], depth: int
 ) -> None:
-    h, deep = _h(tenants["alice"]), _nested(depth)
+    h, deep = _h(tenants["alice"]), "@deep@"  # stands for the JSON text: deeper than json.dumps goes
+    deep_text = '{"a":' * (depth - 1) + "{}" + "}" * (depth - 1)
     before = {t: _count(stack, t) for t in ("episodes", "memories", "sessions")}
     bodies = [
         ("/v1/agents/deep/episodes", {"content": "deep metadata episode", "metadata": deep}),
@@ -69,14 +70,17 @@ def test_deep_metadata_is_refused_everywhere_and_writes_nothing(
         ("/v1/agents/deep/recall", {"query": "deep", "metadata": {"a": deep}}),
     ]
     for path, body in bodies:
-        _assert_refused(httpx.post(api + path, content=_raw(body), headers=h, timeout=30))
+        raw = _raw(body).replace(b'"@deep@"', deep_text.encode())
+        _assert_refused(httpx.post(api + path, content=raw, headers=h, timeout=30))
     after = {t: _count(stack, t) for t in ("episodes", "memories", "sessions")}
     assert after == before
 
 
 def test_metadata_at_the_limits_is_accepted(api: str, tenants: dict[str, Any]) -> None:
     h = _h(tenants["alice"])
-    r = httpx.post(f"{api}/v1/agents/edge/memories", json={"text": "sixteen levels", "metadata": _nested(16)}, headers=h)
+    r = httpx.post(
+        f"{api}/v1/agents/edge/memories", json={"text": "sixteen levels", "metadata": _nested(16)}, headers=h
+    )
     assert r.status_code == 201, r.text
     big = {"blob": "x" * 16_000}
     r = httpx.post(f"{api}/v1/agents/edge/memories", json={"text": "almost 16 KB", "metadata": big}, headers=h)
@@ -204,7 +208,9 @@ def test_a_stored_deep_row_never_breaks_a_read(api: str, stack: dict[str, Any], 
         assert r.status_code == 200, r.text[:300]
     # the other tenants see nothing of it
     for other in ("alice", "charlie"):
-        assert httpx.get(f"{api}/v1/agents/legacy/memories/{ids['memory']}", headers=_h(tenants[other])).status_code == 404
+        assert (
+            httpx.get(f"{api}/v1/agents/legacy/memories/{ids['memory']}", headers=_h(tenants[other])).status_code == 404
+        )
         assert httpx.get(f"{api}/v1/agents/legacy/memories", headers=_h(tenants[other])).status_code == 404
 
 
@@ -226,7 +232,9 @@ def test_the_repair_migration_marks_rows_deeper_than_the_limit(
     with psycopg.connect(stack["owner_url"]) as conn:
         for name, ids in deep.items():
             for table, col in (("memories", "id"), ("episodes", "id"), ("sessions", "tenant_id")):
-                key = tenants[name]["id"] if col == "tenant_id" else ids[table[:-1] if table != "memories" else "memory"]
+                key = (
+                    tenants[name]["id"] if col == "tenant_id" else ids[table[:-1] if table != "memories" else "memory"]
+                )
                 row = conn.execute(f"SELECT metadata FROM memworker.{table} WHERE {col} = %s", (key,)).fetchone()
                 assert row is not None and row[0] == marker, (name, table)
         got = conn.execute("SELECT metadata FROM memworker.memories WHERE id = %s", (kept["memory"],)).fetchone()

@@ -57,7 +57,7 @@ def write(
     """A memory written straight to the store (no write-path hooks), by default never expiring."""
     with db.tenant_tx(pool, tenant) as conn:
         store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
-        mid = store.insert_memory(
+        mid, _ = store.write_memory(
             conn,
             tenant_id=tenant,
             agent_id=agent,

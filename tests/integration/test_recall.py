@@ -82,7 +82,7 @@ class _Vectors:
 
 def _write(conn: Any, tenant: UUID, agent: str, text: str, vec: np.ndarray, key: str) -> UUID:
     store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
-    mid = store.insert_memory(
+    mid, _ = store.write_memory(
         conn, tenant_id=tenant, agent_id=agent, draft=memories.Draft(text=text), embedding=vec, source_key=key
     )
     assert mid is not None

@@ -13,7 +13,7 @@ from memworker import errors, keys, memories
 from memworker.api.deps import AgentId, check_metadata, decode_cursor, encode_cursor, principal, resources, tx
 from memworker.lifecycle import governance
 from memworker.schemas import AnyKind, MemoryBatch, MemoryIn, MemoryPatch, Tier
-from memworker.storage import core_db, store
+from memworker.storage import store
 
 router = APIRouter(tags=["memories"])
 
@@ -57,7 +57,7 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
                 trust="api",
                 expires_at=b.expires_at or store.expiry(conn, policy, b.tier),
             )
-            mid = store.insert_memory(
+            mid, new = store.write_memory(
                 conn,
                 tenant_id=p.tenant_id,
                 agent_id=agent_id,
@@ -67,10 +67,7 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
                 session_id=b.session_id,
                 actor="api",
             )
-            if mid is None:  # the same idempotency key: the first write stands
-                mid = core_db.memory_by_source_key(conn, tenant_id=p.tenant_id, source_key=key)
-                assert mid is not None
-            else:
+            if new:  # else the same idempotency key: the first write stands
                 written.append((mid, draft))
             ids.append(mid)
         # a fact a new memory changes is superseded, or the contradiction queued for review

@@ -12,11 +12,11 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import Field
 
-from memworker import context, errors, keys, memories
+from memworker import errors, keys, memories
 from memworker.api.deps import AgentId, check_metadata, jsonable, principal, publisher, resources, tx
 from memworker.models import budget
 from memworker.schemas import Strict
-from memworker.sessions import hooks, plans, session, working
+from memworker.sessions import context_call, plans, session, working
 from memworker.storage import sessions_db, store
 
 logger = logging.getLogger(__name__)
@@ -298,82 +298,32 @@ def post_context(
     res = resources(request)
     count = budget.counter(res.settings.embedding_model)
     qvec = res.query_embedder.embed_one(body.query)  # before the transaction: no connection waits on the model
-    flush_episode, use = None, None
     with tx(request, p) as conn:
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
-        row = (
-            session.load(
-                conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=body.session_id, lock=True, open_only=True
-            )
-            if body.session_id
-            else None
-        )
-        max_tokens = body.max_tokens or policy.context_max_tokens
-        inputs = context.gather(
+        call = context_call.run(
             conn,
             qvec,
             tenant_id=p.tenant_id,
             agent_id=agent_id,
             query=body.query,
-            k=body.k or policy.context_recall_k,
-            policy=policy,
-            session=row,
-        )
-        packed = context.build(
-            inputs, query=body.query, agent_id=agent_id, session_id=body.session_id, budget=max_tokens, count=count
-        )
-        context.bump_used(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_ids=packed.memory_ids)
-        call_id = None
-        if row is not None:
-            session.note_context(
-                conn,
-                row,
-                relevant_items=[int(x.ref[1:]) for x in packed.kept if x.ref and x.ref.startswith("w") and x.relevant],
-            )
-            use, flush_episode = session.record_use(
-                conn, row, policy=policy, reported=_use(body), context_tokens=packed.tokens
-            )
-            call_uuid = sessions_db.context_call_insert(
-                conn,
-                tenant_id=p.tenant_id,
-                agent_id=agent_id,
-                session_id=row["id"],
-                query=body.query,
-                max_tokens=max_tokens,
-                tokens=packed.tokens,
-                memory_ids=packed.memory_ids,
-                dropped=packed.dropped_counts(),
-                sections=packed.section_tokens,
-                used=use["use"],
-            )
-            call_id = str(call_uuid)
-        deliveries = hooks.emit(
-            conn,
-            tenant_id=p.tenant_id,
-            agent_id=agent_id,
-            event="pre_turn",
             session_id=body.session_id,
-            data={
-                "query": body.query,
-                "tokens": packed.tokens,
-                "max_tokens": max_tokens,
-                "memory_ids": packed.memory_ids,
-                "dropped": packed.dropped_counts(),
-                "context_call_id": call_id,
-            },
+            k=body.k,
+            max_tokens=body.max_tokens,
+            reported=_use(body),
+            count=count,
         )
-    after_commit(request, p.tenant_id, flush_episode, deliveries)
+    after_commit(request, p.tenant_id, call.flush_episode, call.deliveries)
+    packed = call.packed
     return {
         "context": packed.context,
         "sections": packed.sections,
         "tokens": packed.tokens,
-        "max_tokens": max_tokens,
+        "max_tokens": call.max_tokens,
         "memory_ids": packed.memory_ids,
         "dropped": packed.dropped_counts(),
         "section_tokens": packed.section_tokens,
         "tokenizer": budget.NAME,
-        "context_call_id": call_id,
-        "usage": use,
+        "context_call_id": call.call_id,
+        "usage": call.use,
     }
 
 

@@ -1,0 +1,104 @@
+"""One runtime-context call (seed 004's pre-turn): gather what the agent knows, pack it under
+the token budget, and record the call against its session; the route only adapts HTTP to it.
+
+Inside the caller's transaction: the session row is locked, the packed memories' use is
+counted, the session's context use recorded (which may ask for a flush episode), the call
+logged, and the pre_turn webhook queued as a durable delivery. The caller publishes the flush
+episode and the deliveries after its commit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+
+from memworker import context
+from memworker.models.budget import Counter
+from memworker.sessions import hooks, session
+from memworker.storage import sessions_db, store
+
+
+@dataclass
+class Call:
+    packed: context.Packed
+    max_tokens: int
+    call_id: str | None = None
+    use: dict[str, Any] | None = None
+    flush_episode: UUID | None = None  # to publish after the commit
+    deliveries: list[UUID] = field(default_factory=list)  # to publish after the commit
+
+
+def run(
+    conn: Any,
+    qvec: np.ndarray,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    query: str,
+    session_id: str | None,
+    k: int | None,
+    max_tokens: int | None,
+    reported: session.Use | None,
+    count: Counter,
+) -> Call:
+    """The context for one turn; NotFound for an unknown agent or session, Conflict for a
+    closed session."""
+    policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id, must_exist=True)
+    row = (
+        session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True)
+        if session_id
+        else None
+    )
+    budget = max_tokens or policy.context_max_tokens
+    inputs = context.gather(
+        conn,
+        qvec,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        query=query,
+        k=k or policy.context_recall_k,
+        policy=policy,
+        session=row,
+    )
+    packed = context.build(inputs, query=query, agent_id=agent_id, session_id=session_id, budget=budget, count=count)
+    context.bump_used(conn, tenant_id=tenant_id, agent_id=agent_id, memory_ids=packed.memory_ids)
+    call = Call(packed, budget)
+    if row is not None:
+        relevant = [int(x.ref[1:]) for x in packed.kept if x.ref and x.ref.startswith("w") and x.relevant]
+        session.note_context(conn, row, relevant_items=relevant)
+        call.use, call.flush_episode = session.record_use(
+            conn, row, policy=policy, reported=reported, context_tokens=packed.tokens
+        )
+        call.call_id = str(
+            sessions_db.context_call_insert(
+                conn,
+                tenant_id=tenant_id,
+                agent_id=agent_id,
+                session_id=row["id"],
+                query=query,
+                max_tokens=budget,
+                tokens=packed.tokens,
+                memory_ids=packed.memory_ids,
+                dropped=packed.dropped_counts(),
+                sections=packed.section_tokens,
+                used=call.use["use"],
+            )
+        )
+    call.deliveries = hooks.emit(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        event="pre_turn",
+        session_id=session_id,
+        data={
+            "query": query,
+            "tokens": packed.tokens,
+            "max_tokens": budget,
+            "memory_ids": packed.memory_ids,
+            "dropped": packed.dropped_counts(),
+            "context_call_id": call.call_id,
+        },
+    )
+    return call
