@@ -10,7 +10,7 @@ API of one `memworker up` (default settings, default workers, recall k=10, no tu
   episodes-<conv>  the default policy (the episodic layer on: every informative message kept as a
                    'turn' memory beside the reflected items), sessions posted as episodes.
 
-Run:  python bench/episodes_recall.py                      # all 10 conversations (~40 min)
+Run:  python bench/episodes_recall.py                      # all 10 conversations (target: under 40 min)
       python bench/episodes_recall.py --conversations 1    # a quick run (said so in the report)
       python bench/episodes_recall.py --days 7             # a shorter simulated lifecycle
 
@@ -887,6 +887,10 @@ def lifecycle_section(run: Run, scopes: Sequence[tuple[str, range | None]]) -> l
         "",
         f"- totals over {end} days: " + ", ".join(f"{k} {v:,}" for k, v in sorted(totals.items()) if k != "scanned"),
         *[f"- {n}" for n in run.aging_notes],
+        "- the clock: a retention sweep judges every rule at the window (tasks/retention_tasks.py hands it to",
+        "  retention.sweep_agent as `now`); a consolidation sweep claims at the window, but the pass stamps the",
+        "  real clock (last_pass_at, consolidated_at = SQL now() in storage/queries/sleep.sql); forget-by-age of a",
+        "  turn only asks that it be consolidated, not when.",
         "- the day-0 recall counts as use: every memory it returned had its access count bumped, which",
         "  exempts it from forget-by-age and, at 3 recalls, qualifies it for promotion to L2.",
     ]

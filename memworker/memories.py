@@ -34,12 +34,26 @@ def normalise(text: str) -> str:
     return " ".join(re.findall(r"\w+", folded))
 
 
+# A word with its inner dots, hyphens, slashes, colons and underscores kept: 'srv47.example.net',
+# 'v1.2.3', 'JIRA-4411', '10.0.0.1:8080' are one token (a trailing full stop is not part of it).
+_COMPOUND = re.compile(r"\w+(?:[.\-/:]\w+)*")
+
+
+def identifiers(text: str) -> frozenset[str]:
+    """The tokens that name one thing exactly: any word with a digit in it, numbers, ids
+    ('INV2024001'), hostnames ('srv47.example.net'), versions ('3.11'), tickets ('OPS-12').
+    Case-folded (ids and hostnames are compared without case)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return frozenset(t for t in _COMPOUND.findall(folded) if any(c.isdigit() for c in t))
+
+
 def says_the_same(a: str, b: str, *, min_jaccard: float = 0.5) -> bool:
     """The lexical half of near-duplicate detection (the other half is cosine): the same
-    numbers, and most words shared. Embeddings alone merge 'ticket 1' with 'ticket 11'."""
-    ta, tb = set(normalise(a).split()), set(normalise(b).split())
-    if {t for t in ta if t.isdigit()} != {t for t in tb if t.isdigit()}:
+    identifiers (numbers, ids, hostnames, versions: exactly), and most words shared.
+    Embeddings alone merge 'ticket 1' with 'ticket 11', and INV2024001 with INV2024002."""
+    if identifiers(a) != identifiers(b):
         return False
+    ta, tb = set(normalise(a).split()), set(normalise(b).split())
     union = ta | tb
     return bool(union) and len(ta & tb) / len(union) >= min_jaccard
 

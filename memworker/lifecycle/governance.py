@@ -176,7 +176,7 @@ def check_new(
         return []
     now = now or clock(conn)
     order = {mid: i for i, (mid, _) in enumerate(written)}
-    pairs = lifecycle_db.new_memory_pairs(
+    pairs = lifecycle_db.memory_pairs(
         conn,
         tenant_id=tenant_id,
         agent_id=agent_id,

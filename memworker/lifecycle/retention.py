@@ -324,7 +324,7 @@ class _Sweep:
                     conn, **self.ids, after=after, now=self.now, since=since, batch=self.policy.retention_batch
                 )
                 pairs = (
-                    lifecycle_db.retention_pairs(
+                    lifecycle_db.memory_pairs(
                         conn, **self.ids, ids=fresh, probe_terms=governance.PROBE_TERMS, now=self.now
                     )
                     if fresh

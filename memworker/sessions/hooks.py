@@ -8,7 +8,11 @@ a receiver. Each attempt is recorded on the row; failures are retried with expon
 backoff up to Settings.webhook_max_attempts, then the row is 'failed'. Delivery is at
 least once: receivers dedupe on the delivery id, which is in the signed body.
 
-Signature: X-Memworker-Signature: sha256=<hex HMAC-SHA256(secret, raw body)>."""
+Signature: X-Memworker-Signature: sha256=<hex HMAC-SHA256(secret, raw body)>.
+
+Issue 18: URLs reach only public addresses, checked at registration and at each delivery
+(egress.py); at most Settings.webhook_max_per_tenant webhooks and webhook_tenant_inflight
+deliveries in flight per tenant (slots.py); the tenant sees coarse errors, the log the rest."""
 
 from __future__ import annotations
 

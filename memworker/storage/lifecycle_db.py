@@ -685,21 +685,11 @@ def retention_fresh(
     return [r["id"] for r in rows]
 
 
-def retention_pairs(
+def memory_pairs(
     conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], probe_terms: int, now: datetime
 ) -> list[Pair]:
     rows = _sql.all_(
-        conn, "retention_pairs", tenant_id=tenant_id, agent_id=agent_id, ids=ids, probe_terms=probe_terms, now=now
-    )
-    return [Pair(r["a"], r["b"], float(r["cosine"])) for r in rows]
-
-
-def new_memory_pairs(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], probe_terms: int, now: datetime
-) -> list[Pair]:
-    """retention_pairs for a few just-written memories (see the SQL for why it differs)."""
-    rows = _sql.all_(
-        conn, "new_memory_pairs", tenant_id=tenant_id, agent_id=agent_id, ids=ids, probe_terms=probe_terms, now=now
+        conn, "memory_pairs", tenant_id=tenant_id, agent_id=agent_id, ids=ids, probe_terms=probe_terms, now=now
     )
     return [Pair(r["a"], r["b"], float(r["cosine"])) for r in rows]
 

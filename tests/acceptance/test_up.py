@@ -46,7 +46,7 @@ def test_up_serves_runs_a_worker_task_and_stops_every_child(tmp_path: Path) -> N
         ep = client.add_episode("up-bot", "The nightly backup runs at 03:00 UTC on the replica.")
         assert client.wait_for_episode("up-bot", ep["episode_id"], timeout=120)["status"] == "stored"
 
-        _wait(lambda: _flower_workers(flower_port) >= 1, 60, up, tmp_path)
+        _wait(lambda: _flower_workers(flower_port) >= 2, 60, up, tmp_path)  # the worker and the webhook sender
 
         # metrics from the worker processes reach the API's /metrics (multiprocess mode)
         _wait(
@@ -58,6 +58,7 @@ def test_up_serves_runs_a_worker_task_and_stops_every_child(tmp_path: Path) -> N
         text = httpx.get(f"{api}/metrics").text
         for name in (
             'memworker_queue_depth{queue="ingest"}',
+            'memworker_queue_depth{queue="webhooks"}',
             'memworker_task_seconds_count{state="SUCCESS",task="memworker.ingest"}',
             "memworker_http_request_seconds_bucket",
             "memworker_recall_seconds",
@@ -68,7 +69,8 @@ def test_up_serves_runs_a_worker_task_and_stops_every_child(tmp_path: Path) -> N
         assert again.returncode == 1 and "already running" in again.stderr
 
         family = psutil.Process(up.pid).children(recursive=True)
-        assert len(family) >= 6  # postgres, redis, api, worker (+ pool child), beat, flower
+        assert len(family) >= 7  # postgres, redis, api, worker (+ pool child), webhooks, beat, flower
+        assert any("webhooks@" in " ".join(p.cmdline()) and "-Q webhooks" in " ".join(p.cmdline()) for p in family)
     finally:
         up.send_signal(signal.SIGTERM)
         try:

@@ -322,11 +322,11 @@ def test_delivery_errors_do_not_tell_refused_from_reset_from_timeout(
             attempt = hooks.deliver(pool, settings, tenant_id=tid, delivery_id=d)
             assert attempt.status == "retry"
             with db.tenant_tx(pool, tid) as conn:
-                (last_error,) = conn.execute(
+                found = conn.execute(
                     "SELECT last_error FROM memworker.webhook_deliveries WHERE id = %s", (d,)
-                ).fetchone() or (None,)
+                ).fetchone()
                 conn.execute("DELETE FROM memworker.webhooks WHERE id = %s", (row.id,))
-            errors[what] = last_error
+            errors[what] = found["last_error"] if found else None
         assert errors == {
             "closed": "delivery failed (connection error)",
             "reset": "delivery failed (connection error)",

@@ -121,6 +121,24 @@ def test_merge_needs_cosine_words_and_numbers() -> None:
     assert rules.mergeable(a, b, 0.86, Policy(merge_similarity=0.85))
 
 
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("Refund approved for invoice INV2024001 yesterday.", "Refund approved for invoice INV2024002 yesterday."),
+        ("Nightly backups land on srv12 after midnight.", "Nightly backups land on srv47.example.net after midnight."),
+        ("Nightly backups land on db-01 after midnight.", "Nightly backups land on db-02 after midnight."),
+        ("We upgraded the agent to v1.2.3 last week.", "We upgraded the agent to v1.2.4 last week."),
+        ("Customer reported the outage in OPS-4411 today.", "Customer reported the outage in OPS-4412 today."),
+        ("The router answers at 10.0.0.1 in the lab.", "The router answers at 10.0.0.2 in the lab."),
+    ],
+)
+def test_merge_never_folds_two_different_identifiers(older: str, newer: str) -> None:
+    """Issue 18: ids, hostnames, versions and ticket numbers must match exactly."""
+    assert rules.contradiction(older, newer) is None  # only the identifier rule can refuse these
+    assert not rules.mergeable(fact("a", older), fact("b", newer, days=1), 0.99, POLICY)
+    assert rules.mergeable(fact("a", older), fact("b", older.upper(), days=1), 0.99, POLICY)
+
+
 def test_the_survivor_keeps_protection_then_tier_then_use() -> None:
     ep = fact("e", "x", access=50, tier="L2")
     ins = fact("i", "x", kind="insight")

@@ -12,7 +12,7 @@ import pytest
 
 from memworker import context, errors
 from memworker.models import budget
-from memworker.sessions import archive, hooks, plans, working
+from memworker.sessions import archive, egress, hooks, plans, working
 from memworker.settings import Settings
 from memworker.sleep import rumination
 
@@ -271,6 +271,47 @@ def test_webhook_signatures_and_backoff() -> None:
     assert sig.startswith("sha256=") and hooks.verify("whsec_x", body, sig)
     assert not hooks.verify("whsec_y", body, sig) and not hooks.verify("whsec_x", body + b" ", sig)
     assert [hooks.backoff_s(n, 2.0) for n in (1, 2, 3)] == [2.0, 4.0, 8.0] and hooks.backoff_s(30, 2.0) == 3600.0
+
+
+def test_webhook_urls_reach_only_public_addresses_unless_allowed() -> None:
+    """Issue 18, the pure part: every spelling of an internal address, credentials, and the
+    operator's allow-list (a test resolver: no DNS)."""
+    for host in ("2130706433", "127.1", "0x7f000001", "0177.0.0.1", "0x7f.1", "127.0.0.1"):
+        assert str(egress.literal(host)) == "127.0.0.1", host
+    assert egress.literal("hooks.example.com") is None and egress.literal("deadbeef.io") is None
+    internal = ["127.0.0.1", "10.0.0.1", "100.64.0.1", "169.254.169.254", "224.0.0.1", "0.0.0.0", "240.0.0.1"]
+    internal += ["::1", "::", "fe80::1", "fd00::1", "ff02::1", "::ffff:10.0.0.1", "2002:a00:1::", "64:ff9b::a00:1"]
+    for a in internal:
+        assert not egress.is_public(egress.ipaddress.ip_address(a)), a
+    for a in ("93.184.215.14", "2606:4700::1111", "::ffff:93.184.215.14", "64:ff9b::5db8:d70e"):
+        assert egress.is_public(egress.ipaddress.ip_address(a)), a
+
+    def resolve(answer: str) -> egress.Resolver:
+        return lambda host, port: [egress.ipaddress.ip_address(answer)]
+
+    none, allow = egress.Allow(), egress.Allow.parse("hooks.corp, 10.20.0.0/16, [::1]")
+    assert egress.check("https://hooks.example.com/x", none, resolve("93.184.215.14")).address == (
+        egress.ipaddress.ip_address("93.184.215.14")
+    )
+    for url, why in [
+        ("http://hooks.example.com/", "public address"),  # resolves inside
+        ("http://localhost:8420/", "public address"),
+        ("http://x.localhost/", "public address"),
+        ("http://u:p@hooks.example.com/", "credentials"),
+        ("http://u@93.184.215.14/", "credentials"),
+        ("ftp://hooks.example.com/", "http"),
+    ]:
+        with pytest.raises(egress.Refused, match=why):
+            egress.check(url, none, resolve("10.0.0.5"))
+    assert egress.check("http://hooks.corp/", allow, resolve("10.9.9.9")).url  # allowed by name
+    assert egress.check("http://h.example/", allow, resolve("10.20.3.4")).url  # allowed by network
+    assert egress.check("http://[::1]:9/", allow).url
+    with pytest.raises(egress.Refused):
+        egress.check("http://h.example/", allow, resolve("10.21.0.1"))
+    with pytest.raises(egress.Unresolved):
+        egress.check("http://h.example/", none, lambda host, port: [])
+    with pytest.raises(ValueError):
+        egress.Allow.parse("http://x")
 
 
 def test_rumination_finds_what_recurs_across_the_days_sessions() -> None:

@@ -36,6 +36,8 @@ def test_values_are_read_with_the_prefix() -> None:
         ("MEMWORKER_REDIS_URL", "http://x"),
         ("MEMWORKER_DB_POOL_MAX", "0"),
         ("MEMWORKER_LOG_LEVEL", "LOUD"),
+        ("MEMWORKER_WEBHOOK_ALLOW_HOSTS", "10.0.0.0/8, http://x"),
+        ("MEMWORKER_WEBHOOK_TENANT_INFLIGHT", "0"),
     ],
 )
 def test_bad_values_fail_at_start_naming_the_variable(name: str, value: str) -> None:

@@ -379,58 +379,20 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id > %(after)s
   AND greatest(created_at, updated_at) > %(since)s AND kind <> 'turn'
 ORDER BY id LIMIT %(batch)s;
 
--- name: retention_pairs
+-- name: memory_pairs
 -- Candidate pairs for the merge and contradiction rules (which then judge each pair in
--- full). Both rules need two memories to share most of their words, so each given memory is
--- probed through its few rarest terms: the other memory must have a third of them, and the
--- two must share at least half the terms of the shorter one. Probing by rare terms keeps the
--- cost linear in the agent's size: a common term would pair every memory with every other.
-WITH mine AS (
-  SELECT t.memory_id, t.term FROM memory_terms t
-  WHERE t.memory_id = ANY(%(ids)s::uuid[]) AND t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
-), df AS (
-  SELECT t.term, count(*) AS df FROM memory_terms t
-  WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term IN (SELECT term FROM mine)
-  GROUP BY t.term
-), rare AS (
-  SELECT memory_id, term, least(n, %(probe_terms)s) AS probes FROM (
-    SELECT m.memory_id, m.term,
-           row_number() OVER (PARTITION BY m.memory_id ORDER BY d.df, m.term) AS r,
-           count(*) OVER (PARTITION BY m.memory_id) AS n
-    FROM mine m JOIN df d USING (term)) x
-  WHERE r <= %(probe_terms)s
-), cand AS (
-  SELECT r.memory_id AS a, t.memory_id AS b
-  FROM rare r
-  JOIN memory_terms t ON t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
-                     AND t.term = r.term AND t.memory_id <> r.memory_id
-  GROUP BY r.memory_id, t.memory_id
-  HAVING count(*) * 3 >= max(r.probes)
-), bags AS (
-  SELECT t.memory_id, array_agg(t.term) AS terms FROM memory_terms t
-  WHERE t.memory_id = ANY(ARRAY(SELECT a FROM cand UNION SELECT b FROM cand))
-  GROUP BY t.memory_id
-)
-SELECT c.a, c.b, 1 - (ma.embedding <=> mb.embedding) AS cosine
-FROM cand c
-JOIN bags ba ON ba.memory_id = c.a
-JOIN bags bb ON bb.memory_id = c.b
-JOIN memories ma ON ma.id = c.a
-JOIN memories mb ON mb.id = c.b
-WHERE 2 * (SELECT count(*) FROM unnest(ba.terms) x WHERE x = ANY(bb.terms))
-        >= least(cardinality(ba.terms), cardinality(bb.terms))
-  AND mb.valid_to IS NULL AND (mb.expires_at IS NULL OR mb.expires_at > %(now)s)
-  AND ma.kind <> 'turn' AND mb.kind <> 'turn';  -- turns record what was said: never merged
-
--- name: new_memory_pairs
--- retention_pairs for a few just-written memories (governance.check_new, at write time).
+-- full), for just-written memories (governance.check_new) and for the sweep's batches of
+-- fresh ones. Both rules need two memories to share most of their words, so each given
+-- memory is probed through its few rarest terms: the other memory must have a third of them,
+-- and the two must share at least half the terms of the shorter one. Probing by rare terms
+-- keeps the cost linear in the agent's size: a common term would pair every memory with
+-- every other.
 -- The per-term lookups are sub-selects per row (ARRAY(...) and a scalar count, which the
 -- planner cannot flatten into joins) with the index key (tenant, agent, term) bound, so they
 -- stay index probes even when the table's statistics are stale (a fresh database growing
--- fast): retention_pairs' joins, planned by a planner that believed "1 row", scanned the
--- agent's every posting once per term (184 ms a call during an ingest run, against 3-15 ms).
--- For the sweep's batches of hundreds of memories the joins are faster (a 60-agent
--- retention bench: first sweep 28.8 s with them, 45.4 s with these probes).
+-- fast). The joins this replaced were faster in bulk (a 60-agent retention bench: first sweep
+-- 28.8 s with them, 45.4 s with these probes) but, planned on a freshly ingested agent
+-- before ANALYZE, ran 100 s to 10 min for one sweep batch; these run in milliseconds either way.
 WITH mine AS (
   SELECT t.memory_id, t.term FROM memory_terms t
   WHERE t.memory_id = ANY(%(ids)s::uuid[]) AND t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
