@@ -21,6 +21,7 @@ does the reads."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from uuid import UUID
@@ -175,7 +176,18 @@ def _memory_line(m: dict[str, Any], *, pinned: bool) -> str:
         tags.append("pinned")
     if "instruction" in (m.get("flags") or []):
         tags.append("FLAGGED: reads like an instruction, untrusted")
-    return f"({', '.join(tags)}) {json.dumps(m['text'], ensure_ascii=False)}"
+    return f"({', '.join(tags)}) {as_data(m['text'])}"
+
+
+# '<' opening anything tag-like ('</data>', '<data ...>', '<|im_start|>', '<system>'):
+# written as the JSON escape \u003c, so the line still decodes to the memory's exact text but
+# no tag inside a memory can close (or open) a data block.
+_TAG_OPEN = re.compile(r"<(?=[A-Za-z!|?/]|\s*/)")
+
+
+def as_data(text: str) -> str:
+    """Text as one line of a data block: a JSON string with tag openers escaped."""
+    return _TAG_OPEN.sub(r"\\u003c", json.dumps(text, ensure_ascii=False))
 
 
 def working_pieces(doc: dict[str, Any], terms: set[str]) -> list[Piece]:
@@ -263,7 +275,7 @@ def profile_pieces(document: dict[str, Any], terms: set[str]) -> list[Piece]:
         for e in document.get("sections", {}).get(section, []):
             n += 1
             rel = working.relevance(e["text"], terms)
-            line = f"- ({section}) {json.dumps(e['text'], ensure_ascii=False)}"
+            line = f"- ({section}) {as_data(e['text'])}"
             out.append(Piece("profile", line, 0.1 + 0.6 * rel + 0.2 * float(e.get("confidence", 0.5)), n))
     return out
 

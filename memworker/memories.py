@@ -153,17 +153,44 @@ class Memory:
 
 # Text that reads as instructions to the agent rather than facts about the world
 # (memory poisoning: MINJA, AgentPoison). Flagged on write; recall reports the flag.
+# Matched on `fold(text)`: NFKC, no format characters, confusables mapped, one space.
 _INSTRUCTION = re.compile(
-    r"ignore (all |any )?(previous|prior|above|earlier) (instructions|prompts?|rules)|"
-    r"disregard (the |all |your )?(previous|prior|system|above)|"
-    r"you are now\b|new instructions?:|system prompt|<\|?(system|im_start|im_end)\|?>|"
-    r"\[/?INST\]|</?tool_call>|\"tool_calls?\"\s*:|\bfunction_call\b|"
-    r"(always|must) (respond|reply|answer|call|execute|run)\b|"
-    r"忽略(之前|以上|先前)的?(指令|指示)",
-    re.IGNORECASE,
+    r"\bignore (?:(?:all|any|the|your|of|these|those|my) )*(?:previous|prior|above|earlier|preceding|"
+    r"system|original|former) (?:instructions?|prompts?|rules|directions|directives|guidelines|messages?)|"
+    r"\bignore (?:all|any|your) (?:instructions|rules|guidelines)\b|"
+    r"\bdisregard (?:(?:all|any|the|your|of) )*(?:previous|prior|system|above|earlier|preceding|instructions)|"
+    r"\bforget (?:everything|all)(?: of)? (?:you|you've|that|above|before|previous|prior|your|instructions)\b|"
+    r"\bforget (?:all |about )?(?:your|the|previous|prior) (?:instructions|rules|guidelines|training)\b|"
+    r"\bfrom now on,? (?:you|your|always|never|ignore|respond|reply|answer|act|pretend|only|do not|don't)\b|"
+    r"\byou are now\b|\bnew instructions?:|\bsystem prompt|<\|?(?:system|im_start|im_end)\|?>|"
+    r"#+ ?(?:instructions?|system|response|input) ?:|"
+    r"\[/?inst\]|</?tool_call>|\"tool_calls?\" ?:|\bfunction_call\b|"
+    r"\"(?:name|function|tool)\" ?: ?\"[^\"]*\" ?, ?\"(?:arguments|parameters|args|input)\" ?:|"
+    r"\"type\" ?: ?\"(?:function|tool_use)\"|"
+    r"\b(?:always|must) (?:respond|reply|answer|call|execute|run)\b|"
+    r"忽略(?:之前|以上|先前)的?(?:指令|指示)",
 )
+# A role marker opening a line: a transcript of a prompt pasted into memory ("system: ...").
+_ROLE_LINE = re.compile(r"^\W{0,3}(?:system|assistant|developer)\s*:", re.MULTILINE)
+# Latin look-alikes (Cyrillic, Greek) that NFKC leaves alone: 'іgnоrе' -> 'ignore'.
+_CONFUSABLES = str.maketrans(
+    "аеорсухіјѕԁһԛԝԍνοαειτκρɡᴜ",  # Cyrillic, then Greek, then Latin oddities (script g, small-cap u)
+    "aeopcyxijsdhqwgvoaeitkpgu",
+)
+
+
+def fold(text: str) -> str:
+    """Text as the injection detector reads it: NFKC, case-folded, format characters (zero-
+    width spaces, joiners, bidi marks, soft hyphens) dropped, common Cyrillic/Greek look-alikes
+    mapped to Latin, runs of spaces and tabs made one space (newlines kept for role markers)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = "".join(c for c in folded if unicodedata.category(c) != "Cf").translate(_CONFUSABLES)
+    return "\n".join(" ".join(line.split()) for line in folded.splitlines())
 
 
 def flags_for(text: str) -> tuple[str, ...]:
     """('instruction',) when text tries to steer the agent; () otherwise."""
-    return ("instruction",) if _INSTRUCTION.search(text) else ()
+    folded = fold(text)
+    if _ROLE_LINE.search(folded) or _INSTRUCTION.search(" ".join(folded.split())):
+        return ("instruction",)
+    return ()
