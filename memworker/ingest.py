@@ -102,8 +102,15 @@ def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[EpisodeI
 
 
 def _redacted(ep: EpisodeIn) -> EpisodeIn:
-    msgs = [{**m, "content": redact.redact(m["content"])} for m in ep.messages] if ep.messages else None
-    return dataclasses.replace(ep, content=render(msgs) if msgs else redact.redact(ep.content), messages=msgs)
+    """Content, messages (what was said and who said it) and metadata values redacted: the
+    metadata is copied into every memory the episode gives (issue 18)."""
+    msgs = [{**m, **{k: redact.redact(m[k]) for k in ("content", "name") if m.get(k)}} for m in ep.messages or []]
+    return dataclasses.replace(
+        ep,
+        content=render(msgs) if msgs else redact.redact(ep.content),
+        messages=msgs or None,
+        metadata=redact.redact_value(ep.metadata),
+    )
 
 
 @dataclass

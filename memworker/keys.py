@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -56,6 +57,27 @@ def hash_key(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
+MAX_EXPIRY_DAYS = 36_500  # a hundred years: beyond that, ask for a key that never expires
+
+
+def expiry_in(days: float, *, now: datetime | None = None) -> datetime:
+    """The expiry `days` from now. Raises InvalidInput for zero, negative, not-a-number or
+    absurd values: `--expires-days 0` must not quietly make a key that never expires."""
+    if not math.isfinite(days) or days <= 0:
+        raise errors.InvalidInput(f"expires in {days} days: give a positive number of days (omit it for no expiry)")
+    if days > MAX_EXPIRY_DAYS:
+        raise errors.InvalidInput(f"expires in {days} days: at most {MAX_EXPIRY_DAYS} (omit it for no expiry)")
+    return (now or datetime.now(UTC)) + timedelta(days=days)
+
+
+def check_expiry(expires_at: datetime, *, now: datetime | None = None) -> None:
+    """Raises InvalidInput unless expires_at is a time with a zone, in the future."""
+    if expires_at.tzinfo is None:
+        raise errors.InvalidInput("expires_at needs a time zone")
+    if expires_at <= (now or datetime.now(UTC)):
+        raise errors.InvalidInput(f"expires_at {expires_at.isoformat()} is not in the future")
+
+
 def create(
     conn: Any,
     *,
@@ -65,10 +87,13 @@ def create(
     agent_ids: list[str] | None = None,
     expires_at: datetime | None = None,
 ) -> tuple[str, core_db.NewApiKey]:
-    """Create a key for the tenant (the connection must be bound to it); returns (key, row)."""
+    """Create a key for the tenant (the connection must be bound to it); returns (key, row).
+    Raises InvalidInput for an unknown scope, or an expiry that is not in the future."""
     bad = [s for s in scopes if s not in SCOPES]
     if bad:
         raise errors.InvalidInput(f"unknown scopes {bad}; choose from {list(SCOPES)}")
+    if expires_at is not None:
+        check_expiry(expires_at)
     key, prefix, digest = generate()
     row = core_db.insert_api_key(
         conn,

@@ -4,6 +4,7 @@ before anything is stored: emails, phone numbers, secrets and payment card numbe
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
 _SECRET = re.compile(
@@ -48,3 +49,15 @@ def redact(text: str) -> str:
     text = _EMAIL.sub("[EMAIL]", text)
     text = _CARD.sub(_card, text)
     return _PHONE.sub(_phone, text)
+
+
+def redact_value(value: Any) -> Any:
+    """A JSON value (metadata) with every string in it redacted, at any depth. Keys stay as
+    they are: they name fields, and renaming them could make two keys collide."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_value(v) for v in value]
+    return value

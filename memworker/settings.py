@@ -71,6 +71,8 @@ class Settings:
     rate_key_burst: int = 200  # ... and its burst
     rate_tenant_per_s: float = 200.0  # the same per tenant, over all its keys
     rate_tenant_burst: int = 800
+    rate_auth_fail_per_s: float = 1.0  # failed authentications per second per client address ...
+    rate_auth_fail_burst: int = 30  # ... and its burst (then 429, issue 18)
     workers: int = 1  # worker processes `memworker up` starts
     worker_concurrency: int = 1  # prefork children per worker process
     consolidation_backlog_max: int = 200  # the sleep sweep defers while the ingest queue is longer
@@ -118,6 +120,8 @@ class Settings:
             "rate_key_burst",
             "rate_tenant_per_s",
             "rate_tenant_burst",
+            "rate_auth_fail_per_s",
+            "rate_auth_fail_burst",
             "reconcile_every_s",
             "db_pool_timeout_s",
             "embedding_threads",

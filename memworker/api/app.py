@@ -62,6 +62,8 @@ def create_app(
             key_burst=settings.rate_key_burst,
             tenant_rate=settings.rate_tenant_per_s,
             tenant_burst=settings.rate_tenant_burst,
+            auth_fail_rate=settings.rate_auth_fail_per_s,
+            auth_fail_burst=settings.rate_auth_fail_burst,
         )
         app.state.fleet = metrics.FleetCollector(
             lambda: queue_depths(limiter_redis), lambda: memory_estimates(app.state.resources.pool)

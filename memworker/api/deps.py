@@ -48,8 +48,24 @@ def publisher(request: Request) -> Publisher:
     return cast("Publisher", request.app.state.publisher)
 
 
+def client_address(request: Request) -> str:
+    """The peer's address as the server saw it (uvicorn's --proxy-headers / --forwarded-allow-ips
+    decide whether a trusted proxy's X-Forwarded-For counts); never a header taken on trust."""
+    return request.client.host if request.client else "unknown"
+
+
 def principal(request: Request) -> keys.Principal:
-    """The caller, from its bearer key (FastAPI dependency). Raises Unauthorized."""
+    """The caller, from its bearer key (FastAPI dependency). Raises Unauthorized, or
+    RateLimited once the client address has used up its failed authentications (issue 18)."""
+    state = request.app.state
+    try:
+        return _principal(request)
+    except errors.Unauthorized:
+        state.limiter.failed_auth(client_address(request))  # RateLimited (429) once they run out
+        raise
+
+
+def _principal(request: Request) -> keys.Principal:
     header = request.headers.get("authorization", "")
     if not header.lower().startswith("bearer "):
         raise errors.Unauthorized("missing api key")
@@ -57,7 +73,7 @@ def principal(request: Request) -> keys.Principal:
     cache: keys.KeyCache = state.key_cache
     key = header[7:].strip()
     p = cache.get(key, lambda k: keys.authenticate(res.pool, k))
-    generation = state.limiter.take(str(p.key_id), str(p.tenant_id))
+    generation = state.limiter.take(str(p.key_id), str(p.tenant_id), client_address(request))
     if generation is not None and generation != state.cache_generation:
         # a key was revoked or a policy changed, in this process or another: drop what this
         # process remembers, and check this key again

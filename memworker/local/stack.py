@@ -26,6 +26,7 @@ from memworker.storage import core_db, db, migrate
 logger = logging.getLogger(__name__)
 
 DEV_TENANT = "dev"
+FLOWER_USER = "admin"  # Flower's basic-auth login; the password: data_dir/flower-password (0600)
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Service:
     argv: list[str]
     process: subprocess.Popen[bytes] | None = None
     restarts: list[float] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # this child's alone, over the shared env
 
 
 class Stack:
@@ -84,7 +86,9 @@ class Stack:
         dev_key = self._dev_key(owner_url)
         api_url = f"http://{s.api_host}:{s.api_port}"
         flower_url = f"http://127.0.0.1:{s.flower_port}"
-        (self.data_dir / runtime.STACK_FILE).write_text(
+        flower_password = embedded.secret(self.data_dir / "flower-password")
+        embedded.write_private(  # 0600: its URLs carry the Redis password and name the pgpass file
+            self.data_dir / runtime.STACK_FILE,
             json.dumps(
                 {
                     "pid": os.getpid(),
@@ -95,7 +99,7 @@ class Stack:
                     "flower_url": flower_url,
                 },
                 indent=2,
-            )
+            ),
         )
         env = self._child_env(app_url, owner_url, redis_url)
         py = sys.executable
@@ -181,6 +185,9 @@ class Stack:
                     "--address=127.0.0.1",
                     "--logging=warning",
                 ],
+                # Its UI and API can revoke and kill tasks: a login for both (in the env, not
+                # on the command line, which every local user can read).
+                env={"FLOWER_BASIC_AUTH": f"{FLOWER_USER}:{flower_password}"},
             )
         )
         for svc in self.services:
@@ -189,7 +196,7 @@ class Stack:
         self._say("")
         self._say(f"memworker is up  (data dir {self.data_dir})")
         self._say(f"  API     {api_url}   (docs at {api_url}/docs)")
-        self._say(f"  Flower  {flower_url}")
+        self._say(f"  Flower  {flower_url}   (login {FLOWER_USER} / {flower_password})")
         self._say(f"  workers {s.workers} (+ a webhook sender, {s.webhook_worker_concurrency} threads)")
         self._say(f"  dev API key (tenant '{DEV_TENANT}'): {dev_key}")
         self._say("Ctrl-C stops everything.")
@@ -268,8 +275,7 @@ class Stack:
                     return key
             db.bind_tenant(conn, tenant.id)
             key, _ = keys.create(conn, tenant_id=tenant.id, name="dev (memworker up)")
-        path.write_text(key + "\n")
-        path.chmod(0o600)
+        embedded.write_private(path, key + "\n")
         return key
 
     def _child_env(self, app_url: str, owner_url: str, redis_url: str) -> dict[str, str]:
@@ -284,7 +290,6 @@ class Stack:
         for f in prom.glob("*.db"):
             f.unlink()  # counters start afresh with the processes that write them
         env["PROMETHEUS_MULTIPROC_DIR"] = str(prom)
-        env["FLOWER_UNAUTHENTICATED_API"] = "true"  # Flower listens on loopback only
         env["HF_HUB_OFFLINE"] = "1"
         env["TOKENIZERS_PARALLELISM"] = "false"
         self._env = env
@@ -293,10 +298,11 @@ class Stack:
     def _spawn(self, svc: Service, env: dict[str, str]) -> None:
         logs = self.data_dir / "logs"
         logs.mkdir(exist_ok=True)
+        logs.chmod(0o700)  # what the services log can quote tenants' data
         with open(logs / f"{svc.name}.log", "ab") as log:
             svc.process = subprocess.Popen(
                 svc.argv,
-                env=env,
+                env={**env, **svc.env},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -42,9 +42,11 @@ def run(
     max_tokens: int | None,
     reported: session.Use | None,
     count: Counter,
+    may_flush: bool = True,
 ) -> Call:
     """The context for one turn; NotFound for an unknown agent or session, Conflict for a
-    closed session."""
+    closed session. may_flush False (a key without memories:write): the use is counted but a
+    due flush waits for a caller that may write."""
     policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id, must_exist=True)
     row = (
         session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True)
@@ -69,7 +71,7 @@ def run(
         relevant = [int(x.ref[1:]) for x in packed.kept if x.ref and x.ref.startswith("w") and x.relevant]
         session.note_context(conn, row, relevant_items=relevant)
         call.use, call.flush_episode = session.record_use(
-            conn, row, policy=policy, reported=reported, context_tokens=packed.tokens
+            conn, row, policy=policy, reported=reported, context_tokens=packed.tokens, may_flush=may_flush
         )
         call.call_id = str(
             sessions_db.context_call_insert(

@@ -77,13 +77,19 @@ def build(spec: dict[str, Any], *, old: dict[str, Any] | None, now: datetime) ->
 
 
 def patch_step(plan: dict[str, Any], step_id: str, patch: StepPatch, *, now: datetime) -> dict[str, Any]:
-    """A copy of the plan with one step changed. Raises NotFound, InvalidInput."""
+    """A copy of the plan with one step changed; an equal copy when the patch changes nothing
+    (the caller then saves nothing and bumps no revision). Raises NotFound, InvalidInput (also
+    for an empty patch: a 422, like an empty working-memory change)."""
+    if patch == StepPatch():
+        raise errors.InvalidInput("nothing to change: give status, progress, output or note")
     out = copy.deepcopy(plan)
     for m in out["milestones"]:
         for i, s in enumerate(m["steps"]):
             if s["id"] == step_id:
-                m["steps"][i] = _patched(s, patch, now)
-                out["updated_at"] = now.isoformat()
+                new = _patched(s, patch, now)
+                if {**new, "updated_at": None} != {**s, "updated_at": None}:
+                    m["steps"][i] = new
+                    out["updated_at"] = now.isoformat()
                 return out
     raise errors.NotFound(f"no step {step_id!r} in this plan")
 

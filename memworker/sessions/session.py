@@ -13,13 +13,14 @@ again, so a client that keeps reporting 75 % is not flushed on every call."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from memworker import errors, ingest, memories
+from memworker import errors, ingest, memories, redact
 from memworker.policy import Policy
 from memworker.sessions import plans, working
 from memworker.storage import sessions_db, store
@@ -49,6 +50,9 @@ def create(
             "session_id must be 1-128 letters, digits and . _ : @ -, starting with a letter or digit"
         )
     store.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
+    if store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id).redact_pii:  # issue 18
+        goal = redact.redact(goal) if goal else goal
+        metadata = redact.redact_value(metadata)
     doc = working.empty()
     if goal:
         doc.update(goal=" ".join(goal.split()), goal_seq=1)
@@ -123,7 +127,7 @@ def patch_working(
     revision = row["revision"] + 1
     doc, report = working.apply(
         row["working"],
-        patch,
+        redacted(patch) if policy.redact_pii else patch,
         revision=revision,
         now=now(),
         max_items=policy.working_max_items,
@@ -139,6 +143,21 @@ def patch_working(
     )
     assert saved is not None
     return saved, report
+
+
+def redacted(patch: working.Patch) -> working.Patch:
+    """The patch with goal, intent and item texts redacted (policy redact_pii, issue 18): the
+    working memory, its flushes and the session's archives then never hold the raw values."""
+
+    def text(value: Any) -> Any:
+        return redact.redact(value) if isinstance(value, str) else value
+
+    return dataclasses.replace(
+        patch,
+        goal=text(patch.goal),
+        intent=text(patch.intent),
+        add=tuple(dataclasses.replace(i, text=text(i.text)) for i in patch.add),
+    )
 
 
 def put_plan(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -166,8 +185,10 @@ def patch_step(
     _check_revision(row, expected_revision)
     if not row["plan"]:
         raise errors.NotFound("this session has no plan; PUT .../plan first")
-    revision = row["revision"] + 1
     plan = plans.patch_step(row["plan"], step_id, patch, now=now())
+    if plan == row["plan"]:  # the step already says so: nothing saved, no new revision
+        return row
+    revision = row["revision"] + 1
     plan["revision"] = revision
     return _save_plan(conn, tenant_id, agent_id, session_id, plan, revision)
 
@@ -247,10 +268,18 @@ def usage_view(row: dict[str, Any], policy: Policy) -> dict[str, Any]:
 
 
 def record_use(
-    conn: Any, row: dict[str, Any], *, policy: Policy, reported: Use | None, context_tokens: int | None
+    conn: Any,
+    row: dict[str, Any],
+    *,
+    policy: Policy,
+    reported: Use | None,
+    context_tokens: int | None,
+    may_flush: bool = True,
 ) -> tuple[dict[str, Any], UUID | None]:
-    """Store the use (and the last context's size), flush when due. The row must be locked.
-    Returns (what happened, the flush episode to publish or None)."""
+    """Store the use (and the last context's size), flush when due and may_flush (a caller
+    without memories:write only counts: the session stays armed, and the next call by a key
+    that may write flushes). The row must be locked. Returns (what happened, the flush episode
+    to publish or None)."""
     share, source = measure(row, policy, reported, context_tokens)
     threshold = policy.context_flush_at
     info: dict[str, Any] = {
@@ -277,6 +306,9 @@ def record_use(
         return info, None
     if not armed:
         info["reason"] = "already flushed at this level; waiting for use to drop below the threshold"
+        return info, None
+    if not may_flush:
+        info["reason"] = "flush due, but this key lacks memories:write; the next call by a key that may write flushes"
         return info, None
     episode_id = flush(conn, row, share=share)
     info.update(

@@ -315,10 +315,24 @@ def get_episode(conn: Conn, *, tenant_id: UUID, agent_id: str, episode_id: UUID)
 
 
 def list_episodes(
-    conn: Conn, *, tenant_id: UUID, agent_id: str | None, status: str | None, limit: int
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    agent_id: str | None,
+    status: str | None,
+    limit: int,
+    agent_ids: list[str] | None = None,
 ) -> list[EpisodeListing]:
-    """Newest first."""
-    rows = _sql.all_(conn, "list_episodes", tenant_id=tenant_id, agent_id=agent_id, status=status, limit=limit)
+    """Newest first; agent_ids (not None) keeps only those agents' episodes."""
+    rows = _sql.all_(
+        conn,
+        "list_episodes",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        agent_ids=agent_ids,
+        status=status,
+        limit=limit,
+    )
     return [EpisodeListing(**r) for r in rows]
 
 
@@ -423,8 +437,10 @@ def stale_episodes(conn: Conn, *, older_than_s: float, limit: int) -> list[Stale
     return [StaleEpisode(**r) for r in _sql.all_(conn, "stale_episodes", older_than_s=older_than_s, limit=limit)]
 
 
-def usage(conn: Conn, *, tenant_id: UUID, agent_id: str | None) -> list[Usage]:
-    return [Usage(**r) for r in _sql.all_(conn, "usage", tenant_id=tenant_id, agent_id=agent_id)]
+def usage(conn: Conn, *, tenant_id: UUID, agent_id: str | None, agent_ids: list[str] | None = None) -> list[Usage]:
+    """Per agent; agent_ids (not None) keeps only those agents."""
+    rows = _sql.all_(conn, "usage", tenant_id=tenant_id, agent_id=agent_id, agent_ids=agent_ids)
+    return [Usage(**r) for r in rows]
 
 
 # --- memories ------------------------------------------------------------------------------------

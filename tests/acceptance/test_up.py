@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -40,13 +42,24 @@ def test_up_serves_runs_a_worker_task_and_stops_every_child(tmp_path: Path) -> N
         assert api in banner and f"http://127.0.0.1:{flower_port}" in banner
         key = (tmp_path / "data" / "dev-api-key").read_text().strip()
         assert key in banner
+        # issue 18: the secrets are the user's alone, and Flower asks for its login (printed)
+        data = tmp_path / "data"
+        for private in ("dev-api-key", "stack.json", "flower-password", "pgpass", "redis-password"):
+            assert stat.S_IMODE((data / private).stat().st_mode) == 0o600, private
+        flower_auth = ("admin", (data / "flower-password").read_text().strip())
+        assert f"login admin / {flower_auth[1]}" in banner
+        assert "@127.0.0.1:" in json.loads((data / "stack.json").read_text())["redis_url"]  # redis://:pw@...
         assert httpx.get(f"{api}/healthz").json()["status"] == "ok"
 
         client = Client(api, key)
         ep = client.add_episode("up-bot", "The nightly backup runs at 03:00 UTC on the replica.")
         assert client.wait_for_episode("up-bot", ep["episode_id"], timeout=120)["status"] == "stored"
 
-        _wait(lambda: _flower_workers(flower_port) >= 2, 60, up, tmp_path)  # the worker and the webhook sender
+        _wait(lambda: _flower_workers(flower_port, flower_auth) >= 2, 60, up, tmp_path)  # worker + webhook sender
+        for auth in (None, ("admin", "wrong")):
+            r = httpx.get(f"http://127.0.0.1:{flower_port}/api/workers", auth=auth, timeout=5)
+            assert r.status_code == 401, (auth, r.status_code)
+        assert httpx.get(f"http://127.0.0.1:{flower_port}/", timeout=5).status_code == 401  # the UI too
 
         # metrics from the worker processes reach the API's /metrics (multiprocess mode)
         _wait(
@@ -85,9 +98,10 @@ def test_up_serves_runs_a_worker_task_and_stops_every_child(tmp_path: Path) -> N
     assert survivors == [], [p.cmdline() for p in survivors]
 
 
-def _flower_workers(port: int) -> int:
+def _flower_workers(port: int, auth: tuple[str, str]) -> int:
     try:
-        return len(httpx.get(f"http://127.0.0.1:{port}/api/workers", params={"refresh": "1"}, timeout=5).json())
+        url = f"http://127.0.0.1:{port}/api/workers"
+        return len(httpx.get(url, params={"refresh": "1"}, auth=auth, timeout=5).json())
     except (httpx.HTTPError, ValueError):
         return 0
 

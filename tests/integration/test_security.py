@@ -50,7 +50,12 @@ def test_agent_allow_list_hides_other_agents(api: str, stack: dict[str, Any], te
 
 
 def test_expired_and_revoked_keys_are_refused(api: str, stack: dict[str, Any], tenants: dict[str, Any]) -> None:
-    expired = _key(stack, tenants["bob"]["id"], expires_at=datetime.now(UTC) - timedelta(seconds=1))
+    expired = _key(stack, tenants["bob"]["id"], expires_at=datetime.now(UTC) + timedelta(days=1))
+    with db.connect(stack["owner_url"]) as conn:  # a key that has since expired (create refuses a past date)
+        conn.execute(
+            "UPDATE memworker.api_keys SET expires_at = %s WHERE prefix = %s",
+            (datetime.now(UTC) - timedelta(seconds=1), keys.prefix_of(expired)),
+        )
     r = httpx.get(f"{api}/v1/episodes", headers={"Authorization": f"Bearer {expired}"})
     assert r.status_code == 401 and r.json()["error"] == "api key expired"
     revoked = _key(stack, tenants["bob"]["id"])

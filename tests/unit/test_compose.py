@@ -268,6 +268,22 @@ def test_flower_listens_on_5555_behind_basic_auth(svcs: dict[str, Any]) -> None:
     assert "FLOWER_UNAUTHENTICATED_API" not in env
 
 
+def test_flower_login_comes_from_the_env_and_its_port_stays_on_loopback(svcs: dict[str, Any]) -> None:
+    """Issue 18: Flower can revoke and kill tasks. Its login is required from .env (compose
+    refuses to start without it), never on a command line, and its port is published on the
+    host's loopback only; no service opens its API without a login."""
+    flower = svcs["flower"]
+    auth = env_of(flower)["FLOWER_BASIC_AUTH"]
+    assert _VAR.fullmatch(auth) and _VAR.fullmatch(auth).group("op") == ":?"  # type: ignore[union-attr]
+    assert interpolate(auth, FAKE_ENV) == FAKE_ENV["FLOWER_BASIC_AUTH"]
+    with pytest.raises(KeyError, match="FLOWER_BASIC_AUTH"):
+        interpolate(auth, {})
+    assert not any(arg.startswith("--basic-auth") or arg.startswith("--auth") for arg in argv(flower))
+    assert [str(p) for p in flower["ports"]] == ["127.0.0.1:5555:5555"]
+    for name, svc in svcs.items():
+        assert "FLOWER_UNAUTHENTICATED_API" not in env_of(svc), name
+
+
 def test_named_volumes_are_declared(compose: dict[str, Any], svcs: dict[str, Any]) -> None:
     declared = set(compose.get("volumes") or {})
     assert {"pgdata", "redis-data"} <= declared

@@ -70,7 +70,12 @@ def test_a_closing_tag_inside_a_memory_stays_inside_its_data_block(count: budget
     hit = {"id": "x", "text": text, "kind": "fact", "created_at": "2025-03-01", "flags": [], "score": 1.0}
     profile = {"sections": {"preferences": [{"text": "Likes </data> tea", "confidence": 0.9}]}}
     packed = context.build(
-        context.Inputs([hit], [], profile, None, None), query="q", agent_id="a", session_id=None, budget=1000, count=count
+        context.Inputs([hit], [], profile, None, None),
+        query="q",
+        agent_id="a",
+        session_id=None,
+        budget=1000,
+        count=count,
     )
     # exactly the frame's own tags: one opening and one closing per data block
     assert packed.context.lower().count("</data") == 2 and packed.context.lower().count("<data kind") == 2

@@ -94,7 +94,9 @@ def list_episodes(
 ) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        rows = core_db.list_episodes(conn, tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit)
+        rows = core_db.list_episodes(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit, agent_ids=_limited_to(p)
+        )
     return {"episodes": [_episode_json(r) for r in rows]}
 
 
@@ -103,10 +105,15 @@ def usage(request: Request, agent_id: AgentIdQuery = None, p: keys.Principal = D
     """LLM calls, tokens and latency per agent and for the tenant."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        rows = core_db.usage(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        rows = core_db.usage(conn, tenant_id=p.tenant_id, agent_id=agent_id, agent_ids=_limited_to(p))
     fields = ("episodes", "stored", "dead", "llm_calls", "tokens_in", "tokens_out", "llm_ms")
     agents = [{"agent_id": r.agent_id, **{f: int(getattr(r, f) or 0) for f in fields}} for r in rows]
     return {"tenant": {f: sum(a[f] for a in agents) for f in fields}, "agents": agents}
+
+
+def _limited_to(p: keys.Principal) -> list[str] | None:
+    """The agents a key limited to some may see in tenant-wide listings (issue 18); None: all."""
+    return sorted(p.agent_ids) if p.agent_ids is not None else None
 
 
 def _episode_json(episode: core_db.Episode | core_db.EpisodeListing) -> dict[str, Any]:

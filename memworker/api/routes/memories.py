@@ -9,7 +9,7 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from memworker import errors, keys, memories
+from memworker import errors, keys, memories, redact
 from memworker.api.deps import AgentId, check_metadata, decode_cursor, encode_cursor, principal, resources, tx
 from memworker.lifecycle import governance
 from memworker.schemas import AnyKind, MemoryBatch, MemoryIn, MemoryPatch, Tier
@@ -37,14 +37,19 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
     for b in bodies:
         check_text(b.text)
         check_metadata(request, b.metadata)
-    vectors = res.embedder.embed([b.text for b in bodies])
+    vectors: Any = res.embedder.embed([b.text for b in bodies])
     ids: list[UUID] = []
     with tx(request, p) as conn:
         store.ensure_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        if policy.redact_pii:  # a direct write is redacted like an episode (issue 18)
+            bodies, vectors = _redacted(request, bodies, vectors)
         written: list[tuple[UUID, memories.Draft]] = []
         for b, vec in zip(bodies, vectors, strict=True):
-            key = f"api:{b.idempotency_key}" if b.idempotency_key else f"api:{os.urandom(12).hex()}"
+            # source keys are unique per tenant: the agent is part of the key, so one agent's
+            # idempotency key never answers (or blocks) another agent's write (issue 18); '/' is
+            # not in the agent-id alphabet, so no agent id + key pair can spell another's
+            key = f"api:{agent_id}/{b.idempotency_key}" if b.idempotency_key else f"api:{os.urandom(12).hex()}"
             draft = memories.Draft(
                 text=b.text,
                 kind=b.kind,
@@ -76,6 +81,21 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
         )
         out = [store.get_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=mid) for mid in ids]
     return out
+
+
+def _redacted(request: Request, bodies: list[MemoryIn], vectors: Any) -> tuple[list[MemoryIn], list[Any]]:
+    """The bodies with text and metadata redacted; a text that changed is embedded again (only
+    then: most writes hold nothing to redact, and the policy is read inside the transaction)."""
+    out = [
+        b.model_copy(update={"text": redact.redact(b.text), "metadata": redact.redact_value(b.metadata)})
+        for b in bodies
+    ]
+    changed = [i for i, (b, r) in enumerate(zip(bodies, out, strict=True)) if b.text != r.text]
+    vecs = list(vectors)
+    if changed:
+        for i, vec in zip(changed, resources(request).embedder.embed([out[i].text for i in changed]), strict=True):
+            vecs[i] = vec
+    return out, vecs
 
 
 @router.post("/v1/agents/{agent_id}/memories", status_code=201)
@@ -144,9 +164,15 @@ def patch_memory(
     vec = None
     if "text" in changes:
         check_text(changes["text"])
-        changes["flags"] = list(memories.flags_for(changes["text"]))
         vec = resources(request).embedder.embed([changes["text"]])[0]
     with tx(request, p) as conn:
+        if store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:  # issue 18
+            raw = changes.get("text")
+            changes.update({k: redact.redact_value(changes[k]) for k in ("text", "metadata") if k in changes})
+            if raw is not None and changes["text"] != raw:
+                vec = resources(request).embedder.embed([changes["text"]])[0]
+        if "text" in changes:
+            changes["flags"] = list(memories.flags_for(changes["text"]))
         return store.update_memory(
             conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id, changes=changes, embedding=vec
         ).to_json()

@@ -310,6 +310,7 @@ def post_context(
             max_tokens=body.max_tokens,
             reported=_use(body),
             count=count,
+            may_flush="memories:write" in p.scopes,  # a read-only key never causes a write (issue 18)
         )
     after_commit(request, p.tenant_id, call.flush_episode, call.deliveries)
     packed = call.packed

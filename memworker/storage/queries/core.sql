@@ -72,6 +72,7 @@ SELECT id, agent_id, session_id, status, attempts, last_error, memory_ids, creat
 FROM episodes
 WHERE tenant_id = %(tenant_id)s
   AND (%(agent_id)s::text IS NULL OR agent_id = %(agent_id)s)
+  AND (%(agent_ids)s::text[] IS NULL OR agent_id = ANY(%(agent_ids)s::text[]))  -- an agent-limited key
   AND (%(status)s::text IS NULL OR status = %(status)s)
 ORDER BY created_at DESC LIMIT %(limit)s;
 
@@ -138,6 +139,7 @@ SELECT agent_id, count(*) AS episodes, sum(llm_calls) AS llm_calls, sum(tokens_i
        count(*) FILTER (WHERE status = 'dead') AS dead
 FROM episodes WHERE tenant_id = %(tenant_id)s
   AND (%(agent_id)s::text IS NULL OR agent_id = %(agent_id)s)
+  AND (%(agent_ids)s::text[] IS NULL OR agent_id = ANY(%(agent_ids)s::text[]))  -- an agent-limited key
 GROUP BY agent_id ORDER BY agent_id;
 
 -- name: insert_memory
