@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,6 +33,11 @@ logger = logging.getLogger(__name__)
 # keep the embedding overlapped with storing, few enough that other tenants' messages do not
 # wait long behind it (4 x ingest_batch_max episodes, a few seconds of work).
 EXTRA_BATCHES = 4
+# Fair ingest (docs/episodes.md): an ingest message's urgency is how deep in its tenant's queued
+# backlog its first episode sits, in batches: within the first batch 0 (served first), within 4
+# batches 1, within 16 batches 2, deeper 3 (served last). A tenant with nothing waiting goes
+# ahead of one with thousands queued, whose own first batches still go ahead of its deeper ones.
+URGENCY_BATCHES = (1, 4, 16)
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,18 @@ def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[EpisodeI
     return out
 
 
+def backlog(conn: Any, *, tenant_id: UUID, batch: int) -> int:
+    """The tenant's queued episodes before an accept, counted only as deep as urgency looks
+    (one short index scan, whatever the tenant's history)."""
+    return core_db.queued_backlog(conn, tenant_id=tenant_id, cap=URGENCY_BATCHES[-1] * batch)
+
+
+def urgency(position: int, batch: int) -> int:
+    """0 (most urgent) to len(URGENCY_BATCHES) for a message whose first episode has `position`
+    of its tenant's queued episodes ahead of it."""
+    return sum(1 for n in URGENCY_BATCHES if position >= n * batch)
+
+
 def _redacted(ep: EpisodeIn) -> EpisodeIn:
     """Content, messages (what was said and who said it) and metadata values redacted: the
     metadata is copied into every memory the episode gives (issue 18)."""
@@ -155,10 +173,13 @@ def process(
     *,
     tenant_id: UUID,
     episode_ids: list[UUID],
+    others_waiting: Callable[[], bool] | None = None,
 ) -> Outcome:
     """Claim, reflect, embed and store one tenant's episodes, a batch at a time, until every
     named episode is done or claimed by someone else (a message may name more episodes than
-    one batch holds, and nobody else will come for the rest).
+    one batch holds, and nobody else will come for the rest). others_waiting: asked before
+    each extra batch of the tenant's backlog; True (another tenant's urgent work is queued)
+    ends the task after the batches already claimed, so the queue serves that work next.
 
     While one batch is stored, the next is claimed, reflected and embedded in a second
     thread: the model (onnxruntime, torch) and the database waits (psycopg) both release the
@@ -175,8 +196,10 @@ def process(
             else:
                 # the named ones are done, or the rest are dead or another worker's claim; a full
                 # batch says the tenant has a backlog, and its messages would find these claimed
-                # anyway: take a few more batches while the pipeline is warm
+                # anyway: take a few more batches while the pipeline is warm, unless someone
+                # else's urgent message waits (fair ingest: the check is one Redis LLEN)
                 go_on = len(batch.claimed) >= settings.ingest_batch_max and extra > 0
+                go_on = go_on and not (others_waiting is not None and others_waiting())
                 extra -= 1
             upcoming = (
                 ahead.submit(_prepare, pool, embedder, reflector, settings, tenant_id, still, outcome)

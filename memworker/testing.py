@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import threading
 import time
 from collections import deque
@@ -37,16 +38,29 @@ class FakeLLM:
 
     script() queues answers: a string (the message content), ('status', code),
     ('sleep', seconds, content) or ('garbage', body). With nothing queued it answers
-    `default`. Every request is recorded in .requests."""
+    `default`. Every request is recorded in .requests.
+
+    Unscripted answers can be made slow and flaky (bench/soak.py): each waits a uniform
+    `latency_s` range, then answers HTTP 500 with probability `fail_rate`, or with
+    probability `hang_rate` waits `hang_s` more (longer than the client's timeout) first.
+    .failures and .hangs count what was injected."""
 
     def __init__(
         self,
         default: str = '[{"text": "The user likes tea.", "type": "preference", "confidence": 0.8}]',
         *,
         echo: bool = False,
+        latency_s: tuple[float, float] = (0.0, 0.0),
+        fail_rate: float = 0.0,
+        hang_rate: float = 0.0,
+        hang_s: float = 0.0,
+        seed: int = 0,
     ) -> None:
         self.default = default
         self.echo = echo  # answer with the episode's first sentence as the one memory
+        self.latency_s, self.fail_rate, self.hang_rate, self.hang_s = latency_s, fail_rate, hang_rate, hang_s
+        self.failures = self.hangs = 0
+        self._rng = random.Random(seed)
         self.answers: deque[Any] = deque()
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -60,9 +74,14 @@ class FakeLLM:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 with fake._lock:
                     fake.requests.append(body)
+                    chaos = fake._chaos() if not fake.answers else (0.0, None)
                     answer = (
                         fake.answers.popleft() if fake.answers else (fake._echo(body) if fake.echo else fake.default)
                     )
+                time.sleep(chaos[0])
+                if chaos[1] == "fail":
+                    self._send(500, b'{"error": "injected failure"}')
+                    return
                 if isinstance(answer, tuple) and answer[0] == "status":
                     self._send(answer[1], b'{"error": "scripted failure"}')
                     return
@@ -97,6 +116,18 @@ class FakeLLM:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+
+    def _chaos(self) -> tuple[float, str | None]:
+        """(seconds to wait, 'fail' | 'hang' | None) for one unscripted answer (under the lock)."""
+        delay = self._rng.uniform(*self.latency_s)
+        roll = self._rng.random()
+        if roll < self.fail_rate:
+            self.failures += 1
+            return delay, "fail"
+        if roll < self.fail_rate + self.hang_rate:
+            self.hangs += 1
+            return delay + self.hang_s, "hang"
+        return delay, None
 
     @staticmethod
     def _echo(body: dict[str, Any]) -> str:

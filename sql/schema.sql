@@ -918,6 +918,12 @@ CREATE INDEX context_calls_session ON memworker.context_calls USING btree (tenan
 CREATE INDEX episodes_open ON memworker.episodes USING btree (status, lease_until) WHERE (status = ANY (ARRAY['queued'::text, 'processing'::text, 'failed'::text]));
 
 --
+-- Name: episodes_queued; Type: INDEX; Schema: memworker; Owner: -
+--
+
+CREATE INDEX episodes_queued ON memworker.episodes USING btree (tenant_id, created_at) WHERE (status = 'queued'::text);
+
+--
 -- Name: episodes_tenant_id_agent_id_created_at_idx; Type: INDEX; Schema: memworker; Owner: -
 --
 

@@ -31,6 +31,10 @@ RUMINATION_AT = crontab(hour=0, minute=30)  # daily, over the day before (UTC; i
 # default kills a slower one and forks another, forever, so a worker whose child died
 # (OOM killer, SIGKILL) never worked again. Loading takes ~15 s on a busy 2-core box.
 CHILD_INIT_TIMEOUT_S = 120.0
+# Message priorities (fair ingest, docs/episodes.md): kombu's Redis transport keeps one list per
+# queue and step and pops them in this order, so 0 is served first (api/app.py queue_depths
+# reads the same lists). Pinned here rather than left to kombu's default.
+PRIORITY_STEPS = (0, 3, 6, 9)
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -56,7 +60,10 @@ def make_celery(settings: Settings) -> Celery:
         worker_proc_alive_timeout=CHILD_INIT_TIMEOUT_S,
         # Unacked messages come back after this long; it must exceed the longest task, and
         # the reconciler's lease covers anything Redis itself loses.
-        broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+        broker_transport_options={
+            "visibility_timeout": settings.visibility_timeout_s,
+            "priority_steps": list(PRIORITY_STEPS),
+        },
         task_queues=[Queue(INGEST), Queue(CONSOLIDATE), Queue(MAINTENANCE), Queue(WEBHOOKS)],
         task_default_queue=INGEST,
         task_routes={

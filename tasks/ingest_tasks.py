@@ -36,6 +36,7 @@ def ingest_episodes(tenant_id: str, episode_ids: list[str]) -> dict[str, int]:
         res.settings,
         tenant_id=UUID(tenant_id),
         episode_ids=[UUID(e) for e in episode_ids],
+        others_waiting=on_worker.urgent_ingest_waiting,  # fair ingest: no extra batches then
     )
     for episode_id, attempts in out.failed:
         on_worker.ingest(tenant_id, [episode_id], countdown=ingest.backoff_s(attempts))

@@ -7,10 +7,12 @@ from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
+import redis
 from celery import Celery
 
+from memworker import ingest
 from memworker.settings import Settings
-from tasks.celery_app import CONSOLIDATE, INGEST, MAINTENANCE, WEBHOOKS, make_celery
+from tasks.celery_app import CONSOLIDATE, INGEST, MAINTENANCE, PRIORITY_STEPS, WEBHOOKS, make_celery
 
 
 class Publisher:
@@ -20,22 +22,47 @@ class Publisher:
     def __init__(self, app: Celery, *, ingest_batch_max: int) -> None:
         self._app = app
         self._batch = ingest_batch_max
+        self._redis: redis.Redis | None = None  # for urgent_ingest_waiting, made on first use
 
     @classmethod
     def for_settings(cls, settings: Settings) -> Publisher:
         return cls(make_celery(settings), ingest_batch_max=settings.ingest_batch_max)
 
-    def _send(self, name: str, args: list[Any], queue: str, countdown: float | None = None) -> None:
-        self._app.send_task(name, args=args, queue=queue, countdown=countdown)
+    def _send(
+        self, name: str, args: list[Any], queue: str, countdown: float | None = None, priority: int | None = None
+    ) -> None:
+        self._app.send_task(name, args=args, queue=queue, countdown=countdown, priority=priority)
 
     def ingest(
-        self, tenant_id: UUID | str, episode_ids: Iterable[UUID | str], *, countdown: float | None = None
+        self,
+        tenant_id: UUID | str,
+        episode_ids: Iterable[UUID | str],
+        *,
+        countdown: float | None = None,
+        backlog: int = 0,
     ) -> None:
         """Episodes to reflect and store: one message per worker-sized batch, so a big batch
-        spreads over the workers."""
+        spreads over the workers. backlog: the tenant's episodes already queued ahead of these
+        (ingest.backlog); each message's priority follows how deep in that backlog it sits
+        (ingest.urgency), so a tenant with thousands queued cannot hold back another's few."""
         ids = [str(e) for e in episode_ids]
         for i in range(0, len(ids), self._batch):
-            self._send("memworker.ingest", [str(tenant_id), ids[i : i + self._batch]], INGEST, countdown)
+            priority = PRIORITY_STEPS[ingest.urgency(backlog + i, self._batch)]
+            self._send("memworker.ingest", [str(tenant_id), ids[i : i + self._batch]], INGEST, countdown, priority)
+
+    def urgent_ingest_waiting(self) -> bool:
+        """Whether an ingest message of the most urgent priority (a tenant's first batch: its
+        backlog was short) waits in the queue: a worker deep in one tenant's backlog then stops
+        taking extra batches (ingest.process others_waiting). One LLEN; False if Redis fails
+        (the task goes on as before, and the message is served when it ends)."""
+        if self._redis is None:
+            self._redis = redis.Redis.from_url(
+                str(self._app.conf.broker_url), socket_timeout=2, socket_connect_timeout=2
+            )
+        try:
+            return bool(self._redis.llen(INGEST))  # priority 0 is the bare queue's list (kombu)
+        except redis.RedisError:
+            return False
 
     def accept_episode(self, tenant_id: str, agent_id: str, episode: dict[str, Any]) -> None:
         """An episode that has no row yet (the SDK's in-cluster path): the worker writes it."""
@@ -63,6 +90,8 @@ class Publisher:
         self._send(f"memworker.{name}", [window] if window else [], MAINTENANCE)
 
     def close(self) -> None:
+        if self._redis is not None:
+            self._redis.close()
         self._app.close()
 
 

@@ -309,6 +309,12 @@ def mark_enqueued(conn: Conn, *, tenant_id: UUID, ids: list[UUID]) -> int:
     return _sql.run(conn, "mark_enqueued", tenant_id=tenant_id, ids=ids)
 
 
+def queued_backlog(conn: Conn, *, tenant_id: UUID, cap: int) -> int:
+    """The tenant's queued episodes, counted up to cap."""
+    row = _sql.one(conn, "queued_backlog", tenant_id=tenant_id, cap=cap)
+    return int(row["n"]) if row else 0
+
+
 def get_episode(conn: Conn, *, tenant_id: UUID, agent_id: str, episode_id: UUID) -> Episode | None:
     row = _sql.one(conn, "get_episode", tenant_id=tenant_id, agent_id=agent_id, episode_id=episode_id)
     return Episode(**row) if row else None

@@ -153,12 +153,13 @@ class FaultStack:
     def restart_worker(self, i: int) -> None:
         self.workers[i] = self._spawn(f"worker{i}", self.worker_argv[i])
 
-    def start_fleet(self, workers: int = 2) -> None:
-        """The usual fault stack: tenants alice, bob and charlie, the API, workers and beat."""
+    def start_fleet(self, workers: int = 2, concurrency: int = 1) -> None:
+        """The usual fault stack: tenants alice, bob and charlie, the API, workers (each with
+        `concurrency` prefork children) and beat."""
         for name in ("alice", "bob", "charlie"):
             self.add_tenant(name)
         self.start_api()
-        self.start_workers(workers)
+        self.start_workers(workers, concurrency=concurrency)
         self.start_beat()
 
     def start_beat(self) -> None:
@@ -173,7 +174,10 @@ class FaultStack:
         parent = self.workers[i]
         children = psutil.Process(parent.pid).children(recursive=True) if parent.poll() is None else []
         if children and rng.random() < 0.5:
-            children[0].kill()
+            try:
+                rng.choice(children).kill()  # any of the worker's `concurrency` children
+            except psutil.NoSuchProcess:
+                pass  # it died on its own meanwhile: the parent replaces it all the same
             return "child"
         self.kill_worker(i)
         self.restart_worker(i)

@@ -33,11 +33,13 @@ def _accept(request: Request, p: keys.Principal, agent_id: str, bodies: list[Epi
         for b in bodies
     ]
     with tx(request, p) as conn:
+        # fair ingest: how much of this tenant's work is queued already sets its messages' priority
+        backlog = ingest.backlog(conn, tenant_id=p.tenant_id, batch=settings.ingest_batch_max)
         result = ingest.accept(conn, tenant_id=p.tenant_id, agent_id=agent_id, episodes=eps)
     new = [eid for eid, is_new in result if is_new]
     if new:
         try:
-            publisher(request).ingest(p.tenant_id, new)
+            publisher(request).ingest(p.tenant_id, new, backlog=backlog)
         except Exception as exc:  # the rows are durable; the reconciler sends them later
             logger.warning("enqueue failed, the reconciler will send %d episodes: %s", len(new), exc)
     metrics.EPISODES.labels("accepted").inc(len(new))

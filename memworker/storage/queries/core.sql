@@ -62,6 +62,12 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND idempotency_key 
 -- name: mark_enqueued
 UPDATE episodes SET enqueued_at = now() WHERE tenant_id = %(tenant_id)s AND id = ANY(%(ids)s);
 
+-- name: queued_backlog
+-- A tenant's queued episodes, counted up to cap (the episodes_queued index): how deep its
+-- backlog is when new episodes are accepted, for the priority of their queue messages.
+SELECT count(*) AS n FROM (
+  SELECT 1 FROM episodes WHERE tenant_id = %(tenant_id)s AND status = 'queued' LIMIT %(cap)s) q;
+
 -- name: get_episode
 SELECT id, agent_id, session_id, status, attempts, last_error, memory_ids, reflector, llm_calls,
        tokens_in, tokens_out, llm_ms, created_at, stored_at, occurred_at, metadata
