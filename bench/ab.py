@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command_line, environment_note, loadavg, md_table, write_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-_FIGURE = re.compile(r"^([A-Za-z(][^:]{2,70}): (.*\d.*)$")
+# "<name>: <figures>" lines, e.g. "1 client, uncached: server p50 14.5 ms, 49.1 QPS, errors 0"
+_FIGURE = re.compile(r"^([\w(][^:]{2,70}): (.{1,200}\d.{0,200})$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -46,7 +47,8 @@ def run(tree: Path, script: str, args: list[str]) -> dict[str, str]:
     )
     if out.returncode != 0:
         raise SystemExit(f"{script} at {tree} failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return {m[1]: m[2] for line in out.stdout.splitlines() if (m := _FIGURE.match(line.strip()))}
+    lines = (m for line in out.stdout.splitlines() if (m := _FIGURE.match(line.strip())))
+    return {m[1]: m[2] for m in lines if "://" not in m[2]}  # not the stack's addresses
 
 
 def ratios(a: list[str], b: list[str]) -> str:

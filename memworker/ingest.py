@@ -243,6 +243,12 @@ def _prepare(
             limit=settings.ingest_batch_max,
             opportunistic=True,
         )
+        # the episodic layer is the agent's policy (episodic_layer), read in the claim's transaction
+        layered = {
+            a
+            for a in {r.agent_id for r in rows}
+            if store.policy_for(conn, tenant_id=tenant_id, agent_id=a).episodic_layer
+        }
     claimed = [
         _Claimed(
             r.id,
@@ -255,12 +261,6 @@ def _prepare(
         )
         for r in rows
     ]
-    with db.tenant_tx(pool, tenant_id) as conn:
-        layered = {
-            a
-            for a in {c.agent_id for c in claimed}
-            if store.policy_for(conn, tenant_id=tenant_id, agent_id=a).episodic_layer
-        }
     for c in claimed:
         if c.agent_id in layered:
             c.turns = episodic.turns(c.episode.messages, c.episode.content, c.occurred_at)

@@ -225,8 +225,14 @@ class Rehearsal:
         for name, svc in self.services.items():
             self.ports[name] = {container_port(p): embedded.free_port() for p in svc.get("ports", [])}
         self.venv_bin = Path(sys.executable).parent
+        # Each container its own hostname, when we may make UTS namespaces (root, not in a
+        # container that forbids it).
+        self.uts = (
+            bool(shutil.which("unshare"))
+            and subprocess.run(["unshare", "--uts", "true"], capture_output=True).returncode == 0
+        )
         # The image's USER when we may switch to it; made like the Dockerfile's useradd.
-        self.user = image_user() if os.geteuid() == 0 else None
+        self.user = image_user() if os.geteuid() == 0 and self.uts else None
         if self.user:
             try:
                 pwd.getpwnam(self.user)
@@ -308,7 +314,7 @@ class Rehearsal:
 
     def in_container(self, name: str, argv: list[str], hostname: str) -> list[str]:
         """argv with the container's own hostname and the image's user (when we are root)."""
-        if os.geteuid() != 0 or not shutil.which("unshare"):
+        if not self.uts:
             return argv  # one hostname for all: Celery node names repeat (a warning, no more)
         drop = f"setpriv --reuid={self.uid} --regid={self.gid} --init-groups -- " if self.user else ""
         return ["unshare", "--uts", "sh", "-c", f'hostname "$0" && exec {drop}"$@"', hostname, *argv]
@@ -350,11 +356,8 @@ class Rehearsal:
         if user:
             shutil.chown(pwfile, user, user)
         bin_ = embedded.pg_tool("postgres").parent
-        run = {"user": user, "check": True, "capture_output": True}
-        subprocess.run(
-            [str(bin_ / "initdb"), "-D", str(pgdata), f"--username={penv['POSTGRES_USER']}", f"--pwfile={pwfile}"],
-            **run,  # type: ignore[call-overload]
-        )
+        initdb = [str(bin_ / "initdb"), "-D", str(pgdata), f"--username={penv['POSTGRES_USER']}", f"--pwfile={pwfile}"]
+        self._check(subprocess.run(initdb, user=user, capture_output=True, text=True), "initdb")
         pwfile.unlink()
         # The image trusts its own socket; everyone else (the other containers) gives a password.
         (pgdata / "pg_hba.conf").write_text("local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n")
@@ -363,12 +366,12 @@ class Rehearsal:
         self._wait([str(bin_ / "pg_isready"), "-q"], client_env, 30, "the initialising Postgres")
         psql = [str(bin_ / "psql"), "-v", "ON_ERROR_STOP=1", "--no-psqlrc", "-U", penv["POSTGRES_USER"]]
         if penv["POSTGRES_DB"] != "postgres":
-            subprocess.run(
-                [*psql, "-d", "postgres", "-c", f'CREATE DATABASE "{penv["POSTGRES_DB"]}"'], env=client_env, **run
-            )  # type: ignore[call-overload]
+            create = [*psql, "-d", "postgres", "-c", f'CREATE DATABASE "{penv["POSTGRES_DB"]}"']
+            self._check(subprocess.run(create, env=client_env, capture_output=True, text=True), "CREATE DATABASE")
         init_dir = Path(self.paths("postgres")["/docker-entrypoint-initdb.d"])
-        for script in sorted(init_dir.glob("*.sh")):
-            subprocess.run(["bash", str(script)], env={**client_env, **penv}, check=True, capture_output=True)
+        for script in sorted(init_dir.glob("*.sh")):  # the image sources or runs them in order
+            done = subprocess.run(["bash", str(script)], env={**client_env, **penv}, capture_output=True, text=True)
+            self._check(done, script.name)
         # The healthcheck must not pass yet: `migrate` starts on it (docker-compose.yml).
         assert not self.healthy("postgres"), "postgres healthcheck passes while the image still initialises"
         temp.send_signal(signal.SIGINT)
@@ -377,6 +380,10 @@ class Rehearsal:
             [str(bin_ / "postgres"), *argv_of(svc)[1:], "-c", "listen_addresses=127.0.0.1"], user, "postgres"
         )
         self.started.append("postgres")
+
+    @staticmethod
+    def _check(done: subprocess.CompletedProcess[str], what: str) -> None:
+        assert done.returncode == 0, f"{what} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
 
     def _postgres(self, argv: list[str], user: str | None, log: str) -> subprocess.Popen[bytes]:
         pgdata = self.dir / "volumes" / "pgdata"
@@ -500,13 +507,14 @@ class Rehearsal:
             if name not in STAND_INS:
                 self.start(name)
 
-    def run(self, name: str, argv: list[str], timeout: float = 120.0) -> str:
-        """`docker compose run --rm <name> argv...`: a one-off command in the service's container."""
+    def run(self, name: str, argv: list[str], timeout: float = 120.0, env: dict[str, str] | None = None) -> str:
+        """`docker compose run --rm [-e K=V] <name> argv...` (or `exec`): a one-off command in the
+        service's container."""
         self.prepare(name)
         done = subprocess.run(
             self.in_container(name, self.argv(name, argv), f"{name}-run"),
             cwd=ROOT,
-            env=self.env(name),
+            env={**self.env(name), **(env or {})},
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -109,9 +109,7 @@ class Stack:
                 [
                     py,
                     "-m",
-                    "uvicorn",
-                    "memworker.api.app:create_app",
-                    "--factory",
+                    "memworker.api.serve",  # uvicorn, keeping TCP_NODELAY with several processes
                     "--host",
                     s.api_host,
                     "--port",

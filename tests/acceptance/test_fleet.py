@@ -78,19 +78,39 @@ def test_episodes_in_through_both_apis_are_stored_once_by_both_workers(
     two_apis: list[str], two_workers: None, tenants: dict[str, Any], stack: dict[str, Any]
 ) -> None:
     clients = [Client(url, tenants["bob"]["key"]) for url in two_apis]
+    clients[0].add_memory("fleet-bot", "Escalations to the storage team go through the #storage channel.")
+    served: Counter[int] = Counter()
+    posting = threading.Event()
+
+    def recall_while_posting(i: int) -> None:  # the mixed run: recall through both APIs during ingest
+        with Client(two_apis[i], tenants["bob"]["key"]) as c:
+            while posting.is_set():
+                assert c.recall("fleet-bot", "storage team escalation", k=5)["memories"]
+                served[i] += 1
+
+    posting.set()
+    readers = [threading.Thread(target=recall_while_posting, args=(i,)) for i in range(2)]
+    for r in readers:
+        r.start()
     ids = []
-    for i in range(30):
-        c = clients[i % 2]
-        ids.append(
-            c.add_episode("fleet-bot", f"Ticket {i} was escalated to the storage team.", idempotency_key=f"f{i}")
-        )
-    for r in ids:
-        assert clients[0].wait_for_episode("fleet-bot", r["episode_id"], timeout=120)["status"] == "stored"
+    try:
+        for i in range(30):
+            c = clients[i % 2]
+            ids.append(
+                c.add_episode("fleet-bot", f"Ticket {i} was escalated to the storage team.", idempotency_key=f"f{i}")
+            )
+        for r in ids:
+            assert clients[0].wait_for_episode("fleet-bot", r["episode_id"], timeout=120)["status"] == "stored"
+    finally:
+        posting.clear()
+        for r in readers:
+            r.join()
+    assert served[0] > 0 and served[1] > 0  # recall served by both APIs throughout
     with db.connect(stack["owner_url"]) as conn:
         rows = conn.execute(
             "SELECT count(*) AS n, count(DISTINCT source_key) AS keys FROM memworker.memories WHERE agent_id = 'fleet-bot'"
         ).fetchone()
-    assert rows is not None and rows["n"] == rows["keys"] == 60  # an item and a turn each, once
+    assert rows is not None and rows["n"] == rows["keys"] == 61  # an item and a turn each, once; the direct one
     for c in clients:  # both APIs serve recall over what both workers wrote
         assert c.recall("fleet-bot", "ticket 7 escalated storage", k=3)["memories"]
 

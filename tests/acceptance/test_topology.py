@@ -6,7 +6,6 @@ way an operator and an agent would use it."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import time
@@ -86,6 +85,16 @@ def test_api_is_healthy_and_an_episode_goes_through_the_worker_to_recall(stack: 
         f"{api}/v1/agents/ops-bot/recall", json={"query": "when is the billing deploy?"}, headers=headers, timeout=30
     ).json()["memories"]
     assert any("Thursday" in h["text"] for h in hits), hits
+    # The runbook's operator commands: keys through the owner URL (migrate), episodes through
+    # the API from inside the api container (its port 8420 is mapped here, hence the variable).
+    prefix = stack.run("migrate", ["memworker", "key", "list", "--tenant", "acme"]).split()[0]
+    assert prefix in created["api_key"]
+    listed = stack.run(
+        "api",
+        ["memworker", "episodes", "list", "--status", "stored"],
+        env={"MEMWORKER_API_KEY": created["api_key"], "MEMWORKER_API_PORT": str(stack.ports["api"][8420])},
+    )
+    assert episode_id in listed, listed
     # The app role the long-running services connect as sees nothing without a tenant bound
     # (row-level security), while the owner URL stays with migrate alone.
     assert "MEMWORKER_ADMIN_DATABASE_URL" not in stack.env("api")
@@ -107,7 +116,7 @@ def test_flower_answers_with_its_login_and_sees_the_workers(stack: Rehearsal) ->
         queues |= {q["name"] for node in r.json().values() for q in node.get("active_queues") or []}
         time.sleep(1)
     assert expected <= queues, f"{queues}\n{stack.log_tail('webhooks')}"
-    if os.geteuid() == 0:  # each container its own hostname, so each worker its own node
+    if stack.uts:  # each container its own hostname, so each worker its own node
         nodes = httpx.get(f"{flower}/api/workers", auth=(user, password), timeout=30).json()
         assert {n.split("@")[1] for n in nodes} >= {"worker-1", "webhooks-1"}, list(nodes)
 

@@ -249,7 +249,7 @@ def test_api_and_worker_start_only_after_a_successful_migration(svcs: dict[str, 
 def test_api_serves_the_app_factory_on_8420_and_checks_healthz(svcs: dict[str, Any]) -> None:
     api = svcs["api"]
     cmd = argv(api)
-    assert cmd[:3] == ["uvicorn", "memworker.api.app:create_app", "--factory"]
+    assert cmd[:3] == ["python", "-m", "memworker.api.serve"]
     assert cmd[cmd.index("--host") + 1] == "0.0.0.0"
     assert cmd[cmd.index("--port") + 1] == "8420"
     assert any(str(p).endswith("8420:8420") for p in api["ports"])
