@@ -111,7 +111,9 @@ def main() -> int:
             "accepted (202)": verdict.ok,
             "refused (503 during the Postgres outage)": verdict.failed,
             "client timeouts": verdict.timeout,
-            "client rate (episodes/s)": args.rate or "as fast as possible",
+            # one client thread: `rate` paces it (a pause of 1/rate after each post), the
+            # post's own latency comes on top
+            "client rate, episodes/s (paced at / achieved)": f"{args.rate or '-'} / {verdict.invoked / posted:.1f}",
             "workers x prefork children": f"{args.workers} x {args.concurrency}",
             "worker kills (pool child / whole worker)": f"{kills['child']} / {kills['worker']}",
             "Redis restarts with data lost": sum(f.kind == "redis" for f in faults),
@@ -135,6 +137,7 @@ def main() -> int:
         out = Path(__file__).parent / "results" / "faults.md"
         write_report(out, f"Soak: faults while {args.episodes:,} episodes flow (`{command}`, {when})", figures)
         with out.open("a") as f:
+            f.write(setup_text(args, stack.settings.episode_lease_s))
             f.write(recovery_section(faults, client.ops, args))
         print(recovery_section(faults, client.ops, args))
         bad = verdict.lost + verdict.duplicated + verdict.unexpected
@@ -144,6 +147,22 @@ def main() -> int:
     finally:
         stack.close()
         llm.close()
+
+
+def setup_text(args: argparse.Namespace, lease_s: int) -> str:
+    return f"""
+One client posts the episodes (3 tenants, 50 agents) and records every operation; the
+history is checked against the final database state (tests/faults/harness.py: check). The
+LLM is memworker.testing.FakeLLM on loopback, answering the episode's first sentence after
+50-300 ms, HTTP 500 to {args.llm_fail:.0%} of the calls and nothing for {LLM_TIMEOUT_S + 2:g} s (past the
+{LLM_TIMEOUT_S:g} s LLM timeout) to {args.llm_hang:.0%}; an episode whose call fails is reflected offline
+("episodes reflected offline"). A random worker is SIGKILLed about every {args.kill_every:g} s: one of
+its pool children (the parent forks a new one) or the whole worker (restarted at once); at
+half the episodes Redis is stopped, its data deleted and started again; at three quarters
+Postgres is stopped for {args.pg_outage_s:g} s. An episode in flight in a killed process is taken again
+once its claim lease has expired (MEMWORKER_EPISODE_LEASE_S: {lease_s} s here, 300 s by default),
+which bounds a kill's drain. Other work shared the 2 cores during the run.
+"""
 
 
 def measure_recovery(stack: FaultStack, faults: list[Fault]) -> None:

@@ -88,15 +88,7 @@ def create_app(
     # outermost: an overloaded process answers before it reads a body or takes a thread
     app.add_middleware(limits.Overload, max_inflight=settings.api_max_inflight)
 
-    @app.middleware("http")
-    async def request_metrics(request: Request, call_next: Any) -> Response:
-        started = time.perf_counter()
-        response: Response = await call_next(request)
-        route = request.scope.get("route")
-        metrics.HTTP_SECONDS.labels(
-            getattr(route, "path", "unmatched"), request.method, str(response.status_code)
-        ).observe(time.perf_counter() - started)
-        return response
+    app.add_middleware(RequestMetrics)  # outermost: it times the refused requests too
 
     @app.get("/healthz", tags=["ops"])
     def healthz(request: Request) -> JSONResponse:
@@ -184,3 +176,31 @@ async def _validation_handler(_: Request, exc: Exception) -> JSONResponse:
     detail = [{"field": ".".join(str(x) for x in e["loc"] if x != "body"), "problem": e["msg"]} for e in exc.errors()]
     first = detail[0] if detail else {"field": "", "problem": "invalid request"}
     return ErrorJSON({"error": f"{first['field'] or 'body'}: {first['problem']}", "detail": detail}, 422)
+
+
+class RequestMetrics:
+    """Latency per route, method and status (memworker_http_request_seconds). Plain ASGI, not
+    @app.middleware("http"): that wrapper runs every request through a task group and memory
+    streams, a measurable share of a recall's time."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # what the client gets if the app raises before it starts a response
+
+        async def send_and_note(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            metrics.HTTP_SECONDS.labels(route, scope["method"], str(status)).observe(time.perf_counter() - started)

@@ -1,5 +1,5 @@
-"""Fair ingest's pure parts: message priority by backlog depth, and extra batches that stop
-when another tenant's urgent message waits (memworker.ingest, tasks/publish.py)."""
+"""Fair ingest's pure part: an ingest message's priority by how deep in its tenant's backlog it
+sits (memworker.ingest.urgency, tasks/publish.py; the rest in tests/acceptance/test_fair_ingest.py)."""
 
 from __future__ import annotations
 
