@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(text)
         if not args.no_write:
-            write_report("agent_size", text)
+            write_report("agent_size.md", text)
     return 0
 
 
