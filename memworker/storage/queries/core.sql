@@ -303,12 +303,20 @@ WITH live AS MATERIALIZED (
 ), top AS (
   SELECT r.* FROM ranked r WHERE r.id NOT IN (SELECT id FROM collapsed)
   ORDER BY r.score DESC, r.id LIMIT %(k)s
+), bumped AS (
+  -- A collapsed memory was found too (its slot went to one that names its messages): it
+  -- counts as recalled, so retention keeps a turn whose item is what the agent was shown.
+  -- SKIP LOCKED: a row another transaction holds (a concurrent recall's bump, a write) misses
+  -- this one increment instead of waiting; two recalls bumping overlapping rows in different
+  -- orders deadlocked otherwise. Access counts are best effort (see serve: no WAL flush wait).
+  SELECT m.id FROM memories m
+  WHERE %(bump)s AND m.tenant_id = %(tenant_id)s
+    AND m.id IN (SELECT id FROM top UNION ALL
+                 SELECT c.id FROM collapsed c WHERE c.into_id IN (SELECT id FROM top))
+  FOR UPDATE SKIP LOCKED
 ), bump AS (
-  -- a collapsed memory was found too (its slot went to one that names its messages): it
-  -- counts as recalled, so retention keeps a turn whose item is what the agent was shown
   UPDATE memories m SET access_count = m.access_count + 1, last_access_at = now()
-  WHERE %(bump)s AND m.id IN (SELECT id FROM top UNION ALL
-                              SELECT c.id FROM collapsed c WHERE c.into_id IN (SELECT id FROM top))
+  FROM bumped b WHERE m.tenant_id = %(tenant_id)s AND m.id = b.id
   RETURNING m.id
 )
 SELECT m.id, m.text, m.kind, m.tier, m.created_at, m.metadata, m.provenance, m.flags, m.trust,

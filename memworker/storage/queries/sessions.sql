@@ -132,8 +132,15 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s
   AND NOT (%(hide_flagged)s AND 'instruction' = ANY(flags));
 
 -- name: context_bump_access
-UPDATE memories SET access_count = access_count + 1, last_access_at = now()
-WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[]);
+-- Best effort, as recall's bump: a row another transaction holds misses this increment
+-- (SKIP LOCKED) rather than wait, so concurrent bumps of overlapping rows cannot deadlock.
+WITH mine AS (
+  SELECT id FROM memories
+  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
+  FOR UPDATE SKIP LOCKED
+)
+UPDATE memories m SET access_count = m.access_count + 1, last_access_at = now()
+FROM mine WHERE m.tenant_id = %(tenant_id)s AND m.id = mine.id;
 
 -- name: archive_insert
 INSERT INTO session_archives (tenant_id, agent_id, session_id, version, format_version, data, bytes,
