@@ -108,6 +108,7 @@ from _common import (  # noqa: E402
 from reflect_vs_raw import CATEGORIES, evidence_ids  # noqa: E402
 
 from memworker import Client  # noqa: E402
+from memworker.lifecycle import retention  # noqa: E402
 from memworker.sdk import ApiError  # noqa: E402
 
 DATA = Path("/work/shared/benchdata/locomo/locomo10.json")
@@ -610,17 +611,7 @@ def age(stack: Stack, key: str, run: Run, days: int, day_timeout: float) -> None
                             pending.discard(agent)
                             record["status"][mine[0]["status"]] += 1
                             record["sweep_ms"] = record.get("sweep_ms", 0) + int(mine[0].get("duration_ms") or 0)
-                            for k in (
-                                "scanned",
-                                "expired",
-                                "forgotten_age",
-                                "forgotten_unused",
-                                "forgotten_cap",
-                                "decayed",
-                                "promoted",
-                                "merged",
-                                "superseded",
-                            ):
+                            for k in retention.COUNTS:
                                 record["retention"][k] += int(mine[0].get(k) or 0)
                     if pending:
                         time.sleep(0.3)

@@ -4,7 +4,7 @@ frozen dataclasses, and memories as memworker.memories.Memory.
 
 The caller owns the transaction and binds the tenant (db.tenant_tx); the cross-tenant ones
 (authenticate, stale_episodes) go through SECURITY DEFINER functions. store.py keeps the
-operations built on several of these (insert_memory with its postings and event, ...)."""
+operations built on several of these (write_memory with its postings and event, ...)."""
 
 from __future__ import annotations
 
@@ -475,7 +475,7 @@ def insert_memory(
     doc_len: int,
     embedding: np.ndarray,
 ) -> UUID | None:
-    """The row only (store.insert_memory also writes its postings and event); None when
+    """The row only (store.write_memory also writes its postings and event); None when
     source_key was stored before."""
     row = _sql.one(
         conn,
