@@ -20,13 +20,28 @@ class ApiError(errors.MemworkerError):
         super().__init__(f"HTTP {status}: {message}")
 
 
+_REFUSED = (429, 503)  # refused before any work was done: safe to send again
+
+
+def _retry_after(resp: httpx.Response) -> float:
+    """The server's Retry-After in seconds (capped at a minute), or one second."""
+    try:
+        return min(60.0, max(0.0, float(resp.headers.get("retry-after", "1"))))
+    except ValueError:
+        return 1.0
+
+
 class Client:
     """client = Client("http://127.0.0.1:8420", api_key); client.add_episode("bot", "...")"""
 
-    def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0, retries: int = 3) -> None:
+        """`retries`: how many times a request answered 429 (rate limited) or 503 (overloaded)
+        is sent again after the Retry-After the server gave. Both answers mean the request
+        was refused before it did anything, so any request may be resent; 0 turns it off."""
         self._http = httpx.Client(
             base_url=base_url.rstrip("/"), timeout=timeout, headers={"Authorization": f"Bearer {api_key}"}
         )
+        self._retries = retries
 
     def close(self) -> None:
         self._http.close()
@@ -39,6 +54,11 @@ class Client:
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         resp = self._http.request(method, path, **kwargs)
+        for _ in range(self._retries):
+            if resp.status_code not in _REFUSED:
+                break
+            time.sleep(_retry_after(resp))
+            resp = self._http.request(method, path, **kwargs)
         if resp.status_code >= 400:
             try:
                 body = resp.json()

@@ -6,6 +6,7 @@ OpenAI-compatible server, and tenant isolation."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
@@ -315,7 +316,7 @@ def test_two_concurrent_passes_for_one_agent_are_serialised(
 ) -> None:
     alice = tenants["alice"]["id"]
     _seed(pool, embedder, alice, "twins", OPS)
-    fake_llm.script(("sleep", 1.5, "[]"), "[]", "Backups and Postgres upgrades collide on Fridays.")
+    fake_llm.script(("sleep", 3.0, "[]"), "[]", "Backups and Postgres upgrades collide on Fridays.")
     client = OpenAICompatible(fake_llm.url, "m", None, 10)
     settings = stack["settings"].replace(llm_base_url=fake_llm.url)
     with db.tenant_tx(pool, alice) as conn:
@@ -326,18 +327,19 @@ def test_two_concurrent_passes_for_one_agent_are_serialised(
             field="consolidation_enabled",
             value=True,
         )
-    barrier = threading.Barrier(2)
     reports: list[consolidation.Report] = []
-
-    def one() -> None:
-        barrier.wait()
-        reports.append(_pass(pool, embedder, settings, alice, "twins", client=client))
-
-    threads = [threading.Thread(target=one) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    asked = len(fake_llm.requests)
+    first = threading.Thread(
+        target=lambda: reports.append(_pass(pool, embedder, settings, alice, "twins", client=client))
+    )
+    first.start()
+    # the second pass starts once the first holds the agent (it is waiting on its first LLM
+    # call), not at a moment a loaded machine may delay past the first pass's end
+    deadline = time.monotonic() + 30
+    while len(fake_llm.requests) == asked and time.monotonic() < deadline:
+        time.sleep(0.01)
+    reports.append(_pass(pool, embedder, settings, alice, "twins", client=client))
+    first.join()
     client.close()
     assert sorted(r.status for r in reports) == ["busy", "done"]
     busy = next(r for r in reports if r.status == "busy")
