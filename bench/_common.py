@@ -292,6 +292,31 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class CpuSample:
+    """The machine's busy and total CPU seconds (all cores, /proc/stat) and this process's own
+    CPU seconds, at one moment: two of them bracket a run (cpu_between)."""
+
+    busy_s: float
+    total_s: float
+    own_s: float
+
+
+def cpu_sample() -> CpuSample:
+    ticks = os.sysconf("SC_CLK_TCK")
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    t = os.times()
+    return CpuSample((sum(fields) - idle) / ticks, sum(fields) / ticks, t.user + t.system)
+
+
+def cpu_between(before: CpuSample, after: CpuSample) -> tuple[float, float, float]:
+    """(machine busy fraction, machine CPU seconds, this process's CPU seconds) between two samples."""
+    busy, total = after.busy_s - before.busy_s, after.total_s - before.total_s
+    return (busy / total if total else float("nan"), busy, after.own_s - before.own_s)
+
+
 def loadavg() -> str:
     try:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())

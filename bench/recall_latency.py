@@ -73,6 +73,8 @@ from _common import (  # noqa: E402
     TextMaker,
     add_stack_args,
     command_line,
+    cpu_between,
+    cpu_sample,
     create_tenant,
     environment_note,
     fmt,
@@ -406,6 +408,12 @@ class Run:
     client_ms: list[float] = field(default_factory=list)
     wall_s: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)  # "HTTP 429", "ReadTimeout", ...
+    busy: float = float("nan")  # the machine's CPU busy fraction over the run (all cores)
+    cpu_s: float = float("nan")  # the machine's CPU seconds over the run ...
+    client_cpu_s: float = float("nan")  # ... of which this process (the clients) used these
+
+    def cpu_ms_per_request(self, seconds: float) -> float:
+        return seconds * 1000 / len(self.client_ms) if self.client_ms else float("nan")
 
     @property
     def error_text(self) -> str:
@@ -457,10 +465,11 @@ def run_recalls(
     for t in threads:
         t.start()
     start.wait()
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), cpu_sample()
     for t in threads:
         t.join()
     run.wall_s = time.perf_counter() - started
+    run.busy, run.cpu_s, run.client_cpu_s = cpu_between(cpu_before, cpu_sample())
     bar.close()
     return run
 
@@ -605,6 +614,9 @@ def report(
                 fmt(c["p50"], 2),
                 fmt(c["p95"], 2),
                 fmt(c["p99"], 2),
+                f"{r.busy:.0%}",
+                fmt(r.cpu_ms_per_request(r.cpu_s), 2),
+                fmt(r.cpu_ms_per_request(r.client_cpu_s), 2),
             ]
         )
     if single is None:
@@ -660,6 +672,9 @@ def report(
                     "client p50",
                     "client p95",
                     "client p99",
+                    "CPU busy",
+                    "CPU ms / req",
+                    "of which clients",
                 ],
                 run_rows,
             ),
@@ -674,6 +689,10 @@ def report(
             "of `memworker up` answer them, MEMWORKER_API_WORKERS). The ratios compare each run with "
             "the 1-client run of the same kind in this run. Errors other than HTTP 429/503 (with "
             "Retry-After) would be failures: an overloaded API answers 503 at once by design.",
+            "- CPU: the whole machine's busy share over the run (all cores, /proc/stat) and its CPU time per "
+            "answered recall, of which the clients (this process) used the last column. cores x 1000 / "
+            "(CPU ms / req) bounds the QPS this machine can give, whatever the concurrency; the clients' "
+            "share would sit on other hosts in a deployment.",
             "- the corpus vectors are random unit vectors, so the vector side finds nothing above the",
             "  policy's vector floor; the statement still scans and sorts every live memory of the agent.",
             "",
