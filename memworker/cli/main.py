@@ -12,7 +12,7 @@ from pathlib import Path
 
 from memworker import errors, keys
 from memworker import settings as settings_mod
-from memworker.cli import common, consolidation, demo, lifecycle, sessions
+from memworker.cli import common, consolidation, demo, lifecycle, mcp, sessions
 from memworker.settings import Settings
 from memworker.storage import core_db, db, migrate
 
@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     lifecycle,  # retention and policy
     sessions,  # sessions, context, archives, webhooks
     demo,  # the fleet simulator
+    mcp,  # the Model Context Protocol server
 ]
 
 

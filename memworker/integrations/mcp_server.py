@@ -1,0 +1,376 @@
+"""memworker as a Model Context Protocol server: the tools an LLM agent needs to remember,
+recall, build its runtime context, forget, and keep a session's working memory and plan.
+
+Every tool is a thin call through memworker.sdk.Client to the HTTP API, so the API's
+scopes, tenancy, limits and validation apply unchanged: the server holds one tenant's API
+key and can do exactly what that key may do. Bound to an agent, the tools' `agent`
+argument defaults to it and any other agent is refused; unbound, every call names its agent.
+An API error reaches the client as an MCP tool error carrying the API's message."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, Literal
+
+import httpx
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
+
+from memworker import memories
+from memworker.sdk import ApiError, Client
+
+INSTRUCTIONS = """Long-term memory for this agent, served by memworker.
+- remember: record what happened (an episode: content or messages; a worker distils it into memories
+  within seconds) or store one memory as given (text).
+- recall: search memories for a query; context: a ready-to-use context block under a token budget.
+- forget: erase memories by id (returns a receipt).
+- open_session, working_memory, plan, update_step: a session's whiteboard (goal, constraints,
+  decisions, open questions) and its execution plan, which survive restarts and say where to resume."""
+
+# How long remember(wait=True) waits for a worker to store the episode.
+WAIT_S = 30.0
+
+Kind = Literal["fact", "preference", "decision", "method", "conclusion", "event", "insight", "summary"]
+AnyKind = Literal["fact", "preference", "decision", "method", "conclusion", "event", "insight", "summary", "turn"]
+Tier = Literal["L0", "L1", "L2", "L3"]
+WritableTier = Literal["L0", "L1", "L2"]
+StepStatus = Literal["pending", "in_progress", "done", "blocked", "skipped"]
+
+Agent = Annotated[
+    str,
+    Field(
+        description="the agent whose memory this is (memories are per agent within the tenant)",
+        pattern=memories.AGENT_ID.pattern,
+    ),
+]
+SessionId = Annotated[str, Field(description="the session id (from open_session)", min_length=1, max_length=128)]
+Query = Annotated[str, Field(description="what to look for, in natural language", min_length=1, max_length=4000)]
+
+
+class Message(BaseModel):
+    """One message of an episode."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["user", "assistant", "system", "tool"]
+    content: str = Field(min_length=1)
+    name: str | None = Field(default=None, description="who said it (the speaker)")
+
+
+class WorkingItem(BaseModel):
+    """An item to add to working memory: its text, or the id of a memory it refers to."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["constraint", "decision", "question", "candidate"]
+    text: str | None = Field(default=None, min_length=1, max_length=500)
+    memory_id: str | None = None
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str | None = Field(default=None, description="a stable id (default: generated)")
+    title: str = Field(min_length=1, max_length=500)
+    status: StepStatus | None = None
+    progress: int | None = Field(default=None, ge=0, le=100)
+
+
+class Milestone(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str | None = Field(default=None, description="a stable id (default: generated)")
+    title: str = Field(min_length=1, max_length=500)
+    steps: list[Step] = Field(min_length=1)
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+def _where(exc: httpx.HTTPError) -> str:
+    try:
+        url = exc.request.url
+    except RuntimeError:  # an error raised before any request was made
+        return "the memworker API"
+    return f"the memworker API at {url.scheme}://{url.netloc.decode()}"
+
+
+@contextmanager
+def api_errors() -> Iterator[None]:
+    """Turn what the API or the network says into a tool error the model can read (the SDK
+    shows a ToolError's message and nothing else; any other exception would reach the client
+    as a bare "Error executing tool")."""
+    try:
+        yield
+    except ApiError as exc:
+        raise ToolError(str(exc)) from exc
+    except httpx.HTTPError as exc:
+        raise ToolError(f"cannot reach {_where(exc)}: {exc}") from exc
+    except TimeoutError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def _without_none(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+# --- the tools -----------------------------------------------------------------------------
+
+
+class Tools:
+    """The tools over one API client. Each method is one MCP tool: its signature is the
+    tool's input schema, its docstring the description the model reads."""
+
+    def __init__(self, client: Client, agent: str | None) -> None:
+        self._client = client
+        self._agent = agent
+
+    def _agent_id(self, agent: str | None) -> str:
+        """The agent a call is for: the bound one, or the one the call names."""
+        if self._agent is None:
+            if not agent:
+                raise ToolError("give the agent: this server is not bound to one")
+            return agent
+        if agent not in (None, "", self._agent):
+            raise ToolError(f"this server is bound to agent {self._agent!r}; it cannot act for {agent!r}")
+        return self._agent
+
+    def remember(
+        self,
+        *,
+        agent: Agent,
+        content: Annotated[str | None, Field(description="an episode as free text: what happened")] = None,
+        messages: Annotated[
+            list[Message] | None, Field(description="an episode as a conversation: its messages in order")
+        ] = None,
+        text: Annotated[str | None, Field(description="one memory to store as given (no distillation)")] = None,
+        kind: Annotated[Kind, Field(description="the memory's kind (with text only)")] = "fact",
+        tier: Annotated[WritableTier, Field(description="L0 short-lived .. L2 durable (with text only)")] = "L1",
+        salience: Annotated[float | None, Field(description="0..1, how much it matters", ge=0, le=1)] = None,
+        confidence: Annotated[float | None, Field(description="0..1, how sure it is", ge=0, le=1)] = None,
+        session_id: Annotated[str | None, Field(description="the session this belongs to")] = None,
+        idempotency_key: Annotated[
+            str | None, Field(description="a key of yours: sending the same key again stores nothing twice")
+        ] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="free-form JSON to keep with it")] = None,
+        wait: Annotated[
+            bool, Field(description=f"for an episode: wait (up to {WAIT_S:.0f} s) until a worker has stored it")
+        ] = False,
+    ) -> dict[str, Any]:
+        """Remember something. Give exactly one of: `content` or `messages` (an episode: what
+        happened; a worker distils it into memories within seconds; returns episode_id and
+        status "queued", or the final status and memory_ids with wait=true), or `text` (one
+        memory stored as given, recallable at once; returns the memory)."""
+        agent_id = self._agent_id(agent)
+        if sum(x is not None for x in (content, messages, text)) != 1:
+            raise ToolError("give exactly one of content, messages (an episode) or text (a memory)")
+        with api_errors():
+            if text is not None:
+                fields = _without_none(
+                    salience=salience,
+                    confidence=confidence,
+                    session_id=session_id,
+                    idempotency_key=idempotency_key,
+                    metadata=metadata,
+                )
+                return self._client.add_memory(agent_id, text, kind=kind, tier=tier, **fields)
+            fields = _without_none(session_id=session_id, idempotency_key=idempotency_key, metadata=metadata)
+            msgs = [m.model_dump(exclude_none=True) for m in messages] if messages is not None else None
+            accepted = self._client.add_episode(agent_id, content, messages=msgs, **fields)
+            if not wait:
+                return accepted
+            episode = self._client.wait_for_episode(agent_id, accepted["episode_id"], timeout=WAIT_S)
+            return {**episode, "duplicate": accepted.get("duplicate", False)}
+
+    def recall(
+        self,
+        *,
+        agent: Agent,
+        query: Query,
+        k: Annotated[int, Field(description="how many memories, best first", ge=1, le=100)] = 5,
+        explain: Annotated[
+            bool, Field(description="add each memory's signals (bm25, vector, salience, freshness...)")
+        ] = False,
+        kinds: Annotated[list[AnyKind] | None, Field(description="only these kinds")] = None,
+        tiers: Annotated[list[Tier] | None, Field(description="only these tiers")] = None,
+    ) -> dict[str, Any]:
+        """Search the agent's memories (hybrid keyword + semantic). Returns "memories" (id,
+        text, kind, tier, score, provenance...), best first; with explain=true each has the
+        "signals" behind its score."""
+        agent_id = self._agent_id(agent)
+        with api_errors():
+            options = _without_none(kinds=kinds, tiers=tiers)
+            return self._client.recall(agent_id, query, k=k, explain=explain, **options)
+
+    def context(
+        self,
+        *,
+        agent: Agent,
+        query: Query,
+        session_id: Annotated[
+            str | None, Field(description="include this session's working memory and plan progress")
+        ] = None,
+        max_tokens: Annotated[
+            int | None, Field(description="the token budget (default: the agent's policy)", ge=16)
+        ] = None,
+        k: Annotated[int | None, Field(description="at most this many recalled memories", ge=1, le=100)] = None,
+    ) -> dict[str, Any]:
+        """The runtime context for a query: the agent's profile, the session's working memory
+        and plan progress, and recalled memories, packed under max_tokens. Returns "context"
+        (the text to put in the prompt), its "tokens", the "memory_ids" it used and what was
+        "dropped" to fit."""
+        agent_id = self._agent_id(agent)
+        with api_errors():
+            return self._client.context(agent_id, query, session_id=session_id, max_tokens=max_tokens, k=k)
+
+    def forget(
+        self,
+        *,
+        agent: Agent,
+        memory_ids: Annotated[list[str], Field(description="the ids of the memories to erase", min_length=1)],
+    ) -> dict[str, Any]:
+        """Erase memories for good, with the episodes they came from and what was derived from
+        them. Returns the receipt: what was erased ("memories", "derived", "episodes") and the
+        ids that matched nothing ("not_found")."""
+        agent_id = self._agent_id(agent)
+        with api_errors():
+            return self._client.forget(agent_id, memory_ids=memory_ids)
+
+    def open_session(
+        self,
+        *,
+        agent: Agent,
+        session_id: Annotated[
+            str | None, Field(description="your own id (default: generated); an existing id returns that session")
+        ] = None,
+        goal: Annotated[str | None, Field(description="what the session is for")] = None,
+        context_window_tokens: Annotated[
+            int | None, Field(description="your model's context window, in tokens", ge=256)
+        ] = None,
+    ) -> dict[str, Any]:
+        """Open a session (or get an open one back by its id): the home of a working memory
+        and a plan. Returns its session_id."""
+        agent_id = self._agent_id(agent)
+        with api_errors():
+            return self._client.create_session(
+                agent_id, session_id, goal=goal, context_window_tokens=context_window_tokens
+            )
+
+    def working_memory(
+        self,
+        *,
+        agent: Agent,
+        session_id: SessionId,
+        goal: Annotated[str | None, Field(description="set the session's goal")] = None,
+        intent: Annotated[str | None, Field(description="set what you are doing right now")] = None,
+        add: Annotated[list[WorkingItem] | None, Field(description="items to add")] = None,
+        remove: Annotated[list[int] | None, Field(description="ids of items to remove")] = None,
+        touch: Annotated[list[int] | None, Field(description="ids of items still relevant (kept longer)")] = None,
+        expected_revision: Annotated[
+            int | None, Field(description="refuse the change if the session moved past this revision")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Read a session's working memory (goal, intent, constraints, decisions, questions,
+        candidates, plan steps), or change it: with goal, intent, add, remove or touch it is
+        updated and the new state returned."""
+        agent_id = self._agent_id(agent)
+        changes = _without_none(
+            goal=goal,
+            intent=intent,
+            add=[a.model_dump(exclude_none=True) for a in add] if add else None,
+            remove=remove or None,
+            touch=touch or None,
+        )
+        with api_errors():
+            if not changes:
+                return self._client.working(agent_id, session_id)
+            if expected_revision is not None:
+                changes["expected_revision"] = expected_revision
+            return self._client.update_working(agent_id, session_id, **changes)
+
+    def plan(
+        self,
+        *,
+        agent: Agent,
+        session_id: SessionId,
+        milestones: Annotated[
+            list[Milestone] | None, Field(description="replace the plan with these milestones and steps")
+        ] = None,
+        title: Annotated[str | None, Field(description="the plan's title (with milestones)")] = None,
+    ) -> dict[str, Any]:
+        """Read a session's execution plan, or replace it (give milestones). Returns the plan
+        with each milestone's status and progress, and "resume": the last completed milestone
+        and the next step."""
+        agent_id = self._agent_id(agent)
+        with api_errors():
+            if milestones is None:
+                return self._client.plan(agent_id, session_id)
+            spec = [m.model_dump(exclude_none=True) for m in milestones]
+            return self._client.set_plan(agent_id, session_id, spec, title=title)
+
+    def update_step(
+        self,
+        *,
+        agent: Agent,
+        session_id: SessionId,
+        step_id: Annotated[str, Field(description="the step's id (see plan)", min_length=1, max_length=64)],
+        status: StepStatus | None = None,
+        progress: Annotated[int | None, Field(description="0..100", ge=0, le=100)] = None,
+        output: Annotated[str | None, Field(description="what the step produced")] = None,
+        note: Annotated[str | None, Field(description="a note on the step")] = None,
+    ) -> dict[str, Any]:
+        """Record progress on one step of the session's plan; returns the updated plan."""
+        agent_id = self._agent_id(agent)
+        changes = _without_none(status=status, progress=progress, output=output, note=note)
+        if not changes:
+            raise ToolError("nothing to change: give status, progress, output or note")
+        with api_errors():
+            return self._client.update_step(agent_id, session_id, step_id, **changes)
+
+
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+TOOLS: dict[str, ToolAnnotations] = {
+    "remember": ToolAnnotations(read_only_hint=False, destructive_hint=False),
+    "recall": READ_ONLY,
+    "context": READ_ONLY,
+    "forget": ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True),
+    "open_session": ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    "working_memory": ToolAnnotations(read_only_hint=False, destructive_hint=False),
+    "plan": ToolAnnotations(read_only_hint=False, destructive_hint=True),
+    "update_step": ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+}
+
+
+def _bound(method: Callable[..., dict[str, Any]], agent: str) -> Callable[..., dict[str, Any]]:
+    """The tool with its `agent` argument optional and defaulting to the bound agent: the
+    SDK builds the input schema from the signature, so the schema then says so."""
+
+    @functools.wraps(method)
+    def tool(**kwargs: Any) -> dict[str, Any]:
+        return method(**kwargs)
+
+    sig = inspect.signature(method, eval_str=True)
+    described = Annotated[
+        str, Field(description=f"this server is bound to agent {agent!r}: leave it out (any other agent is refused)")
+    ]
+    params = [
+        p.replace(annotation=described, default=agent) if p.name == "agent" else p for p in sig.parameters.values()
+    ]
+    tool.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    return tool
+
+
+def build(client: Client, *, agent: str | None = None) -> MCPServer[Any]:
+    """The MCP server over `client`, bound to `agent` when given."""
+    server: MCPServer[Any] = MCPServer(
+        "memworker",
+        title="memworker memory",
+        instructions=INSTRUCTIONS + (f"\nThis server is bound to agent {agent!r}." if agent else ""),
+        log_level="WARNING",
+    )
+    tools = Tools(client, agent)
+    for name, hints in TOOLS.items():
+        method = getattr(tools, name)
+        server.add_tool(method if agent is None else _bound(method, agent), name=name, annotations=hints)
+    return server

@@ -1,0 +1,193 @@
+"""`memworker mcp` against the running stack (the real API over HTTP, Postgres, Redis and a
+Celery worker process): an MCP client from the `mcp` SDK launches the server over stdio,
+lists its tools, remembers an episode, recalls it and forgets it; sessions' working memory
+and plans go through it; API errors arrive as tool errors with the API's message; the
+streamable HTTP transport serves the same tools; one tenant's server sees nothing of another."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult
+
+from memworker.local import embedded
+from memworker.sdk import Client as ApiClient
+from tests.conftest import stop_worker
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = "support-bot"
+TOOLS = {"remember", "recall", "context", "forget", "open_session", "working_memory", "plan", "update_step"}
+
+
+@asynccontextmanager
+async def stdio(api: str, key: str, *extra: str) -> AsyncIterator[Client]:
+    """An MCP client session with `python -m memworker mcp` launched over stdio."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "memworker", "mcp", "--api-url", api, *extra],
+        env={"MEMWORKER_API_KEY": key},
+        cwd=ROOT,
+    )
+    async with Client(params, read_timeout_seconds=60) as client:
+        yield client
+
+
+def data(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.is_error, result.structured_content
+    text = " ".join(getattr(c, "text", "") for c in result.content)
+    assert "Traceback" not in text and 'File "' not in text
+    return text
+
+
+def test_stdio_remember_recall_forget_with_a_real_worker(
+    api: str, tenants: dict[str, Any], worker: Any, tmp_path: Path
+) -> None:
+    alice, bob = tenants["alice"]["key"], tenants["bob"]["key"]
+    # bob (another tenant) has an agent of the same name and a memory on the same subject
+    with ApiClient(api, bob) as b:
+        bobs = b.add_memory(AGENT, "The customer prefers email for the billing ticket.")["id"]
+
+    async def scenario() -> None:
+        async with stdio(api, alice, "--agent", AGENT) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert set(tools) == TOOLS
+            for t in tools.values():
+                assert t.description and t.input_schema["type"] == "object"
+                # bound to an agent: the argument is there, optional, defaulting to it
+                assert "agent" not in t.input_schema.get("required", [])
+                assert t.input_schema["properties"]["agent"]["default"] == AGENT
+            assert tools["recall"].annotations and tools["recall"].annotations.read_only_hint
+            assert set(tools["recall"].input_schema["required"]) == {"query"}
+
+            ep = data(
+                await c.call_tool(
+                    "remember",
+                    {"content": "The customer prefers email over phone. Ticket 4411 is about SSO.", "wait": True},
+                )
+            )
+            assert ep["status"] == "stored" and ep["memory_ids"], ep
+
+            out = data(await c.call_tool("recall", {"query": "how does the customer want to be contacted?", "k": 5}))
+            hits = out["memories"]
+            assert hits and any("email" in h["text"] for h in hits)
+            assert all(isinstance(h["score"], float) for h in hits)
+            assert bobs not in {h["id"] for h in hits}  # another tenant's memory stays invisible
+            explained = data(await c.call_tool("recall", {"query": "contact preference", "explain": True}))
+            assert {"bm25", "vector", "fused"} <= set(explained["memories"][0]["signals"])
+
+            mine = [h["id"] for h in hits if "email" in h["text"]]
+            receipt = data(await c.call_tool("forget", {"memory_ids": [*mine, bobs]}))
+            assert set(receipt["memories"]["ids"]) == set(mine)
+            assert receipt["not_found"] == [bobs]  # bob's id is not alice's to erase
+            after = data(await c.call_tool("recall", {"query": "how does the customer want to be contacted?"}))
+            assert not set(mine) & {h["id"] for h in after["memories"]}
+
+            # errors: the API's message as a tool error, never a traceback
+            bad_id = error_text(await c.call_tool("forget", {"memory_ids": ["not-a-uuid"]}))
+            assert "HTTP 422: memory_ids.0" in bad_id
+            assert "bound to agent" in error_text(await c.call_tool("recall", {"agent": "other", "query": "x"}))
+            assert "exactly one of" in error_text(await c.call_tool("remember", {"content": "a", "text": "b"}))
+
+    anyio.run(scenario)
+    with ApiClient(api, bob) as b:
+        assert b.get_memory(AGENT, bobs)["id"] == bobs  # bob's memory is untouched
+
+
+def test_stdio_sessions_working_memory_plan_and_context(api: str, tenants: dict[str, Any]) -> None:
+    async def scenario() -> None:
+        async with stdio(api, tenants["charlie"]["key"], "--agent", "planner") as c:
+            s = data(await c.call_tool("open_session", {"session_id": "s-1", "goal": "migrate the billing database"}))
+            assert s["session_id"] == "s-1"
+            w = data(
+                await c.call_tool(
+                    "working_memory",
+                    {
+                        "session_id": "s-1",
+                        "intent": "pick a maintenance window",
+                        "add": [{"kind": "constraint", "text": "no downtime during business hours"}],
+                    },
+                )
+            )
+            assert w["intent"] == "pick a maintenance window"
+            read = data(await c.call_tool("working_memory", {"session_id": "s-1"}))
+            assert "no downtime during business hours" in str(read)
+            milestones = [{"id": "m1", "title": "prepare", "steps": [{"id": "s1", "title": "snapshot"}]}]
+            plan = data(await c.call_tool("plan", {"session_id": "s-1", "milestones": milestones, "title": "mig"}))
+            assert plan["session_id"] == "s-1"
+            data(await c.call_tool("update_step", {"session_id": "s-1", "step_id": "s1", "status": "done"}))
+            assert "resume" in data(await c.call_tool("plan", {"session_id": "s-1"}))
+            ctx = data(await c.call_tool("context", {"query": "what next?", "session_id": "s-1", "max_tokens": 400}))
+            assert "no downtime during business hours" in ctx["context"] and ctx["tokens"] <= 400
+            # another tenant's server has no such session
+        async with stdio(api, tenants["alice"]["key"], "--agent", "planner") as c:
+            assert "HTTP 404" in error_text(await c.call_tool("working_memory", {"session_id": "s-1"}))
+
+    anyio.run(scenario)
+
+
+def test_a_missing_key_is_a_clear_error(
+    api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memworker.cli import main as cli
+
+    monkeypatch.delenv("MEMWORKER_API_KEY", raising=False)
+    assert cli.main(["--data-dir", str(tmp_path), "mcp", "--api-url", api]) == 1
+    assert "give --api-key or set MEMWORKER_API_KEY" in capsys.readouterr().err
+    assert cli.main(["--data-dir", str(tmp_path), "mcp", "--agent", "no spaces"]) == 1
+    assert "--agent 'no spaces'" in capsys.readouterr().err
+
+
+@pytest.fixture()
+def http_server(api: str, tenants: dict[str, Any], tmp_path: Path) -> Iterator[str]:
+    """`memworker mcp --transport http` (not bound to an agent) as a process; yields its URL."""
+    port = embedded.free_port()
+    log = open(tmp_path / "mcp.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memworker", "mcp", "--transport", "http", "--port", str(port)]
+        + ["--api-url", api, "--api-key", tenants["bob"]["key"]],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    log.close()
+    url = f"http://127.0.0.1:{port}/mcp"
+    deadline = time.monotonic() + 30
+    while True:
+        assert proc.poll() is None, (tmp_path / "mcp.log").read_text()
+        try:
+            httpx.get(url, timeout=1)
+            break
+        except httpx.HTTPError:
+            assert time.monotonic() < deadline, "the MCP HTTP server did not start"
+            time.sleep(0.2)
+    yield url
+    stop_worker(proc)
+
+
+def test_streamable_http_transport(http_server: str) -> None:
+    async def scenario() -> None:
+        async with Client(http_server) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert set(tools) == TOOLS
+            # not bound: every tool asks for its agent
+            assert all("agent" in t.input_schema["required"] for t in tools.values())
+            assert "agent not found" in error_text(await c.call_tool("recall", {"agent": "nobody", "query": "x"}))
+
+    anyio.run(scenario)
