@@ -3,6 +3,7 @@ to Redis and want to skip the HTTP hop."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any, cast
@@ -51,6 +52,12 @@ class Client:
 
     def __exit__(self, *_: Any) -> None:
         self.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One call to any route (path under the base URL, httpx keyword arguments), with the
+        same retries and errors as the methods below: the decoded JSON answer, or None.
+        For integrations (memworker.integrations) that drive routes generically."""
+        return self._call(method, path, **kwargs)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         resp = self._http.request(method, path, **kwargs)
@@ -134,12 +141,21 @@ class Client:
         tier: str | None = None,
         kind: str | None = None,
         session: str | None = None,
+        metadata: dict[str, Any] | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> dict[str, Any]:
+        """metadata: only memories whose metadata contains this object (jsonb @>)."""
         params = {
             k: v
-            for k, v in {"tier": tier, "kind": kind, "session": session, "limit": limit, "cursor": cursor}.items()
+            for k, v in {
+                "tier": tier,
+                "kind": kind,
+                "session": session,
+                "metadata": None if metadata is None else json.dumps(metadata),
+                "limit": limit,
+                "cursor": cursor,
+            }.items()
             if v is not None
         }
         return self._obj("GET", f"/v1/agents/{agent_id}/memories", params=params)

@@ -567,12 +567,14 @@ def list_memories(
     tier: str | None,
     kind: str | None,
     session_id: str | None,
+    metadata: dict[str, Any] | None,
     include_inactive: bool,
     after_created: datetime | None,
     after_id: UUID | None,
     limit: int,
 ) -> list[memories.Memory]:
-    """Newest first, after the keyset (after_created, after_id) when given."""
+    """Newest first, after the keyset (after_created, after_id) when given; metadata: only
+    memories whose metadata contains it (jsonb @>)."""
     rows = _sql.all_(
         conn,
         "list_memories",
@@ -581,6 +583,7 @@ def list_memories(
         tier=tier,
         kind=kind,
         session_id=session_id,
+        metadata=None if metadata is None else Jsonb(metadata),
         include_inactive=include_inactive,
         after_created=after_created,
         after_id=after_id,

@@ -232,6 +232,7 @@ def list_memories(
     limit: int,
     after: tuple[datetime, UUID] | None,
     include_inactive: bool = False,
+    metadata: dict[str, Any] | None = None,
 ) -> list[memories.Memory]:
     return core_db.list_memories(
         conn,
@@ -240,6 +241,7 @@ def list_memories(
         tier=tier,
         kind=kind,
         session_id=session_id,
+        metadata=metadata,
         limit=limit,
         include_inactive=include_inactive,
         after_created=after[0] if after else None,

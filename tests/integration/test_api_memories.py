@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -124,6 +125,33 @@ def test_another_tenants_ids_are_404_never_data(clients: dict[str, Client]) -> N
         clients["charlie"].recall("shared-name", "launch code")
     assert err.value.status == 404
     assert clients["alice"].get_memory("shared-name", secret["id"])["salience"] == secret["salience"]
+
+
+def test_list_filters_by_metadata_containment(api: str, tenants: dict[str, Any], clients: dict[str, Client]) -> None:
+    c = clients["charlie"]
+    a = c.add_memory("lister", "Ticket 1 is about SSO.", metadata={"project": "apollo", "ns": {"team": "web"}})
+    b = c.add_memory("lister", "Ticket 2 is about billing.", metadata={"project": "apollo", "ns": {"team": "ops"}})
+    c.add_memory("lister", "Ticket 3 is about search.", metadata={"project": "zeus"})
+
+    def ids(metadata: dict[str, Any]) -> list[str]:
+        return [m["id"] for m in c.list_memories("lister", metadata=metadata)["memories"]]
+
+    assert ids({"project": "apollo"}) == [b["id"], a["id"]]  # newest first, as without a filter
+    assert ids({"project": "apollo", "ns": {"team": "web"}}) == [a["id"]]  # nested objects: containment
+    assert ids({"project": "hermes"}) == [] and len(ids({})) == 3
+    page = c.list_memories("lister", metadata={"project": "apollo"}, limit=1)
+    assert [m["id"] for m in page["memories"]] == [b["id"]] and page["next_cursor"]
+    rest = c.list_memories("lister", metadata={"project": "apollo"}, cursor=page["next_cursor"])
+    assert [m["id"] for m in rest["memories"]] == [a["id"]]
+    headers = {"Authorization": f"Bearer {tenants['charlie']['key']}"}
+    for bad, says in (("{nope", "not JSON"), ("[1]", "JSON object"), ('{"a": "\\u0000"}', "NUL")):
+        r = httpx.get(f"{api}/v1/agents/lister/memories", params={"metadata": bad}, headers=headers)
+        assert r.status_code == 422 and says in r.json()["error"], (bad, r.text)
+    deep: dict[str, Any] = {}
+    for _ in range(40):
+        deep = {"x": deep}
+    r = httpx.get(f"{api}/v1/agents/lister/memories", params={"metadata": json.dumps(deep)}, headers=headers)
+    assert r.status_code == 422 and "metadata filter" in r.json()["error"]
 
 
 def _count(stack: dict[str, Any]) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 from uuid import UUID
@@ -119,12 +120,16 @@ def list_memories(
     tier: Tier | None = None,
     kind: AnyKind | None = None,
     session_id: str | None = Query(None, alias="session", max_length=128, pattern=r"^[^\x00]*$"),
+    metadata: str | None = Query(
+        None, description='a JSON object: only memories whose metadata contains it (jsonb @>), e.g. {"project": "x"}'
+    ),
     limit: int = Query(50, ge=1, le=500),
     cursor: str | None = None,
     p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     after = decode_cursor(cursor) if cursor else None
+    contains = _metadata_filter(request, metadata) if metadata is not None else None
     with tx(request, p) as conn:
         store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         items = store.list_memories(
@@ -134,11 +139,25 @@ def list_memories(
             tier=tier,
             kind=kind,
             session_id=session_id,
+            metadata=contains,
             limit=limit,
             after=after,
         )
     nxt = encode_cursor(items[-1].created_at, items[-1].id) if len(items) == limit else None
     return {"memories": [m.to_json() for m in items], "next_cursor": nxt}
+
+
+def _metadata_filter(request: Request, raw: str) -> dict[str, Any]:
+    """The list route's metadata filter: a JSON object, within the same depth and size limits
+    as the metadata it is matched against (InvalidInput otherwise)."""
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise errors.InvalidInput(f"metadata filter: not JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise errors.InvalidInput("metadata filter: must be a JSON object")
+    check_metadata(request, value, "metadata filter")
+    return value
 
 
 @router.get("/v1/agents/{agent_id}/memories/{memory_id}")

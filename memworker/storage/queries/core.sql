@@ -196,6 +196,7 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
   AND (%(tier)s::text IS NULL OR tier = %(tier)s)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s)
   AND (%(session_id)s::text IS NULL OR session_id = %(session_id)s)
+  AND (%(metadata)s::jsonb IS NULL OR metadata @> %(metadata)s::jsonb)  -- containment, as recall's filter
   AND (%(include_inactive)s OR (valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())))
   AND (%(after_created)s::timestamptz IS NULL
        OR (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
