@@ -8,6 +8,7 @@ episode stored; memories carry a unique source key per (episode, item) besides."
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from uuid import UUID
 
 import psycopg_pool
 
-from memworker import episodic, errors, memories, redact, reflection, schemas
+from memworker import episodic, errors, memories, redact, reflection, schemas, tracing
 from memworker.lifecycle import governance
 from memworker.models.embeddings import Embedder
 from memworker.sessions import hooks
@@ -201,8 +202,10 @@ def process(
                 go_on = len(batch.claimed) >= settings.ingest_batch_max and extra > 0
                 go_on = go_on and not (others_waiting is not None and others_waiting())
                 extra -= 1
+            # run in a copy of this context: the thread's spans (tracing) stay in the task's trace
+            run = contextvars.copy_context().run
             upcoming = (
-                ahead.submit(_prepare, pool, embedder, reflector, settings, tenant_id, still, outcome)
+                ahead.submit(run, _prepare, pool, embedder, reflector, settings, tenant_id, still, outcome)
                 if go_on
                 else None
             )
@@ -234,7 +237,7 @@ def _prepare(
     outcome: Outcome,
 ) -> _Batch:
     """Claim a batch (the named episodes first), reflect and embed it; nothing stored yet."""
-    with db.tenant_tx(pool, tenant_id) as conn:
+    with tracing.span("ingest.claim", tenant_id=str(tenant_id)), db.tenant_tx(pool, tenant_id) as conn:
         rows = core_db.claim_episodes(
             conn,
             tenant_id=tenant_id,
@@ -270,7 +273,8 @@ def _prepare(
             c.result = reflection.Reflection.from_json(saved[c.id])
             continue
         try:
-            c.result = reflector.reflect(c.episode)
+            with tracing.span("ingest.reflect", episode_id=str(c.id)):
+                c.result = reflector.reflect(c.episode)
         except Exception as exc:  # a reflector bug must fail this episode, not the batch
             logger.exception("reflection failed for episode %s", c.id)
             c.error = f"reflection failed: {type(exc).__name__}: {exc}"
@@ -295,7 +299,8 @@ def _prepare(
             c.result = reflection.Reflection.from_json(r.to_json())  # its cost is now on record
     texts = [text for c in claimed for text in c.texts()]
     try:
-        vectors = embedder.embed(texts)
+        with tracing.span("ingest.embed", texts=len(texts)):
+            vectors = embedder.embed(texts)
     except Exception as exc:  # the embedder failing fails the whole batch, recorded per episode
         for c in claimed:
             c.error = c.error or f"embedding failed: {type(exc).__name__}: {exc}"
@@ -313,7 +318,8 @@ def _store_batch(
         offset += n
         if c.error is None and mine is not None:
             try:
-                _store_one(pool, settings, tenant_id, c, mine, outcome)
+                with tracing.span("ingest.store", episode_id=str(c.id), items=len(mine)):
+                    _store_one(pool, settings, tenant_id, c, mine, outcome)
                 continue
             except errors.Unavailable:
                 raise  # Postgres is down: let the task retry the whole batch

@@ -66,6 +66,9 @@ class Settings:
     episode_max_attempts: int = 5  # then status 'dead'
     visibility_timeout_s: int = 3_600  # Redis redelivery of unacked tasks (acks_late)
     log_level: str = "INFO"
+    # OTLP/HTTP collector for traces (http://host:4318); None: off, unless the standard
+    # OTEL_EXPORTER_OTLP_*ENDPOINT say otherwise (memworker/tracing.py, docs/tracing.md)
+    otel_endpoint: str | None = None
     api_key: str | None = field(default=None, repr=False)  # for the CLI's client commands
     rate_key_per_s: float = 50.0  # API requests per second per key (token bucket) ...
     rate_key_burst: int = 200  # ... and its burst
@@ -149,6 +152,8 @@ class Settings:
                 raise errors.ConfigError(f"{PREFIX}{name.upper()} must start with postgresql://")
         if self.redis_url and not self.redis_url.startswith(("redis://", "rediss://")):
             raise errors.ConfigError(f"{PREFIX}REDIS_URL must start with redis://")
+        if self.otel_endpoint and not self.otel_endpoint.startswith(("http://", "https://")):
+            raise errors.ConfigError(f"{PREFIX}OTEL_ENDPOINT must be an OTLP/HTTP URL (http:// or https://)")
         if self.embedding_backend not in EMBEDDING_BACKENDS:
             raise errors.ConfigError(f"{PREFIX}EMBEDDING_BACKEND must be one of {', '.join(EMBEDDING_BACKENDS)}")
         for entry in filter(None, (e.strip().strip("[]") for e in self.webhook_allow_hosts.split(","))):
@@ -212,6 +217,7 @@ def describe() -> list[tuple[str, str]]:
                 "llm_base_url": "(offline reflector)",
                 "embedding_cache_dir": "(~/.cache/memworker)",
                 "webhook_allow_hosts": "(none: public addresses only)",
+                "otel_endpoint": "(off: no tracing)",
             }.get(f.name, "(unset)")
         rows.append((PREFIX + f.name.upper(), str(default)))
     return rows

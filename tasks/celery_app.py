@@ -16,7 +16,7 @@ from celery import Celery, signals
 from celery.schedules import crontab
 from kombu import Queue
 
-from memworker import metrics, runtime
+from memworker import metrics, runtime, tracing
 from memworker.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -131,8 +131,24 @@ app = make_celery(_from_env())
 
 @signals.worker_process_init.connect
 def _init_process(**_: object) -> None:
+    # Tracing first (docs/tracing.md): psycopg's instrumentation must see the pool's connections.
+    tracing.setup(settings_of(app), "worker")
     # Build the pool and load the model once per child, before its first task.
     runtime.for_process(settings_of(app))
+
+
+@signals.worker_init.connect
+def _init_worker(sender: Any = None, **_: object) -> None:
+    # A pool that does not fork (the webhook senders' threads, solo) sends no
+    # worker_process_init: its tasks run here. A prefork parent runs none, so it does not trace.
+    pool = getattr(sender, "pool_cls", "prefork")
+    if "prefork" not in (pool if isinstance(pool, str) else pool.__module__):
+        tracing.setup(settings_of(app), "worker")
+
+
+@signals.worker_process_shutdown.connect
+def _end_process(**_: object) -> None:
+    tracing.shutdown()  # a pool child leaves by os._exit: no atexit flushes its last spans
 
 
 _started: dict[str, float] = {}

@@ -20,8 +20,9 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException
 
-from memworker import errors, keys, metrics, runtime
+from memworker import errors, keys, metrics, runtime, tracing
 from memworker.api import limits, ratelimit
+from memworker.api.console import pages as console
 from memworker.api.routes import archives, consolidation, episodes, hooks, lifecycle, memories, recall, sessions
 from memworker.settings import Settings
 from memworker.storage import db
@@ -78,6 +79,7 @@ def create_app(
     )
     for router in ROUTERS:
         app.include_router(router)
+    console.mount(app, settings)  # the operator's console at /console (issue 19)
     for exc_type, code in _STATUS.items():
         app.add_exception_handler(exc_type, _handler(code))
     app.add_exception_handler(RequestValidationError, _validation_handler)
@@ -89,6 +91,9 @@ def create_app(
     app.add_middleware(limits.Overload, max_inflight=settings.api_max_inflight)
 
     app.add_middleware(RequestMetrics)  # outermost: it times the refused requests too
+    # OpenTelemetry when MEMWORKER_OTEL_ENDPOINT / OTEL_* ask for it (docs/tracing.md): here,
+    # before the lifespan opens the pool, so psycopg's instrumentation sees its connections
+    tracing.setup(settings, "api", app=app)
 
     @app.get("/healthz", tags=["ops"])
     def healthz(request: Request) -> JSONResponse:

@@ -15,7 +15,14 @@ def _load(path: Path) -> dict[str, LiteralString]:
     queries: dict[str, LiteralString] = {}
     for block in re.split(r"^-- name: ", path.read_text(), flags=re.M)[1:]:
         name, _, body = block.partition("\n")
-        queries[name.strip()] = cast(LiteralString, body.strip().rstrip(";"))
+        # The leading `--` lines document the query here; the server gets its name instead, as
+        # a block comment: pg_stat_activity and the SQL spans of a trace (docs/tracing.md) say
+        # which query ran, and such a span is named by the verb after it rather than "--".
+        lines = body.strip().splitlines()
+        while lines and lines[0].lstrip().startswith("--"):
+            lines.pop(0)
+        text = "\n".join(lines).rstrip(";")
+        queries[name.strip()] = f"/* {name.strip()} */ {text}"  # our files' text: literal in spirit
     return queries
 
 

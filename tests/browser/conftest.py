@@ -1,0 +1,1 @@
+"""The console's browser tests use tests/conftest.py's fixtures (stack, tenants, api)."""
