@@ -21,15 +21,26 @@ class ApiError(errors.MemworkerError):
         super().__init__(f"HTTP {status}: {message}")
 
 
-_REFUSED = (429, 503)  # refused before any work was done: safe to send again
+REFUSED = (429, 503)  # refused before any work was done: safe to send again
 
 
-def _retry_after(resp: httpx.Response) -> float:
+def retry_after(resp: httpx.Response) -> float:
     """The server's Retry-After in seconds (capped at a minute), or one second."""
     try:
         return min(60.0, max(0.0, float(resp.headers.get("retry-after", "1"))))
     except ValueError:
         return 1.0
+
+
+def answer(resp: httpx.Response) -> Any:
+    """The decoded JSON of a final response (None when empty), or ApiError with its message."""
+    if resp.status_code >= 400:
+        try:
+            body = resp.json()
+        except ValueError:
+            body = resp.text
+        raise ApiError(resp.status_code, body)
+    return resp.json() if resp.content else None
 
 
 class Client:
@@ -62,17 +73,11 @@ class Client:
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         resp = self._http.request(method, path, **kwargs)
         for _ in range(self._retries):
-            if resp.status_code not in _REFUSED:
+            if resp.status_code not in REFUSED:
                 break
-            time.sleep(_retry_after(resp))
+            time.sleep(retry_after(resp))
             resp = self._http.request(method, path, **kwargs)
-        if resp.status_code >= 400:
-            try:
-                body = resp.json()
-            except ValueError:
-                body = resp.text
-            raise ApiError(resp.status_code, body)
-        return resp.json() if resp.content else None
+        return answer(resp)
 
     def _obj(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         """_call for the endpoints that answer a JSON object."""

@@ -49,7 +49,7 @@ except ImportError as exc:  # the extra is optional: say how to get it, not just
     raise ImportError("memworker.integrations.langgraph needs LangGraph: pip install 'memworker[langgraph]'") from exc
 
 from memworker import memories
-from memworker.sdk import _REFUSED, ApiError, Client, _retry_after
+from memworker.sdk import REFUSED, ApiError, Client, answer, retry_after
 
 # metadata entries of a memory that holds a LangGraph item (flat: recall's filter takes scalars only)
 ITEM = "lg_item"  # True: tells the store's memories from the agent's others
@@ -463,17 +463,11 @@ class MemworkerStore(BaseStore):
         client = self._aclient
         resp = await client.request(call.method, call.path, params=call.params, json=call.body)
         for _ in range(self._retries):
-            if resp.status_code not in _REFUSED:
+            if resp.status_code not in REFUSED:
                 break
-            await asyncio.sleep(_retry_after(resp))
+            await asyncio.sleep(retry_after(resp))
             resp = await client.request(call.method, call.path, params=call.params, json=call.body)
-        if resp.status_code >= 400:
-            try:
-                body = resp.json()
-            except ValueError:
-                body = resp.text
-            raise ApiError(resp.status_code, body)
-        return resp.json() if resp.content else None
+        return answer(resp)
 
 
 # --- helpers -------------------------------------------------------------------------------------
