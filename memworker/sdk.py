@@ -7,6 +7,7 @@ import json
 import time
 import uuid
 from typing import Any, cast
+from urllib.parse import quote
 
 import httpx
 
@@ -19,6 +20,15 @@ class ApiError(errors.MemworkerError):
         self.body = body
         message = body.get("error") if isinstance(body, dict) else str(body)
         super().__init__(f"HTTP {status}: {message}")
+
+
+def _seg(value: object) -> str:
+    """One path segment: escaped, so an id can never reach another path ('../other-agent',
+    '?', '#'); '.' and '..' are not ids at all."""
+    text = str(value)
+    if text in (".", ".."):
+        raise errors.InvalidInput(f"{text!r} is not a valid id")
+    return quote(text, safe="")
 
 
 REFUSED = (429, 503)  # refused before any work was done: safe to send again
@@ -92,13 +102,15 @@ class Client:
         self, agent_id: str, content: str | None = None, *, messages: list[dict[str, Any]] | None = None, **fields: Any
     ) -> dict[str, Any]:
         body = {"content": content} if messages is None else {"messages": messages}
-        return self._obj("POST", f"/v1/agents/{agent_id}/episodes", json={**body, **fields})
+        return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/episodes", json={**body, **fields})
 
     def add_episodes(self, agent_id: str, episodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return self._list("POST", f"/v1/agents/{agent_id}/episodes/batch", json={"episodes": episodes}, key="episodes")
+        return self._list(
+            "POST", f"/v1/agents/{_seg(agent_id)}/episodes/batch", json={"episodes": episodes}, key="episodes"
+        )
 
     def get_episode(self, agent_id: str, episode_id: str) -> dict[str, Any]:
-        return self._obj("GET", f"/v1/agents/{agent_id}/episodes/{episode_id}")
+        return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/episodes/{_seg(episode_id)}")
 
     def wait_for_episode(self, agent_id: str, episode_id: str, *, timeout: float = 60.0) -> dict[str, Any]:
         """Poll until the episode is stored or dead; raises TimeoutError."""
@@ -112,7 +124,7 @@ class Client:
             time.sleep(0.1)
 
     def replay_episode(self, agent_id: str, episode_id: str) -> dict[str, Any]:
-        return self._obj("POST", f"/v1/agents/{agent_id}/episodes/{episode_id}/replay")
+        return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/episodes/{_seg(episode_id)}/replay")
 
     def list_episodes(
         self, *, status: str | None = None, agent_id: str | None = None, limit: int = 100
@@ -125,19 +137,21 @@ class Client:
 
     # memories
     def add_memory(self, agent_id: str, text: str, **fields: Any) -> dict[str, Any]:
-        return self._obj("POST", f"/v1/agents/{agent_id}/memories", json={"text": text, **fields})
+        return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/memories", json={"text": text, **fields})
 
     def add_memories(self, agent_id: str, memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return self._list("POST", f"/v1/agents/{agent_id}/memories/batch", json={"memories": memories}, key="memories")
+        return self._list(
+            "POST", f"/v1/agents/{_seg(agent_id)}/memories/batch", json={"memories": memories}, key="memories"
+        )
 
     def get_memory(self, agent_id: str, memory_id: str) -> dict[str, Any]:
-        return self._obj("GET", f"/v1/agents/{agent_id}/memories/{memory_id}")
+        return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/memories/{_seg(memory_id)}")
 
     def update_memory(self, agent_id: str, memory_id: str, **changes: Any) -> dict[str, Any]:
-        return self._obj("PATCH", f"/v1/agents/{agent_id}/memories/{memory_id}", json=changes)
+        return self._obj("PATCH", f"/v1/agents/{_seg(agent_id)}/memories/{_seg(memory_id)}", json=changes)
 
     def delete_memory(self, agent_id: str, memory_id: str) -> None:
-        self._call("DELETE", f"/v1/agents/{agent_id}/memories/{memory_id}")
+        self._call("DELETE", f"/v1/agents/{_seg(agent_id)}/memories/{_seg(memory_id)}")
 
     def list_memories(
         self,
@@ -163,22 +177,22 @@ class Client:
             }.items()
             if v is not None
         }
-        return self._obj("GET", f"/v1/agents/{agent_id}/memories", params=params)
+        return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/memories", params=params)
 
     def recall(self, agent_id: str, query: str, k: int = 5, **options: Any) -> dict[str, Any]:
         """{"memories": [...], "took_ms": ...}; options: tiers, kinds, since, until, metadata, explain."""
-        return self._obj("POST", f"/v1/agents/{agent_id}/recall", json={"query": query, "k": k, **options})
+        return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/recall", json={"query": query, "k": k, **options})
 
     # sleep (consolidation)
     def consolidate(self, agent_id: str) -> str:
         """Queue one consolidation pass; returns its run id."""
-        return cast(str, self._obj("POST", f"/v1/agents/{agent_id}/consolidate")["run_id"])
+        return cast(str, self._obj("POST", f"/v1/agents/{_seg(agent_id)}/consolidate")["run_id"])
 
     def consolidation_runs(self, agent_id: str, *, limit: int = 20) -> list[dict[str, Any]]:
-        return self._list("GET", f"/v1/agents/{agent_id}/consolidation/runs", params={"limit": limit}, key="runs")
+        return self._list("GET", f"/v1/agents/{_seg(agent_id)}/consolidation/runs", params={"limit": limit}, key="runs")
 
     def consolidation_status(self, agent_id: str) -> dict[str, Any]:
-        return self._obj("GET", f"/v1/agents/{agent_id}/consolidation")
+        return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/consolidation")
 
     def wait_for_run(self, agent_id: str, run_id: str, *, timeout: float = 60.0) -> dict[str, Any]:
         """Poll until the run is done, skipped or failed; raises TimeoutError."""
@@ -194,7 +208,7 @@ class Client:
     def profile(self, agent_id: str, version: int | None = None) -> dict[str, Any]:
         return self._obj(
             "GET",
-            f"/v1/agents/{agent_id}/profile",
+            f"/v1/agents/{_seg(agent_id)}/profile",
             params={"version": version} if version else {},
         )
 
@@ -202,17 +216,17 @@ class Client:
     def promote(self, agent_id: str, memory_id: str, tier: str, reason: str) -> dict[str, Any]:
         return self._obj(
             "POST",
-            f"/v1/agents/{agent_id}/memories/{memory_id}/promote",
+            f"/v1/agents/{_seg(agent_id)}/memories/{_seg(memory_id)}/promote",
             json={"tier": tier, "reason": reason},
         )
 
     def history(self, agent_id: str, memory_id: str) -> dict[str, Any]:
-        return self._obj("GET", f"/v1/agents/{agent_id}/memories/{memory_id}/history")
+        return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/memories/{_seg(memory_id)}/history")
 
     def reviews(self, agent_id: str, *, status: str = "open", limit: int = 100) -> list[dict[str, Any]]:
         return self._list(
             "GET",
-            f"/v1/agents/{agent_id}/review",
+            f"/v1/agents/{_seg(agent_id)}/review",
             params={"status": status, "limit": limit},
             key="reviews",
         )
@@ -221,29 +235,29 @@ class Client:
         """keep: 'both', or the id of the memory to keep (the other is superseded by it)."""
         return self._obj(
             "POST",
-            f"/v1/agents/{agent_id}/review/{review_id}/resolve",
+            f"/v1/agents/{_seg(agent_id)}/review/{_seg(review_id)}/resolve",
             json={"keep": keep, "reason": reason},
         )
 
     def forget(self, agent_id: str, **selector: Any) -> dict[str, Any]:
         """Exactly one of provenance=, memory_ids=, session_id=, before=; returns the receipt."""
-        return self._obj("POST", f"/v1/agents/{agent_id}/forget", json=selector)
+        return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/forget", json=selector)
 
     def policy(self, agent_id: str | None = None) -> dict[str, Any]:
         """{"overrides", "effective"} of an agent, or of the tenant's defaults."""
-        path = f"/v1/agents/{agent_id}/policy" if agent_id else "/v1/policy"
+        path = f"/v1/agents/{_seg(agent_id)}/policy" if agent_id else "/v1/policy"
         return self._obj("GET", path)
 
     def set_policy(self, overrides: dict[str, Any], agent_id: str | None = None) -> dict[str, Any]:
         """Replace the overrides of an agent, or the tenant's defaults."""
-        path = f"/v1/agents/{agent_id}/policy" if agent_id else "/v1/policy"
+        path = f"/v1/agents/{_seg(agent_id)}/policy" if agent_id else "/v1/policy"
         return self._obj("PUT", path, json=overrides)
 
     def run_retention(self, agent_id: str) -> dict[str, Any]:
-        return self._obj("POST", f"/v1/agents/{agent_id}/retention/run")
+        return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/retention/run")
 
     def retention_runs(self, agent_id: str, *, limit: int = 20) -> list[dict[str, Any]]:
-        return self._list("GET", f"/v1/agents/{agent_id}/retention", params={"limit": limit}, key="runs")
+        return self._list("GET", f"/v1/agents/{_seg(agent_id)}/retention", params={"limit": limit}, key="runs")
 
     # sessions: working memory, plans, runtime context, archives, webhooks (issue 7)
     def create_session(
@@ -266,39 +280,39 @@ class Client:
             }.items()
             if v is not None
         }
-        return self._obj("POST", f"/v1/agents/{agent_id}/sessions", json=body)
+        return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/sessions", json=body)
 
     def sessions(self, agent_id: str, *, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         params = {k: v for k, v in {"status": status, "limit": limit}.items() if v is not None}
-        return self._list("GET", f"/v1/agents/{agent_id}/sessions", params=params, key="sessions")
+        return self._list("GET", f"/v1/agents/{_seg(agent_id)}/sessions", params=params, key="sessions")
 
     def session(self, agent_id: str, session_id: str) -> dict[str, Any]:
-        return self._obj("GET", f"/v1/agents/{agent_id}/sessions/{session_id}")
+        return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}")
 
     def working(self, agent_id: str, session_id: str) -> dict[str, Any]:
-        return self._obj("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/working")
+        return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/working")
 
     def update_working(self, agent_id: str, session_id: str, **changes: Any) -> dict[str, Any]:
         """changes: goal=, intent= (None clears), add=[{"kind", "text" | "memory_id"}], remove=[ids],
         touch=[ids], expected_revision=."""
-        return self._obj("PATCH", f"/v1/agents/{agent_id}/sessions/{session_id}/working", json=changes)
+        return self._obj("PATCH", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/working", json=changes)
 
     def set_plan(
         self, agent_id: str, session_id: str, milestones: list[dict[str, Any]], *, title: str | None = None
     ) -> dict[str, Any]:
         """milestones: [{"id"?, "title", "steps": [{"id"?, "title", "status"?, "progress"?}]}]."""
         body: dict[str, Any] = {"milestones": milestones, **({"title": title} if title else {})}
-        return self._obj("PUT", f"/v1/agents/{agent_id}/sessions/{session_id}/plan", json=body)
+        return self._obj("PUT", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/plan", json=body)
 
     def plan(self, agent_id: str, session_id: str) -> dict[str, Any]:
         """The plan, its milestones' status and progress, and "resume" (last completed milestone, next step)."""
-        return self._obj("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/plan")
+        return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/plan")
 
     def update_step(self, agent_id: str, session_id: str, step_id: str, **changes: Any) -> dict[str, Any]:
         """changes: status=, progress= (0-100), output=, note=, expected_revision=."""
         return self._obj(
             "PATCH",
-            f"/v1/agents/{agent_id}/sessions/{session_id}/plan/steps/{step_id}",
+            f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/plan/steps/{_seg(step_id)}",
             json=changes,
         )
 
@@ -311,36 +325,36 @@ class Client:
             **{k: v for k, v in {"session_id": session_id, "max_tokens": max_tokens}.items() if v is not None},
             **options,
         }
-        return self._obj("POST", f"/v1/agents/{agent_id}/context", json=body)
+        return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/context", json=body)
 
     def report_usage(self, agent_id: str, session_id: str, **usage: Any) -> dict[str, Any]:
         """usage: context_used (0..1), or used_tokens with window_tokens; none: the estimate."""
-        return self._obj("POST", f"/v1/agents/{agent_id}/sessions/{session_id}/usage", json=usage)
+        return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/usage", json=usage)
 
     def context_calls(self, agent_id: str, session_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
         return self._list(
             "GET",
-            f"/v1/agents/{agent_id}/sessions/{session_id}/context_calls",
+            f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/context_calls",
             params={"limit": limit},
             key="context_calls",
         )
 
     def archive_session(self, agent_id: str, session_id: str) -> dict[str, Any]:
-        return self._obj("POST", f"/v1/agents/{agent_id}/sessions/{session_id}/archive")
+        return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/archive")
 
     def restore_session(self, agent_id: str, session_id: str, version: int | None = None) -> dict[str, Any]:
         return self._obj(
             "POST",
-            f"/v1/agents/{agent_id}/sessions/{session_id}/restore",
+            f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/restore",
             json={"version": version} if version else {},
         )
 
     def archives(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
-        return self._list("GET", f"/v1/agents/{agent_id}/sessions/{session_id}/archives", key="archives")
+        return self._list("GET", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/archives", key="archives")
 
     def download_archive(self, agent_id: str, session_id: str, version: int) -> bytes:
         """The archive as stored: gzip-compressed JSONL bytes."""
-        resp = self._http.get(f"/v1/agents/{agent_id}/sessions/{session_id}/archives/{version}")
+        resp = self._http.get(f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/archives/{_seg(version)}")
         if resp.status_code >= 400:
             raise ApiError(
                 resp.status_code,
@@ -369,10 +383,12 @@ class Client:
         return self._list("GET", "/v1/webhooks", key="webhooks")
 
     def delete_webhook(self, webhook_id: str) -> None:
-        self._call("DELETE", f"/v1/webhooks/{webhook_id}")
+        self._call("DELETE", f"/v1/webhooks/{_seg(webhook_id)}")
 
     def webhook_deliveries(self, webhook_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
-        return self._list("GET", f"/v1/webhooks/{webhook_id}/deliveries", params={"limit": limit}, key="deliveries")
+        return self._list(
+            "GET", f"/v1/webhooks/{_seg(webhook_id)}/deliveries", params={"limit": limit}, key="deliveries"
+        )
 
 
 def enqueue_in_cluster(

@@ -14,6 +14,7 @@ returns one shared do-nothing context manager."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 from collections.abc import Mapping
@@ -24,6 +25,13 @@ from memworker import errors
 from memworker.settings import Settings
 
 EXTRA = "memworker[otel]"
+_MODULES = (  # what setup() imports, all from the extra
+    "opentelemetry.sdk.trace",
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.instrumentation.celery",
+    "opentelemetry.instrumentation.psycopg",
+    "opentelemetry.instrumentation.fastapi",
+)
 TRACES_PATH = "/v1/traces"
 # Spans of these paths are dropped: probes and scrapes every few seconds would bury the traffic.
 # OTEL_PYTHON_FASTAPI_EXCLUDED_URLS, when set, replaces this list (the instrumentation reads it).
@@ -69,6 +77,30 @@ def span(name: str, **attributes: str | int | float | bool) -> AbstractContextMa
     return started
 
 
+def check(settings: Settings, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The traces URL when tracing is on, None when off. Raises ConfigError when it is asked
+    for and cannot work: the extra is not installed, or a transport it does not ship. A
+    Celery worker calls this as it loads (tasks/celery_app.py): a signal handler's error
+    would only be logged, and the worker would run untraced."""
+    url = endpoint(settings, environ)
+    if url is None:
+        return None
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = environ.get(name, "").strip()
+        if protocol and protocol != "http/protobuf":
+            raise errors.ConfigError(f"{name}={protocol}: memworker exports OTLP over HTTP (http/protobuf) only")
+    try:
+        missing = [m for m in _MODULES if importlib.util.find_spec(m) is None]
+    except ModuleNotFoundError as exc:  # a parent package itself is missing
+        missing = [str(exc)]
+    if missing:
+        raise errors.ConfigError(
+            f"tracing is on (spans to {url}) but the OpenTelemetry packages are missing ({', '.join(missing)}): "
+            f"pip install '{EXTRA}', or unset MEMWORKER_OTEL_ENDPOINT / OTEL_EXPORTER_OTLP_*ENDPOINT"
+        )
+    return url
+
+
 def setup(settings: Settings, component: str, *, app: Any = None, environ: Mapping[str, str] = os.environ) -> bool:
     """Turn tracing on in this process when the settings and OTEL_* say so; False when off.
 
@@ -80,26 +112,17 @@ def setup(settings: Settings, component: str, *, app: Any = None, environ: Mappi
     with the same provider. Raises ConfigError when tracing is asked for and the extra is
     not installed, or asks for a transport the extra does not ship."""
     global _tracer, _provider
-    url = endpoint(settings, environ)
+    url = check(settings, environ)
     if url is None:
         return False
-    for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
-        protocol = environ.get(name, "").strip()
-        if protocol and protocol != "http/protobuf":
-            raise errors.ConfigError(f"{name}={protocol}: memworker exports OTLP over HTTP (http/protobuf) only")
-    try:
-        from opentelemetry import trace
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.instrumentation.celery import CeleryInstrumentor
-        from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
-        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    except ImportError as exc:
-        raise errors.ConfigError(
-            f"tracing is on (spans to {url}) but the OpenTelemetry packages are missing: "
-            f"pip install '{EXTRA}', or unset MEMWORKER_OTEL_ENDPOINT / OTEL_EXPORTER_OTLP_*ENDPOINT ({exc})"
-        ) from exc
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.instrumentation.celery import CeleryInstrumentor
+    from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     with _lock:
         if _provider is None:
             resource = Resource.create({"service.namespace": "memworker", "memworker.component": component})
@@ -132,7 +155,20 @@ def _instrument_app(app: Any, provider: Any) -> None:
         tracer_provider=provider,
         excluded_urls=None if os.environ.get("OTEL_PYTHON_FASTAPI_EXCLUDED_URLS") else EXCLUDED_URLS,
         exclude_spans=["receive", "send"],  # one span per ASGI message is noise, not insight
+        server_request_hook=_without_query,
     )
+
+
+def _without_query(span: Any, scope: dict[str, Any]) -> None:
+    """Keep query strings out of the server span: they carry tenants' content (a metadata
+    filter, a console search). The route template and the path stay."""
+    if span is None or not span.is_recording() or not scope.get("query_string"):
+        return
+    attributes = getattr(span, "attributes", None) or {}
+    if "http.url" in attributes:
+        span.set_attribute("http.url", str(attributes["http.url"]).split("?", 1)[0])
+    if "url.query" in attributes:
+        span.set_attribute("url.query", "[redacted]")
 
 
 def shutdown() -> None:

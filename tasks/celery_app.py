@@ -127,6 +127,10 @@ def _from_env() -> Settings:
 
 
 app = make_celery(_from_env())
+# A worker asked to trace that cannot (the extra missing, a transport it lacks) stops here,
+# as it loads: the set-up in its pool children runs in a signal handler, whose errors Celery
+# only logs.
+tracing.check(settings_of(app))
 
 
 @signals.worker_process_init.connect

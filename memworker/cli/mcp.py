@@ -28,7 +28,8 @@ override them. With --api-url the key must come from --api-key or MEMWORKER_API_
 stdio (the default) is what desktop clients launch: stdout carries the protocol, logs go
 to stderr. --transport http serves streamable HTTP at http://HOST:PORT/mcp without any
 authentication of its own: whoever reaches the port acts with the key, so keep it on
-loopback (the default) unless something in front of it authenticates callers."""
+loopback (the default); another address needs --allow-remote, for when something in front
+of it authenticates callers."""
 
 EXAMPLE = """\
 client configuration (Claude Desktop's claude_desktop_config.json, or any MCP client):
@@ -50,6 +51,11 @@ def register(sub: Any) -> None:
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="default: stdio")
     p.add_argument("--host", default="127.0.0.1", help="address for --transport http (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8421, help="port for --transport http (default: 8421)")
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="let --transport http listen beyond loopback (it has no authentication of its own)",
+    )
     p.set_defaults(func=cmd_mcp)
 
 
@@ -72,6 +78,11 @@ def _check(args: argparse.Namespace) -> None:
         raise errors.InvalidInput(f"--agent {args.agent!r}: letters, digits and ._:@- (at most 128)")
     if args.transport == "http" and not 0 < args.port < 65536:
         raise errors.InvalidInput(f"--port {args.port}: give 1..65535")
+    if args.transport == "http" and args.host not in LOOPBACK and not args.allow_remote:
+        raise errors.InvalidInput(
+            f"--host {args.host}: MCP over HTTP has no authentication of its own (whoever reaches it acts "
+            "with the key); stay on 127.0.0.1, or add --allow-remote when something in front authenticates"
+        )
 
 
 def cmd_mcp(settings: Settings, args: argparse.Namespace) -> int:

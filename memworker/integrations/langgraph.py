@@ -524,8 +524,9 @@ def _check_filter(name: str, cond: Any) -> None:
 
 def _exact_part(flt: dict[str, Any]) -> dict[str, Any]:
     """The part of a LangGraph filter that jsonb containment decides exactly (top-level
-    scalars), for the server; the whole filter is checked here anyway."""
-    exact = {k: v for k, v in flt.items() if not isinstance(v, dict | list | tuple)}
+    strings and numbers), for the server; the whole filter is checked here anyway. None and
+    booleans stay here: {"x": None} also matches items without x, and True == 1 in Python."""
+    exact = {k: v for k, v in flt.items() if isinstance(v, str | int | float) and not isinstance(v, bool)}
     return {VALUE: exact} if exact else {}
 
 

@@ -48,7 +48,9 @@ Agent = Annotated[
         pattern=memories.AGENT_ID.pattern,
     ),
 ]
-SessionId = Annotated[str, Field(description="the session id (from open_session)", min_length=1, max_length=128)]
+SessionId = Annotated[
+    str, Field(description="the session id (from open_session)", pattern=memories.AGENT_ID.pattern, max_length=128)
+]
 Query = Annotated[str, Field(description="what to look for, in natural language", min_length=1, max_length=4000)]
 
 

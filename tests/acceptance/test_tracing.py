@@ -250,9 +250,18 @@ def test_a_recall_joins_the_episodes_trace_when_the_client_passes_its_context(
     assert hits.status_code == 200, hits.text
     assert any("mango" in h["text"] for h in hits.json()["memories"])
     assert hits.headers["traceresponse"].split("-")[1] == trace_id
+    listed = httpx.get(  # a query string is tenants' content too: it stays out of the spans
+        f"{url}/v1/agents/b1/memories",
+        params={"metadata": '{"secret": "papaya-4411"}'},
+        headers={**bob, "traceparent": context},
+        timeout=30,
+    )
+    assert listed.status_code == 200, listed.text
 
     post, recall = "POST /v1/agents/{agent_id}/episodes", "POST /v1/agents/{agent_id}/recall"
-    spans = _wait_for(collector, trace_id, {post, "run/memworker.ingest", "ingest.store", recall})
+    listing = "GET /v1/agents/{agent_id}/memories"
+    spans = _wait_for(collector, trace_id, {post, "run/memworker.ingest", "ingest.store", recall, listing})
+    assert not [s for s in spans if any("papaya-4411" in str(v) for v in s.attributes.values())]
     by_name = {s.name: s for s in spans}
     assert by_name[recall].parent_id == by_name[post].span_id  # the episode's server span
     (query,) = [s for s in spans if _statement(s).startswith("/* recall */")]

@@ -268,6 +268,10 @@ def test_a_key_limited_to_one_agent_sees_nothing_of_another(
         # read-only: no replay buttons, no resolve forms
         page.goto("/console/episodes")
         assert page.locator("button.replay").count() == 0
+        # an episode's own text, which /v1 returns to no key, is for admin keys only
+        page.goto(f"/console/agents/{AGENT}/episodes/{seeded['stored']}")
+        assert page.locator("#episode-source-hidden").count() == 1
+        assert "Dana Whitfield" not in page.inner_text("main")
     finally:
         page.context.close()
     bob = _sign_in(browser, api, tenants["bob"]["key"])  # another tenant sees none of alice's

@@ -144,7 +144,12 @@ def test_list_filters_by_metadata_containment(api: str, tenants: dict[str, Any],
     rest = c.list_memories("lister", metadata={"project": "apollo"}, cursor=page["next_cursor"])
     assert [m["id"] for m in rest["memories"]] == [a["id"]]
     headers = {"Authorization": f"Bearer {tenants['charlie']['key']}"}
-    for bad, says in (("{nope", "not JSON"), ("[1]", "JSON object"), ('{"a": "\\u0000"}', "NUL")):
+    for bad, says in (
+        ("{nope", "not JSON"),
+        ("[1]", "JSON object"),
+        ('{"a": "\\u0000"}', "NUL"),
+        ("[" * 3000, "nested too deeply"),  # deeper than json's recursion: 422, not 500
+    ):
         r = httpx.get(f"{api}/v1/agents/lister/memories", params={"metadata": bad}, headers=headers)
         assert r.status_code == 422 and says in r.json()["error"], (bad, r.text)
     deep: dict[str, Any] = {}

@@ -21,6 +21,7 @@ from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 
 from memworker.local import embedded
+from memworker.sdk import ApiError
 from memworker.sdk import Client as ApiClient
 from tests.conftest import stop_worker
 
@@ -134,6 +135,13 @@ def test_stdio_sessions_working_memory_plan_and_context(api: str, tenants: dict[
             assert "resume" in data(await c.call_tool("plan", {"session_id": "s-1"}))
             ctx = data(await c.call_tool("context", {"query": "what next?", "session_id": "s-1", "max_tokens": 400}))
             assert "no downtime during business hours" in ctx["context"] and ctx["tokens"] <= 400
+            # a bound server reaches no other agent through an id that is a path ('../../other/...')
+            for sneaky in ("../../other/memories?", "s-1/../../../other/memories"):
+                assert "session_id" in error_text(await c.call_tool("plan", {"session_id": sneaky}))
+            with ApiClient(api, tenants["charlie"]["key"]) as sdk:
+                with pytest.raises(ApiError) as err:  # escaped: one (unknown) session, not a path
+                    sdk.plan("planner", "../../other/memories?")
+                assert err.value.status in (404, 422)
             # another tenant's server has no such session
         async with stdio(api, tenants["alice"]["key"], "--agent", "planner") as c:
             assert "HTTP 404" in error_text(await c.call_tool("working_memory", {"session_id": "s-1"}))
@@ -151,6 +159,9 @@ def test_a_missing_key_is_a_clear_error(
     assert "give --api-key or set MEMWORKER_API_KEY" in capsys.readouterr().err
     assert cli.main(["--data-dir", str(tmp_path), "mcp", "--agent", "no spaces"]) == 1
     assert "--agent 'no spaces'" in capsys.readouterr().err
+    argv = ["--data-dir", str(tmp_path), "mcp", "--api-url", api, "--api-key", "k", "--transport", "http"]
+    assert cli.main([*argv, "--host", "0.0.0.0"]) == 1  # no authentication of its own: loopback only
+    assert "--allow-remote" in capsys.readouterr().err
 
 
 @pytest.fixture()

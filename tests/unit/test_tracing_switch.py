@@ -104,6 +104,13 @@ def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not tracing.enabled()
 
 
+def test_a_worker_that_cannot_trace_does_not_start() -> None:
+    """tasks.celery_app checks as it loads: `celery worker` exits instead of running untraced."""
+    env = {**os.environ, "MEMWORKER_OTEL_ENDPOINT": "http://127.0.0.1:9", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+    run = subprocess.run([sys.executable, "-c", "import tasks.celery_app"], env=env, capture_output=True, text=True)
+    assert run.returncode != 0 and "http/protobuf" in run.stderr
+
+
 def test_an_unsupported_transport_is_refused_before_anything_is_imported() -> None:
     with pytest.raises(errors.ConfigError, match="http/protobuf"):
         tracing.setup(ON, "api", environ={"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})

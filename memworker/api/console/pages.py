@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from memworker import errors, keys, recall
+from memworker import errors, keys, recall, schemas
 from memworker.api import deps
 from memworker.api.console import auth, charts, samples
 from memworker.lifecycle import governance
@@ -126,7 +126,11 @@ async def form(request: Request) -> dict[str, str]:
         fields = parse_qs(body.decode(), keep_blank_values=True, max_num_fields=20)
     except (UnicodeDecodeError, ValueError) as exc:
         raise errors.InvalidInput("unreadable form") from exc
-    return {k: v[0] for k, v in fields.items()}
+    values = {k: v[0] for k, v in fields.items()}
+    problem = schemas.json_problem(values, 2)  # what Postgres cannot store (a NUL) is bad input, not a 500
+    if problem:
+        raise errors.InvalidInput(f"form: {problem}")
+    return values
 
 
 def limited_to(p: keys.Principal) -> list[str] | None:
@@ -357,14 +361,18 @@ def episode_page(request: Request, agent_id: str, episode_id: str) -> Response:
     if ep is None or source is None:
         raise errors.NotFound("episode not found")
     messages = source.messages if isinstance(source.messages, list) else []
+    # /v1 returns an episode's own text to no key (its memories carry what was kept): the
+    # console shows it to admin keys only, so it shows a reader no more than /v1 does
+    show_source = "admin" in p.scopes
     return render(
         request,
         "episode.html",
         p=p,
         agent_id=agent_id,
         ep=ep,
-        content=source.content,
-        messages=[m for m in messages if isinstance(m, dict)],
+        show_source=show_source,
+        content=source.content if show_source else None,
+        messages=[m for m in messages if isinstance(m, dict)] if show_source else [],
         may_replay="episodes:write" in p.scopes,
     )
 

@@ -154,6 +154,8 @@ def _metadata_filter(request: Request, raw: str) -> dict[str, Any]:
         value = json.loads(raw)
     except ValueError as exc:
         raise errors.InvalidInput(f"metadata filter: not JSON ({exc})") from exc
+    except RecursionError as exc:  # '[[[[...' deeper than the parser goes: too deep for any limit
+        raise errors.InvalidInput("metadata filter: nested too deeply") from exc
     if not isinstance(value, dict):
         raise errors.InvalidInput("metadata filter: must be a JSON object")
     check_metadata(request, value, "metadata filter")
