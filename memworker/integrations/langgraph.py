@@ -371,15 +371,9 @@ class MemworkerStore(BaseStore):
         skip = op.offset
         cursor: str | None = None
         while True:
-            params: dict[str, Any] = {"metadata": json.dumps(server), "limit": min(PAGE, op.offset + op.limit)}
-            if cursor:
-                params["cursor"] = cursor
-            try:
-                page = yield _Call("GET", f"/v1/agents/{agent}/memories", params)
-            except ApiError as exc:
-                if exc.status == 404:
-                    return []
-                raise
+            page = yield from self._page(agent, server, min(PAGE, op.offset + op.limit), cursor)
+            if page is None:
+                return []
             for m in page["memories"]:
                 if not wanted(m["metadata"]):
                     continue
@@ -393,6 +387,20 @@ class MemworkerStore(BaseStore):
             if not cursor:
                 return out
 
+    def _page(self, agent: str, server: dict[str, Any], limit: int, cursor: str | None) -> Plan[dict[str, Any] | None]:
+        """One page of the agent's items whose metadata contains `server`; None when the agent
+        does not exist (yet): no items."""
+        params: dict[str, Any] = {"metadata": json.dumps(server), "limit": limit}
+        if cursor:
+            params["cursor"] = cursor
+        try:
+            page: dict[str, Any] = yield _Call("GET", f"/v1/agents/{agent}/memories", params)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return page
+
     def _list_namespaces(self, op: ListNamespacesOp) -> Plan[Result]:
         """Every namespace of the agent, read from its items' metadata (memworker keeps no
         namespace table): a walk over the agent's items under the prefix."""
@@ -402,15 +410,9 @@ class MemworkerStore(BaseStore):
         found: set[tuple[str, ...]] = set()
         cursor: str | None = None
         while True:
-            params: dict[str, Any] = {"metadata": json.dumps(server), "limit": PAGE}
-            if cursor:
-                params["cursor"] = cursor
-            try:
-                page = yield _Call("GET", f"/v1/agents/{agent}/memories", params)
-            except ApiError as exc:
-                if exc.status == 404:
-                    return []
-                raise
+            page = yield from self._page(agent, server, PAGE, cursor)
+            if page is None:
+                return []
             for m in page["memories"]:
                 ns = tuple(m["metadata"].get(NAMESPACE) or ())
                 if ns and all(_matches(c, ns) for c in op.match_conditions or ()):
