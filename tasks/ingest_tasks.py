@@ -15,17 +15,20 @@ from tasks.publish import on_worker
 
 logger = logging.getLogger(__name__)
 
-
-@app.task(
-    name="memworker.ingest",
+# Both ingest tasks: redelivered if a worker dies mid-task; retried with backoff while
+# Postgres or Redis is away (TransientError); anything else fails the task.
+DURABLE: dict[str, Any] = dict(
     queue=INGEST,
     acks_late=True,
     reject_on_worker_lost=True,
-    autoretry_for=(errors.TransientError,),  # Postgres or Redis away; anything else fails the task
+    autoretry_for=(errors.TransientError,),
     retry_backoff=2,
     retry_backoff_max=120,
     max_retries=8,
 )
+
+
+@app.task(name="memworker.ingest", **DURABLE)
 def ingest_episodes(tenant_id: str, episode_ids: list[str]) -> dict[str, int]:
     """Process a batch of one tenant's episodes; failed ones are re-sent with backoff."""
     res = runtime.for_process(settings_of(app))
@@ -68,16 +71,7 @@ def ingest_episodes(tenant_id: str, episode_ids: list[str]) -> dict[str, int]:
     }
 
 
-@app.task(
-    name="memworker.accept_episode",
-    queue=INGEST,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(errors.TransientError,),  # Postgres or Redis away; anything else fails the task
-    retry_backoff=2,
-    retry_backoff_max=120,
-    max_retries=8,
-)
+@app.task(name="memworker.accept_episode", **DURABLE)
 def accept_episode(tenant_id: str, agent_id: str, episode: dict[str, Any]) -> str:
     """An episode sent straight to Redis by an in-cluster agent: write the durable row
     (idempotent on its key), then process it like any other."""

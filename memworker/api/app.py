@@ -56,9 +56,10 @@ def create_app(
         app.state.publisher = publisher or Publisher.for_settings(settings)
         app.state.key_cache = keys.KeyCache(ttl_s=10.0)
         app.state.cache_generation = None  # the first request reads it (deps.principal)
-        limiter_redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=1, socket_connect_timeout=1)
+        # the process's one Redis connection pool: rate limits, queue depths, the console's samples
+        app.state.redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=1, socket_connect_timeout=1)
         app.state.limiter = ratelimit.Limiter(
-            limiter_redis,
+            app.state.redis,
             key_rate=settings.rate_key_per_s,
             key_burst=settings.rate_key_burst,
             tenant_rate=settings.rate_tenant_per_s,
@@ -67,10 +68,10 @@ def create_app(
             auth_fail_burst=settings.rate_auth_fail_burst,
         )
         app.state.fleet = metrics.FleetCollector(
-            lambda: queue_depths(limiter_redis), lambda: memory_estimates(app.state.resources.pool)
+            lambda: queue_depths(app.state.redis), lambda: memory_estimates(app.state.resources.pool)
         )
         yield
-        limiter_redis.close()
+        app.state.redis.close()
         if resources is None:
             app.state.resources.close()
 
@@ -79,7 +80,7 @@ def create_app(
     )
     for router in ROUTERS:
         app.include_router(router)
-    console.mount(app, settings)  # the operator's console at /console (issue 19)
+    console.mount(app)  # the operator's console at /console (issue 19)
     for exc_type, code in _STATUS.items():
         app.add_exception_handler(exc_type, _handler(code))
     app.add_exception_handler(RequestValidationError, _validation_handler)

@@ -15,17 +15,8 @@ from memworker.settings import Settings
 from memworker.storage import core_db, db
 
 DEFAULT_TENANT = "dev"  # the tenant `memworker up` creates
-_REPORT = (
-    "expired",
-    "forgotten_age",
-    "forgotten_unused",
-    "forgotten_cap",
-    "decayed",
-    "promoted",
-    "merged",
-    "superseded",
-    "reviews",
-)
+# what a sweep did, per action (scanned is shown apart; batches is bookkeeping)
+_REPORT = tuple(k for k in retention.COUNTS if k not in ("scanned", "batches"))
 
 
 def register(sub: Any) -> None:

@@ -49,6 +49,7 @@ except ImportError as exc:  # the extra is optional: say how to get it, not just
     raise ImportError("memworker.integrations.langgraph needs LangGraph: pip install 'memworker[langgraph]'") from exc
 
 from memworker import memories
+from memworker.schemas import WritableTier
 from memworker.sdk import REFUSED, ApiError, Client, answer, retry_after
 
 # metadata entries of a memory that holds a LangGraph item (flat: recall's filter takes scalars only)
@@ -102,7 +103,7 @@ class MemworkerStore(BaseStore):
         agent_id: str | None = None,
         fields: list[str] | None = None,
         kind: str = "event",
-        tier: Literal["L0", "L1", "L2"] = "L2",
+        tier: WritableTier = "L2",
         timeout: float = 30.0,
         retries: int = 3,
     ) -> None:

@@ -22,6 +22,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from memworker import memories
+from memworker.schemas import AnyKind, Kind, Message, Tier, WritableTier
 from memworker.sdk import ApiError, Client
 
 INSTRUCTIONS = """Long-term memory for this agent, served by memworker.
@@ -35,10 +36,6 @@ INSTRUCTIONS = """Long-term memory for this agent, served by memworker.
 # How long remember(wait=True) waits for a worker to store the episode.
 WAIT_S = 30.0
 
-Kind = Literal["fact", "preference", "decision", "method", "conclusion", "event", "insight", "summary"]
-AnyKind = Literal["fact", "preference", "decision", "method", "conclusion", "event", "insight", "summary", "turn"]
-Tier = Literal["L0", "L1", "L2", "L3"]
-WritableTier = Literal["L0", "L1", "L2"]
 StepStatus = Literal["pending", "in_progress", "done", "blocked", "skipped"]
 
 Agent = Annotated[
@@ -52,15 +49,6 @@ SessionId = Annotated[
     str, Field(description="the session id (from open_session)", pattern=memories.AGENT_ID.pattern, max_length=128)
 ]
 Query = Annotated[str, Field(description="what to look for, in natural language", min_length=1, max_length=4000)]
-
-
-class Message(BaseModel):
-    """One message of an episode."""
-
-    model_config = ConfigDict(extra="forbid")
-    role: Literal["user", "assistant", "system", "tool"]
-    content: str = Field(min_length=1)
-    name: str | None = Field(default=None, description="who said it (the speaker)")
 
 
 class WorkingItem(BaseModel):
@@ -178,7 +166,7 @@ class Tools:
                 )
                 return self._client.add_memory(agent_id, text, kind=kind, tier=tier, **fields)
             fields = _without_none(session_id=session_id, idempotency_key=idempotency_key, metadata=metadata)
-            msgs = [m.model_dump(exclude_none=True) for m in messages] if messages is not None else None
+            msgs = [m.model_dump(mode="json", exclude_none=True) for m in messages] if messages is not None else None
             accepted = self._client.add_episode(agent_id, content, messages=msgs, **fields)
             if not wait:
                 return accepted

@@ -25,7 +25,6 @@ from memworker.api import deps
 from memworker.api.console import auth, charts, samples
 from memworker.lifecycle import governance
 from memworker.memories import AGENT_ID, KINDS, TIERS
-from memworker.settings import Settings
 from memworker.sleep import consolidation, profile
 from memworker.sleep.reports import run_json, status_json
 from memworker.storage import console_db, core_db, sleep_db, store
@@ -75,10 +74,10 @@ router = APIRouter(prefix="/console", include_in_schema=False)
 P = ParamSpec("P")
 
 
-def mount(app: FastAPI, settings: Settings) -> None:
+def mount(app: FastAPI) -> None:
     """Add the console to the API app: its pages, its static files, and the recall sampler
     behind the latency chart."""
-    recorder = samples.Recorder(settings.redis_url)
+    recorder = samples.Recorder(lambda: app.state.redis)
     app.state.console_recorder = recorder
     app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=HERE / "static"), name="console-static")

@@ -41,17 +41,11 @@ class Recorder:
     """Recall counts and summed milliseconds per (tenant, minute, agent), waiting to be added to
     Redis. Thread-safe: the middleware notes on the event loop, flushes run in a thread."""
 
-    def __init__(self, redis_url: str | None) -> None:
-        self.redis_url = redis_url
-        self._client: redis.Redis | None = None
+    def __init__(self, client: Callable[[], redis.Redis]) -> None:
+        self.client = client  # the API process's own Redis connection (app.state.redis)
         self._lock = threading.Lock()
         self._pending: dict[tuple[UUID, int, str], list[float]] = defaultdict(lambda: [0, 0.0])
         self._flushed_at = time.monotonic()
-
-    def client(self) -> redis.Redis:
-        if self._client is None:
-            self._client = redis.Redis.from_url(self.redis_url or "", socket_timeout=1, socket_connect_timeout=1)
-        return self._client
 
     def note(self, tenant_id: UUID, agent_id: str, seconds: float, *, now: float | None = None) -> None:
         with self._lock:
@@ -102,10 +96,6 @@ class Recorder:
                     ms += float(value)
             out.append((n, ms / n if n else None))
         return out
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
 
 
 class RecallSampler:
