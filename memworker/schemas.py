@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -34,6 +34,16 @@ class Strict(BaseModel):
             raise ValueError(problem)
         return value
 
+    @field_validator("*", mode="after")
+    @classmethod
+    def _readable_datetime(cls, value: Any) -> Any:
+        # Stored as it is, a date must read back in every process and offset: checked in UTC.
+        if isinstance(value, datetime):
+            problem = datetime_problem(value)
+            if problem:
+                raise ValueError(problem)
+        return value
+
     @field_validator("salience", "confidence", mode="after", check_fields=False)
     @classmethod
     def _representable(cls, value: float | None) -> float | None:
@@ -42,6 +52,24 @@ class Strict(BaseModel):
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+# Every datetime a body carries must read back: Python's datetime ends at years 1 and 9999, so
+# a value near those ends in one offset is out of range in another (0001-01-01T00:00+14:00 is
+# in year 0 in UTC), and dates serve in arithmetic (TTLs, decay, windows). The accepted range,
+# in UTC, is [EARLIEST_DATETIME, LATEST_DATETIME) (docs/input_limits.md); a naive value is UTC.
+EARLIEST_DATETIME = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST_DATETIME = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def datetime_problem(value: datetime) -> str | None:
+    """Why a datetime from a request cannot be stored and read back, or None."""
+    aware = value if value.utcoffset() is not None else value.replace(tzinfo=UTC)
+    if EARLIEST_DATETIME <= aware < LATEST_DATETIME:
+        return None
+    return (
+        f"datetimes must be from {EARLIEST_DATETIME.isoformat()} up to (not including) "
+        f"{LATEST_DATETIME.isoformat()} once converted to UTC"
+    )
 
 
 def json_problem(value: Any, max_depth: int) -> str | None:

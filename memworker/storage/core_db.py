@@ -131,6 +131,13 @@ class ClaimedEpisode:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimToken:
+    id: UUID
+    agent_id: str
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimState:
     status: str
     attempts: int
@@ -344,7 +351,7 @@ def list_episodes(
 
 def claim_episodes(
     conn: Conn, *, tenant_id: UUID, ids: list[UUID], lease_s: float, limit: int, opportunistic: bool
-) -> list[ClaimedEpisode]:
+) -> list[ClaimToken]:
     """Claim the named episodes (and, opportunistically, other queued ones up to limit)."""
     rows = _sql.all_(
         conn,
@@ -355,7 +362,12 @@ def claim_episodes(
         limit=limit,
         opportunistic=opportunistic,
     )
-    return [ClaimedEpisode(**r) for r in rows]
+    return [ClaimToken(**r) for r in rows]
+
+
+def claimed_episodes(conn: Conn, *, tenant_id: UUID, ids: list[UUID]) -> list[ClaimedEpisode]:
+    """The payload of claimed episodes; a row Python cannot read raises (psycopg.DataError)."""
+    return [ClaimedEpisode(**r) for r in _sql.all_(conn, "claimed_episodes", tenant_id=tenant_id, ids=ids)]
 
 
 def lock_claimed_episode(conn: Conn, *, tenant_id: UUID, episode_id: UUID) -> ClaimState | None:

@@ -85,7 +85,9 @@ ORDER BY created_at DESC LIMIT %(limit)s;
 -- name: claim_episodes
 -- Take the named episodes, plus other queued ones of the tenant up to the batch size, so
 -- one worker reflects and embeds several at once. Their own queue messages then find them
--- claimed or stored and do nothing. attempts doubles as the claim token.
+-- claimed or stored and do nothing. attempts doubles as the claim token. Only the columns
+-- every row can give back: the payload is read per claim afterwards (claimed_episodes), so
+-- a row that fails to read costs its own attempt and nobody else's.
 UPDATE episodes e
 SET status = 'processing', attempts = e.attempts + 1,
     lease_until = now() + make_interval(secs => %(lease_s)s)
@@ -98,8 +100,12 @@ WHERE e.id IN (
   ORDER BY (c.id = ANY(%(ids)s)) DESC, c.created_at
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED)
-RETURNING e.id, e.agent_id, e.session_id, e.content, e.messages, e.metadata, e.attempts, e.reflection,
-          e.occurred_at;
+RETURNING e.id, e.agent_id, e.attempts;
+
+-- name: claimed_episodes
+-- The payload of episodes just claimed (claim_episodes).
+SELECT id, agent_id, session_id, content, messages, metadata, attempts, reflection, occurred_at
+FROM episodes WHERE tenant_id = %(tenant_id)s AND id = ANY(%(ids)s);
 
 -- name: lock_claimed_episode
 SELECT status, attempts FROM episodes
