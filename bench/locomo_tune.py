@@ -2,7 +2,7 @@
 
 Run:  python bench/locomo_tune.py [--split]
 
-It reproduces the `recall` block of memworker/queries.sql in numpy over the same memory
+It reproduces the `recall` block of memworker/storage/queries/core.sql in numpy over the same memory
 texts and questions as bench/locomo_recall.py (per-conversation BM25 with Lucene IDF over
 memworker's tokenizer, exact cosine, the per-signal candidate pools, the vector floor, the
 normalisation, the weighted fusion and the access-count prior, with each recall bumping

@@ -1,8 +1,8 @@
 """Runtime context (seed 004): the compact package an agent puts in front of its LLM each
 turn. Four sections, packed by relevance under a token budget counted with the embedding
-model's tokenizer (memworker/budget.py):
+model's tokenizer (memworker/models/budget.py):
 
-- profile: the agent's consolidated profile (issue 5, memworker/profile.py), as data;
+- profile: the agent's consolidated profile (issue 5, memworker/sleep/profile.py), as data;
 - working: the session's goal, latest intent, constraints, decisions, open questions;
 - plan: progress and where to resume;
 - memories: long-term memories from memworker.recall (the one recall path), as data.

@@ -1,6 +1,6 @@
 """Execution plans (seed 004's execution context): milestones of steps, each step with a
 status, a progress percentage and an optional output. Pure functions over the plan's JSON
-document; memworker/sessions.py stores it in the session row, so it survives any crash or
+document; memworker/sessions/session.py stores it in the session row, so it survives any crash or
 restart of the processes that change it.
 
 Where to resume: the last milestone completed (with every milestone before it), and the

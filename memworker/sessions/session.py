@@ -1,5 +1,5 @@
-"""Sessions: the stored side of working memory (memworker/working.py), execution plans
-(memworker/plans.py), context use and seed 001's context flush. Everything lives in the
+"""Sessions: the stored side of working memory (memworker/sessions/working.py), execution plans
+(memworker/sessions/plans.py), context use and seed 001's context flush. Everything lives in the
 session's row (sql/0004_sessions.sql), changed under its row lock, so a plan and its
 progress survive any process dying: what an answer confirmed is committed.
 

@@ -1,5 +1,5 @@
 """Working memory (seed 004): a session's whiteboard. Pure functions over its JSON document,
-no I/O; memworker/sessions.py loads and stores it.
+no I/O; memworker/sessions/session.py loads and stores it.
 
 The document: {"goal", "intent", "goal_seq", "intent_seq", "items", "next_id", "pruned"}.
 Goal and latest intent are single fields and never pruned. Items are constraints,

@@ -127,7 +127,7 @@ def test_a_plan_survives_a_restart_and_says_where_to_resume(
         ],
     )
     assert plan["resume"]["next_step"]["id"] == "spec"
-    alice.update_step("plan-bot", sid, "spec", status="done", output="docs/spec.md")
+    alice.update_step("plan-bot", sid, "spec", status="done", output="spec.md")
     alice.update_step("plan-bot", sid, "review", progress=100)
     alice.update_step("plan-bot", sid, "code", progress=40)
 
@@ -144,7 +144,7 @@ def test_a_plan_survives_a_restart_and_says_where_to_resume(
             "milestone_id": "build",
             "milestone_title": "Build",
         }
-        assert plan["milestones"][0]["steps"][0]["output"] == "docs/spec.md"
+        assert plan["milestones"][0]["steps"][0]["output"] == "spec.md"
         other.update_step("plan-bot", sid, "code", status="done")  # answered, so committed ...
         other.update_step("plan-bot", sid, "test", progress=10)
     finally:
