@@ -1,4 +1,4 @@
-"""Reflective write vs raw turns on LoCoMo (seed 002's comparison): recall@10 of the evidence
+"""Reflective write vs raw turns on LoCoMo: recall@10 of the evidence
 turns and the number of memories stored, side by side.
 
 Run:  python bench/reflect_vs_raw.py                     # all 10 conversations

@@ -1,13 +1,13 @@
 """The whole benchmark suite in one command: runs each bench in sequence as a subprocess and
 writes one combined markdown report, bench/results/report.md (also printed to stdout).
 
-Run:  python bench/run_all.py                       # the sizes of issue 9 (about an hour)
+Run:  python bench/run_all.py                       # the full sizes (about an hour)
       python bench/run_all.py --quick               # a small smoke run (minutes)
       python bench/run_all.py --only recall_latency,locomo_recall
       python bench/run_all.py --skip retention --extra "recall_latency=--agents 500"
       python bench/run_all.py --list                # the sections and their arguments
 
-Sections (in this order; default sizes are those of issue 9):
+Sections (in this order; the default sizes are the full ones):
   ingest          bench/ingest.py: episodes/s end to end next to the embedder's own ceiling
   recall_latency  bench/recall_latency.py: 1,000 agents x 1,000 memories, 1/16/64 clients
   consolidation   bench/consolidation.py: 1,000 agents x 50 memories, one sweep, 1 vs 2 workers
@@ -428,7 +428,7 @@ def render(
     load_end: str,
     commit: str,
 ) -> str:
-    mode = "--quick: smoke sizes, not comparable with a full run" if args.quick else "full: the sizes of issue 9"
+    mode = "--quick: smoke sizes, not comparable with a full run" if args.quick else "full: the default sizes"
     lines = [
         "# memworker benchmark report",
         "",

@@ -1,4 +1,4 @@
-"""Sessions (issue 7): what a runtime context costs next to a plain recall, how much packing
+"""Sessions: what a runtime context costs next to a plain recall, how much packing
 drops at small budgets, what the tokenizer costs to load, and archive size and timings.
 
 Run:  python bench/sessions.py                          # 500 memories, 100 queries, 200 episodes

@@ -1,8 +1,8 @@
-"""Runtime context (seed 004): the compact package an agent puts in front of its LLM each
+"""Runtime context: the compact package an agent puts in front of its LLM each
 turn. Four sections, packed by relevance under a token budget counted with the embedding
 model's tokenizer (memworker/models/budget.py):
 
-- profile: the agent's consolidated profile (issue 5, memworker/sleep/profile.py), as data;
+- profile: the agent's consolidated profile (memworker/sleep/profile.py), as data;
 - working: the session's goal, latest intent, constraints, decisions, open questions;
 - plan: progress and where to resume;
 - memories: long-term memories from memworker.recall (the one recall path), as data.
@@ -302,15 +302,18 @@ def gather(
     k: int,
     policy: Policy,
     session: dict[str, Any] | None,
+    subject: str | None = None,
 ) -> Inputs:
     """Recall (without bumping access counts: only what is packed counts as used), the
-    memories the session pinned, the agent's profile, the session's working memory and plan."""
+    memories the session pinned, the agent's profile, the session's working memory and plan.
+    subject: recall that subject's memories and the general ones (never another subject's);
+    the profile is the agent's own, which sleep builds from general memories only."""
     hits = recall.recall(
         conn,
         qvec,
         tenant_id=tenant_id,
         agent_id=agent_id,
-        query=recall.Query(query, k=max(1, min(k, recall.MAX_K))),
+        query=recall.Query(query, k=max(1, min(k, recall.MAX_K)), subject=subject),
         policy=policy,
         bump=False,
     )

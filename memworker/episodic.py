@@ -1,4 +1,4 @@
-"""The episodic layer (seeds 002 and 004: L0 beside the distilled items): every informative
+"""The episodic layer (L0, beside the distilled items): every informative
 message of an episode kept as a 'turn' memory of its own, as it was said, by whom and when.
 
 Pure: which messages become turns and what each turn's text is. memworker/ingest.py embeds

@@ -42,13 +42,17 @@ URGENCY_BATCHES = (1, 4, 16)
 
 
 @dataclass(frozen=True)
-class EpisodeIn:
+class NewEpisode:
+    """An episode to accept, as every way in gives it (an HTTP body once normalised, a session
+    turn, an archive, a rumination): no row yet."""
+
     content: str
     messages: list[dict[str, Any]] | None = None
     session_id: str | None = None
     idempotency_key: str | None = None
     occurred_at: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    subject: str | None = None  # whom the episode is about or with; messages may name their own
 
 
 def render(messages: list[dict[str, Any]]) -> str:
@@ -58,8 +62,8 @@ def render(messages: list[dict[str, Any]]) -> str:
 
 def normalise(
     body: schemas.EpisodeIn, *, max_content_bytes: int, max_metadata_depth: int, max_metadata_bytes: int
-) -> EpisodeIn:
-    """The one way a request's episode (HTTP or in-cluster) becomes an EpisodeIn: messages
+) -> NewEpisode:
+    """The one way a request's episode (HTTP or in-cluster) becomes a NewEpisode: messages
     as plain JSON, the content rendered from them, the sizes checked (the metadata is copied
     into every memory the episode gives: InvalidInput when it is too deep or too large)."""
     schemas.check_metadata(body.metadata, max_depth=max_metadata_depth, max_bytes=max_metadata_bytes)
@@ -67,10 +71,12 @@ def normalise(
     content = render(msgs) if msgs else (body.content or "")
     if len(content.encode()) > max_content_bytes:
         raise errors.PayloadTooLarge(f"episode content over {max_content_bytes} bytes")
-    return EpisodeIn(content, msgs, body.session_id, body.idempotency_key, body.occurred_at, body.metadata)
+    return NewEpisode(
+        content, msgs, body.session_id, body.idempotency_key, body.occurred_at, body.metadata, body.subject
+    )
 
 
-def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[EpisodeIn]) -> list[tuple[UUID, bool]]:
+def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[NewEpisode]) -> list[tuple[UUID, bool]]:
     """Insert episodes (creating the agent on first use); returns (id, is_new) per episode.
 
     A repeated idempotency key returns the first episode's id with is_new False, and the
@@ -92,6 +98,7 @@ def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[EpisodeI
             messages=ep.messages or None,
             metadata=ep.metadata,
             occurred_at=ep.occurred_at,
+            subject=ep.subject,
         )
         if new_id is not None:
             out.append((new_id, True))
@@ -103,7 +110,7 @@ def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[EpisodeI
         assert existing is not None  # the conflict was on this key
         out.append((existing.id, False))
     core_db.touch_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
-    if asks_to_consolidate:  # seed 001's explicit gate: "consolidate" / "save progress"
+    if asks_to_consolidate:  # the explicit gate: an episode that says "consolidate" / "save progress"
         sleep_db.consolidation_request(conn, tenant_id=tenant_id, agent_id=agent_id)
     return out
 
@@ -120,9 +127,9 @@ def urgency(position: int, batch: int) -> int:
     return sum(1 for n in URGENCY_BATCHES if position >= n * batch)
 
 
-def _redacted(ep: EpisodeIn) -> EpisodeIn:
+def _redacted(ep: NewEpisode) -> NewEpisode:
     """Content, messages (what was said and who said it) and metadata values redacted: the
-    metadata is copied into every memory the episode gives (issue 18)."""
+    metadata is copied into every memory the episode gives."""
     msgs = [{**m, **{k: redact.redact(m[k]) for k in ("content", "name") if m.get(k)}} for m in ep.messages or []]
     return dataclasses.replace(
         ep,
@@ -143,7 +150,7 @@ class Outcome:
     llm_calls: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
-    deliveries: list[UUID] = field(default_factory=list)  # post_turn webhooks to send (issue 7)
+    deliveries: list[UUID] = field(default_factory=list)  # post_turn webhooks to send
 
 
 @dataclass
@@ -158,6 +165,7 @@ class _Claimed:
     result: reflection.Reflection | None = None
     turns: list[episodic.Turn] = field(default_factory=list)  # the episodic layer, when on
     error: str | None = None
+    subject: str | None = None
 
     def texts(self) -> list[str]:
         """What is embedded for this episode: its reflected items, then its turns."""
@@ -237,40 +245,33 @@ def _prepare(
     outcome: Outcome,
 ) -> _Batch:
     """Claim a batch (the named episodes first), reflect and embed it; nothing stored yet."""
-    with tracing.span("ingest.claim", tenant_id=str(tenant_id)), db.tenant_tx(pool, tenant_id) as conn:
-        rows = core_db.claim_episodes(
-            conn,
-            tenant_id=tenant_id,
-            ids=episode_ids,
-            lease_s=settings.episode_lease_s,
-            limit=settings.ingest_batch_max,
-            opportunistic=True,
-        )
-        # the episodic layer is the agent's policy (episodic_layer), read in the claim's transaction
-        layered = {
-            a
-            for a in {r.agent_id for r in rows}
-            if store.policy_for(conn, tenant_id=tenant_id, agent_id=a).episodic_layer
-        }
-    claimed = [
-        _Claimed(
-            r.id,
-            r.agent_id,
-            r.session_id,
-            r.attempts,
-            r.metadata,
-            reflection.Episode(r.content, r.messages),
-            r.occurred_at,
-        )
-        for r in rows
-    ]
+    with tracing.span("ingest.claim", tenant_id=str(tenant_id)):
+        with db.tenant_tx(pool, tenant_id) as conn:
+            tokens = core_db.claim_episodes(
+                conn,
+                tenant_id=tenant_id,
+                ids=episode_ids,
+                lease_s=settings.episode_lease_s,
+                limit=settings.ingest_batch_max,
+                opportunistic=True,
+            )
+            # the episodic layer is the agent's policy (episodic_layer), read in the claim's transaction
+            layered = {
+                a
+                for a in {t.agent_id for t in tokens}
+                if store.policy_for(conn, tenant_id=tenant_id, agent_id=a).episodic_layer
+            }
+        # the claim (attempts spent) is committed before any payload is read: an episode that
+        # cannot be read fails alone, counts its attempt and ends dead, never stalling the rest
+        claimed, saved = _load_claimed(pool, tenant_id, tokens, layered)
     for c in claimed:
-        if c.agent_id in layered:
-            c.turns = episodic.turns(c.episode.messages, c.episode.content, c.occurred_at)
-    saved = {r.id: r.reflection for r in rows if r.reflection}
-    for c in claimed:
+        if c.error is not None:
+            continue
         if c.id in saved:
-            c.result = reflection.Reflection.from_json(saved[c.id])
+            try:
+                c.result = reflection.Reflection.from_json(saved[c.id])
+            except Exception as exc:  # a saved reflection that does not decode fails this episode only
+                c.error = f"unreadable saved reflection: {type(exc).__name__}: {exc}"
             continue
         try:
             with tracing.span("ingest.reflect", episode_id=str(c.id)):
@@ -308,6 +309,65 @@ def _prepare(
     return _Batch(claimed, vectors)
 
 
+def _load_claimed(
+    pool: psycopg_pool.ConnectionPool, tenant_id: UUID, tokens: list[core_db.ClaimToken], layered: set[str]
+) -> tuple[list[_Claimed], dict[UUID, Any]]:
+    """The claimed episodes' payloads (and saved reflections), in claim order. Read together;
+    when that fails, one by one, so a row that cannot be read (a value out of Python's range,
+    data that does not decode) becomes a claim carrying its error, failed by _store_batch."""
+    try:
+        with db.tenant_tx(pool, tenant_id) as conn:
+            found = core_db.claimed_episodes(conn, tenant_id=tenant_id, ids=[t.id for t in tokens])
+        rows: dict[UUID, core_db.ClaimedEpisode | str] = {r.id: r for r in found}
+    except errors.Unavailable:
+        raise
+    except Exception:  # one unreadable row: read each alone to find it
+        rows = {t.id: got for t in tokens if (got := _load_one(pool, tenant_id, t.id)) is not None}
+    claimed: list[_Claimed] = []
+    for t in tokens:
+        row = rows.get(t.id)
+        if row is None:
+            continue  # forgotten between the claim and this read: nothing to do
+        if isinstance(row, str):
+            c = _Claimed(t.id, t.agent_id, None, t.attempts, {}, reflection.Episode("", None), error=row)
+            claimed.append(c)
+            continue
+        c = _Claimed(
+            row.id,
+            row.agent_id,
+            row.session_id,
+            t.attempts,
+            row.metadata,
+            reflection.Episode(row.content, row.messages),
+            row.occurred_at,
+            subject=row.subject,
+        )
+        if c.agent_id in layered:
+            try:
+                c.turns = episodic.turns(c.episode.messages, c.episode.content, c.occurred_at)
+            except Exception as exc:  # stored data the turn cutter cannot take fails this episode only
+                logger.exception("cutting turns failed for episode %s", c.id)
+                c.error = f"unreadable episode: {type(exc).__name__}: {exc}"
+        claimed.append(c)
+    saved = {r.id: r.reflection for r in rows.values() if isinstance(r, core_db.ClaimedEpisode) and r.reflection}
+    return claimed, saved
+
+
+def _load_one(
+    pool: psycopg_pool.ConnectionPool, tenant_id: UUID, episode_id: UUID
+) -> core_db.ClaimedEpisode | str | None:
+    """One claimed episode's payload, None when it is gone, or why it cannot be read."""
+    try:
+        with db.tenant_tx(pool, tenant_id) as conn:
+            found = core_db.claimed_episodes(conn, tenant_id=tenant_id, ids=[episode_id])
+    except errors.Unavailable:
+        raise
+    except Exception as exc:
+        logger.exception("episode %s cannot be read", episode_id)
+        return f"unreadable episode: {type(exc).__name__}: {exc}"
+    return found[0] if found else None
+
+
 def _store_batch(
     pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID, batch: _Batch, outcome: Outcome
 ) -> None:
@@ -335,11 +395,11 @@ def _store_one(
     assert c.result is not None
     with db.tenant_tx(pool, tenant_id) as conn:
         current = core_db.lock_claimed_episode(conn, tenant_id=tenant_id, episode_id=c.id)
-        if current is None or current.status != "processing" or current.attempts != c.attempts:
+        if current is None or current.status != memories.EpisodeStatus.PROCESSING or current.attempts != c.attempts:
             outcome.skipped.append(c.id)  # someone else's claim now, or already stored
             return
         policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=c.agent_id)
-        expires_at = store.expiry(conn, policy, "L1")
+        expires_at = store.expiry(conn, policy, memories.Tier.L1)
         memory_ids: list[UUID] = []
         written: list[tuple[UUID, memories.Draft]] = []
         item_vectors, turn_vectors = vectors[: len(c.result.items)], vectors[len(c.result.items) :]
@@ -350,6 +410,9 @@ def _store_one(
             outcome.memories_written += 1
         for i, (item, vec) in enumerate(zip(c.result.items, item_vectors, strict=True)):
             source = f"episode:{c.id}" + (f"#m{','.join(map(str, item.messages))}" if item.messages else "")
+            # whom the item is about: its messages' subject, else the episode's; governance
+            # (dedup here, supersede and review in check_new) stays within that subject
+            subject = memories.subject_of(c.episode.messages, item.messages, c.subject)
             dup = store.find_duplicate(
                 conn,
                 tenant_id=tenant_id,
@@ -357,8 +420,9 @@ def _store_one(
                 text=item.text,
                 embedding=vec,
                 threshold=policy.dedup_similarity,
+                subject=subject,
             )
-            if dup is not None:  # confirmed by a later episode (issue 6: confidence, TTL, promotion)
+            if dup is not None:  # confirmed by a later episode: confidence, TTL, promotion
                 governance.confirm(
                     conn,
                     tenant_id=tenant_id,
@@ -376,13 +440,14 @@ def _store_one(
                 text=item.text,
                 kind=item.kind,
                 confidence=item.confidence,
-                tier="L1",
+                tier=memories.Tier.L1,
                 entities=item.entities,
                 topics=item.topics,
                 provenance=(source,),
                 metadata=c.metadata,
                 expires_at=expires_at,
                 flags=memories.flags_for(item.text),
+                subject=subject,
             )
             mid, new = store.write_memory(
                 conn,
@@ -414,7 +479,7 @@ def _store_one(
             tokens_out=r.tokens_out,
             llm_ms=r.llm_ms,
         )
-        # the post-turn hook: session transcript estimate, post_turn webhooks (issue 7)
+        # the post-turn hook: session transcript estimate, post_turn webhooks
         deliveries = hooks.episode_stored(
             conn,
             tenant_id=tenant_id,
@@ -438,12 +503,13 @@ def _store_turn(conn: Any, tenant_id: UUID, c: _Claimed, turn: episodic.Turn, ve
     when = {"occurred_at": turn.occurred_at.isoformat()} if turn.occurred_at else {}
     draft = memories.Draft(
         text=turn.text,
-        kind=memories.TURN,
+        kind=memories.Kind.TURN,
         confidence=1.0,  # it was said: what is uncertain is what it means, which the items carry
-        tier="L0",
+        tier=memories.Tier.L0,
         provenance=(f"episode:{c.id}#m{turn.message}",),
         metadata={**c.metadata, **who, **when},
         flags=memories.flags_for(turn.text),
+        subject=memories.subject_of(c.episode.messages, (turn.message,), c.subject),
     )
     mid, _ = store.write_memory(  # written by an earlier attempt that did commit: the same id
         conn,
@@ -472,7 +538,7 @@ def _fail(
         )
     if status is None:
         outcome.skipped.append(c.id)
-    elif status == "dead":
+    elif status == memories.EpisodeStatus.DEAD:
         logger.error("episode %s is dead after %d attempts: %s", c.id, c.attempts, c.error)
         outcome.dead.append(c.id)
     else:

@@ -1,4 +1,5 @@
-"""Pure domain: the Memory value, limits, kinds and tiers, text normalisation. No I/O."""
+"""Pure domain: the Memory value, limits, the domain's words (kinds, tiers, episode statuses),
+text normalisation. No I/O."""
 
 from __future__ import annotations
 
@@ -7,13 +8,66 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
-MAX_TEXT_CHARS = 280  # summarize, don't hoard (seed 000): a durable memory is tweet-sized
-KINDS = ("fact", "preference", "decision", "method", "conclusion", "event", "insight", "summary", "turn")
-TURN = "turn"  # the episodic layer: one message as it was said (memworker/episodic.py)
-TIERS = ("L0", "L1", "L2", "L3")
+MAX_TEXT_CHARS = 280  # summarize, don't hoard: a durable memory is tweet-sized
+
+
+class Word(StrEnum):
+    """A word of the domain with a fixed set of values (the one list of them: the API's
+    schemas, the CLI's choices, the console's filters and sql/schema.sql's checks follow it).
+    A member is its plain string: it compares, hashes, formats and encodes (JSON, SQL) as the
+    value, and reads as the value in a validation error ('L1', not <Tier.L1: 'L1'>)."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class Kind(Word):
+    """What a memory is."""
+
+    FACT = "fact"
+    PREFERENCE = "preference"
+    DECISION = "decision"
+    METHOD = "method"
+    CONCLUSION = "conclusion"
+    EVENT = "event"
+    INSIGHT = "insight"
+    SUMMARY = "summary"
+    TURN = "turn"  # the episodic layer: one message as it was said (memworker/episodic.py); ingest only
+
+
+class Tier(Word):
+    """How long a memory is meant to live: L0 short-lived .. L2 durable; L3 core, changed only
+    through the audited promote call."""
+
+    L0 = "L0"
+    L1 = "L1"
+    L2 = "L2"
+    L3 = "L3"
+
+
+class EpisodeStatus(Word):
+    """Where an accepted episode is: queued, claimed by a worker (processing), its memories
+    stored, failed (to be retried) or dead (out of attempts)."""
+
+    QUEUED = "queued"
+    PROCESSING = "processing"
+    STORED = "stored"
+    FAILED = "failed"
+    DEAD = "dead"
+
+
+# The words as tuples, for `value in KINDS` with a plain str (an Enum's own `in` wants a member).
+KINDS: tuple[Kind, ...] = tuple(Kind)
+TIERS: tuple[Tier, ...] = tuple(Tier)
+EPISODE_STATUSES: tuple[EpisodeStatus, ...] = tuple(EpisodeStatus)
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+# A subject (the person or entity a memory is about: an end user, a customer, a peer agent)
+# is named in the agent-id alphabet; sql/0010_subjects.sql checks the same pattern.
+SUBJECT = AGENT_ID
+SUBJECT_PATTERN = AGENT_ID.pattern
 
 
 def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
@@ -58,6 +112,14 @@ def says_the_same(a: str, b: str, *, min_jaccard: float = 0.5) -> bool:
     return bool(union) and len(ta & tb) / len(union) >= min_jaccard
 
 
+def subject_of(messages: list[dict[str, Any]] | None, indexes: tuple[int, ...], default: str | None) -> str | None:
+    """The subject of what an episode's messages `indexes` said: the one subject those
+    messages name (a message without one is the episode's), else the episode's own. Messages
+    of two different subjects give the episode's subject: such an item is not one person's."""
+    named = {(messages[i].get("subject") or default) for i in indexes if messages and 0 <= i < len(messages)}
+    return named.pop() if len(named) == 1 else default
+
+
 def content_hash(text: str) -> str:
     return hashlib.sha256(normalise(text).encode()).hexdigest()
 
@@ -67,10 +129,10 @@ class Draft:
     """A memory before it is stored: what a reflector or a direct write proposes."""
 
     text: str
-    kind: str = "fact"
+    kind: str = Kind.FACT
     confidence: float = 0.7
     salience: float = 0.5
-    tier: str = "L1"
+    tier: str = Tier.L1
     entities: tuple[str, ...] = ()
     topics: tuple[str, ...] = ()
     provenance: tuple[str, ...] = ()
@@ -78,6 +140,7 @@ class Draft:
     expires_at: datetime | None = None
     flags: tuple[str, ...] = ()
     trust: str = "episode"  # where it came from: episode, api, consolidation
+    subject: str | None = None  # None: the agent's general knowledge
 
 
 @dataclass(frozen=True)
@@ -102,6 +165,7 @@ class Memory:
     superseded_by: str | None = None
     flags: list[str] = field(default_factory=list)
     trust: str = "episode"
+    subject: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Memory:
@@ -126,6 +190,7 @@ class Memory:
             superseded_by=str(row["superseded_by"]) if row.get("superseded_by") else None,
             flags=list(row.get("flags") or []),
             trust=row.get("trust") or "episode",
+            subject=row.get("subject"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -148,6 +213,7 @@ class Memory:
             "superseded_by": self.superseded_by,
             "flags": self.flags,
             "trust": self.trust,
+            "subject": self.subject,
         }
 
 

@@ -39,7 +39,7 @@ TASK_SECONDS = Histogram(
 LLM_CALLS = Counter("memworker_llm_calls_total", "LLM calls by tenant and step", ["tenant", "step"])
 LLM_TOKENS = Counter("memworker_llm_tokens_total", "LLM tokens by tenant and direction", ["tenant", "direction"])
 MEMORIES_WRITTEN = Counter("memworker_memories_written_total", "Memories written by ingest", ["how"])
-# sleep (consolidation): seed 001's metrics: pass latency, what a pass reads and writes (their
+# sleep (consolidation): pass latency, what a pass reads and writes (their
 # ratio is the compression), and agents flagged after repeated failures
 CONSOLIDATION_PASSES = Counter(
     "memworker_consolidation_passes_total", "Consolidation passes by outcome (done, skipped, failed, busy)", ["outcome"]
@@ -59,6 +59,25 @@ CONSOLIDATION_FLAGGED_AGENTS = Gauge(
     "memworker_consolidation_flagged_agents",
     "Agents whose last passes failed 3 or more times in a row",
     multiprocess_mode="mostrecent",
+)
+
+# read replicas (docs/scaling.md): where reads went, each replica's state as this process last
+# probed it, and the access bumps they queue for the primary
+READS = Counter(
+    "memworker_reads_total",
+    "Replica-eligible reads by where they ran (replica, primary) and why the primary (none, no_replica, behind, error)",
+    ["target", "reason"],
+)
+REPLICA_UP = Gauge(
+    "memworker_replica_up", "1 while a replica is served from, 0 while skipped (down or lagging)", ["replica"],
+    multiprocess_mode="mostrecent",
+)
+REPLICA_LAG_SECONDS = Gauge(
+    "memworker_replica_lag_seconds", "How far a replica's replay is behind the primary", ["replica"],
+    multiprocess_mode="mostrecent",
+)
+ACCESS_BUMPS = Counter(
+    "memworker_access_bumps_total", "Access bumps of replica reads by outcome (queued, dropped, applied)", ["outcome"]
 )
 
 

@@ -15,8 +15,8 @@ from memworker import errors, memories
 
 @dataclass(frozen=True)
 class Policy:
-    # recall: weights of the min-max-normalised signals, and the bounded priors (seed 000)
-    recall_tiers: tuple[str, ...] = ("L0", "L1", "L2", "L3")  # the hot path searched by default
+    # recall: weights of the min-max-normalised signals, and the bounded priors
+    recall_tiers: tuple[str, ...] = memories.TIERS  # the hot path searched by default: every tier
     recall_bm25_weight: float = 0.5  # even: see bench/results/locomo_recall.md
     recall_vector_weight: float = 0.5
     recall_prior_weight: float = 0.03  # priors re-order near-ties; they never overrule relevance
@@ -30,20 +30,24 @@ class Policy:
     episodic_layer: bool = True
     # ingest
     dedup_similarity: float = 0.95  # cosine at or above this with an existing memory = duplicate
-    # safety: memory poisoning and personal data (issue 8)
+    # safety: memory poisoning and personal data
     hold_back_flagged: bool = False  # True: memories that read as instructions never come back
     redact_pii: bool = False  # True: emails, phones, keys, card numbers masked before the LLM and storage
     # lifecycle: time to live per tier in hours; None = never expires
+    # L0 is the episodic layer (turns, scratch); L1-L3 the semantic layer, durable: it leaves by
+    # supersede, merge, an explicit forget or the value-ranked cap, never by a clock (docs/lifecycle.md)
     ttl_l0_hours: float | None = 6
-    ttl_l1_hours: float | None = 7 * 24
-    ttl_l2_hours: float | None = 30 * 24
+    ttl_l1_hours: float | None = None
+    ttl_l2_hours: float | None = None
     ttl_l3_hours: float | None = None
-    # lifecycle governance: decay, forgetting, cap, promotion, merge, supersede (issue 6;
-    # seeds 001, 002, 004; docs/lifecycle.md). Any *_days may be null: that rule is off.
+    # lifecycle governance: decay, forgetting, cap, promotion, merge, supersede
+    # (docs/lifecycle.md). Any *_days may be null: that rule is off.
     retention_enabled: bool = True  # False: the sweep leaves this agent's memories alone
-    decay_days: float | None = 30.0  # seed 002: episodic items older than this, never recalled, go
-    unused_days: float | None = 90.0  # seed 001: items not accessed for this long go
-    max_episodic: int = 5000  # live episodic (L0/L1) items per agent; the most recalled, freshest stay
+    decay_days: float | None = 30.0  # episodic (L0) scratch items older than this, never recalled, go
+    distilled_keep_days: float | None = 7.0  # a turn a sleep summary carries goes this long after distillation
+    unused_days: float | None = 90.0  # episodic items (turns included) not accessed for this long go
+    max_episodic: int = 5000  # live episodic (L0) items per agent; the distilled go first, then the least used
+    max_semantic: int = 50000  # live L1 semantic items per agent; the least valuable go first
     salience_decay_after_days: float | None = 7.0  # never-recalled episodic items then lose salience
     salience_half_life_days: float | None = 30.0
     confidence_half_life_days: float | None = 180.0  # confidence without new evidence halves this slowly
@@ -56,12 +60,12 @@ class Policy:
     supersede_min_confidence: float = 0.9  # a contradicting newer memory this sure retires the older
     superseded_keep_days: float | None = 90.0  # retired versions stay for history this long
     retention_batch: int = 500  # rows per short transaction in the retention sweep
-    # sleep: per-agent consolidation passes (issue 5, seed 000/001/002; docs/consolidation.md)
+    # sleep: per-agent consolidation passes (docs/consolidation.md)
     consolidation_enabled: bool | None = None  # None: on with the offline reflector, off with a paid LLM
     consolidation_interval_minutes: int = 30  # time gate: minutes since the last pass
     consolidation_sessions_gate: int = 5  # session gate: sessions ended since the last pass
     consolidation_quiet_minutes: int = 3  # taken only after this long without an episode
-    consolidation_window_size: int = 20  # at most this many unconsolidated memories per pass
+    consolidation_window_size: int = 200  # at most this many unconsolidated memories per pass
     consolidation_min_items: int = 3  # fewer waiting: the pass is skipped with a reason
     consolidation_max_connections: int = 5
     consolidation_similarity: float = 0.6  # offline connections: cosine at or above this links two memories
@@ -70,13 +74,12 @@ class Policy:
     consolidation_extract_metadata: bool = True  # entities and topics written back to the window
     consolidation_profile_min_confidence: float = 0.4  # profile entries below this are pruned
     consolidation_profile_stale_days: int = 90  # profile entries not confirmed for this long are pruned
-    # sessions: working memory, runtime context, context flush, rumination (issue 7, seeds 004
-    # and 001; docs/sessions.md)
+    # sessions: working memory, runtime context, context flush, rumination (docs/sessions.md)
     working_max_items: int = 50  # past this many working-memory items ...
     working_prune_to: int = 30  # ... prune to this many: the most referenced and the most recent
     context_max_tokens: int = 4000  # default budget of a runtime context (MiniLM WordPiece tokens)
     context_recall_k: int = 20  # memories recalled for a context before packing to the budget
-    context_flush_at: float = 0.7  # seed 001: context use at or above this distils the session log
+    context_flush_at: float = 0.7  # context use at or above this distils the session log
     session_window_tokens: int = 32768  # the client model's window when the session names none
     rumination_enabled: bool = False  # the daily pass over yesterday's archived sessions
 
@@ -113,6 +116,7 @@ class Policy:
 _LIFECYCLE_DAYS = frozenset(
     {
         "decay_days",
+        "distilled_keep_days",
         "unused_days",
         "salience_decay_after_days",
         "salience_half_life_days",
@@ -120,6 +124,34 @@ _LIFECYCLE_DAYS = frozenset(
         "superseded_keep_days",
     }
 )
+
+
+# Upper bounds of the knobs: each a value past which the knob means nothing more (a recall
+# over more candidates than any agent holds, a window no model has) while it could still
+# exhaust the server (a scan per recall) or overflow a Postgres int or interval (a 500).
+# An integer knob not named here stops at INT_CEILING; *_days at 100 years; ttl_* at 1,000,000
+# hours (114 years). docs/input_limits.md.
+INT_CEILING = 1_000_000
+_INT_MAX = {
+    "recall_candidates": 1_000,
+    "max_episodic": 10_000_000,
+    "max_semantic": 10_000_000,
+    "retention_batch": 10_000,
+    "consolidation_interval_minutes": 525_600,  # a year
+    "consolidation_quiet_minutes": 525_600,
+    "consolidation_window_size": 5_000,
+    "consolidation_min_items": 5_000,
+    "consolidation_max_connections": 100,
+    "consolidation_conclusion_min_items": 1_000,
+    "consolidation_profile_stale_days": 36_500,
+    "working_max_items": 1_000,
+    "working_prune_to": 1_000,
+    "context_max_tokens": 1_000_000,  # the most a context call may ask for
+    "context_recall_k": 100,  # the most a recall may ask for
+    "session_window_tokens": 10_000_000,  # the most a session may name
+}
+DAYS_MAX = 36_500.0
+TTL_HOURS_MAX = 1_000_000.0
 
 
 def _check(name: str, value: Any, default: Any) -> Any:
@@ -134,22 +166,25 @@ def _check(name: str, value: Any, default: Any) -> Any:
     if name in _LIFECYCLE_DAYS:
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise errors.InvalidInput(f"policy: {name} must be a positive number of days or null (rule off)")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= DAYS_MAX:
+            raise errors.InvalidInput(
+                f"policy: {name} must be a positive number of days up to {DAYS_MAX:.0f}, or null (rule off)"
+            )
         return float(value)
     if name.startswith("ttl_"):
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise errors.InvalidInput(f"policy: {name} must be a positive number of hours or null")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= TTL_HOURS_MAX:
+            raise errors.InvalidInput(f"policy: {name} must be a positive number of hours up to {TTL_HOURS_MAX:.0f}, or null")
         return float(value)
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise errors.InvalidInput(f"policy: {name} must be true or false")
         return value
     if isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise errors.InvalidInput(f"policy: {name} must be a positive integer")
+        ceiling = _INT_MAX.get(name, INT_CEILING)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= ceiling:
+            raise errors.InvalidInput(f"policy: {name} must be a positive integer up to {ceiling}")
         return value
     if isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:

@@ -14,9 +14,9 @@ import numpy as np
 import psycopg_pool
 
 from memworker import errors, tokens
-from memworker.memories import KINDS, TIERS
+from memworker.memories import KINDS, SUBJECT, TIERS
 from memworker.policy import Policy
-from memworker.storage import core_db, db
+from memworker.storage import bumps, core_db, db, replicas
 
 MAX_K = 100
 
@@ -31,6 +31,9 @@ class Query:
     until: datetime | None = None
     metadata: dict[str, Any] | None = None
     explain: bool = False
+    # whom the recall is for: that subject's memories and the agent's general ones, never
+    # another subject's; None: the general ones only
+    subject: str | None = None
 
     def validate(self) -> None:
         if not self.text.strip():
@@ -41,6 +44,8 @@ class Query:
             raise errors.InvalidInput(f"tiers must be among {list(TIERS)}")
         if self.kinds is not None and any(k not in KINDS for k in self.kinds):
             raise errors.InvalidInput(f"kinds must be among {list(KINDS)}")
+        if self.subject is not None and not SUBJECT.match(self.subject):
+            raise errors.InvalidInput("subject must be 1-128 characters of letters, digits and . _ : @ -")
 
 
 def recall(
@@ -55,8 +60,9 @@ def recall(
 ) -> list[dict[str, Any]]:
     """The agent's top-k live memories for the query, best first, with their signals, inside
     the caller's transaction. qvec is the query's embedding (the caller embeds it before it
-    takes a connection, so no pooled connection waits on the model)."""
-    rows = core_db.recall(conn, **_params(qvec, tenant_id, agent_id, query, policy, bump))
+    takes a connection, so no pooled connection waits on the model). Without the bump the
+    statement is read-only, so a replica can run it."""
+    rows = core_db.recall(conn, **_params(qvec, tenant_id, agent_id, query, policy, bump), read_only=not bump)
     return _hits(rows, query.explain)
 
 
@@ -68,11 +74,45 @@ def serve(
     agent_id: str,
     query: Query,
     policy: Policy,
+    reads: replicas.Reads | None = None,
+    client_lsn: int = 0,
 ) -> list[dict[str, Any]]:
     """recall() as the API serves it: its own transaction, whose commit does not wait for the
-    WAL flush (the only write is the access bump, which a server crash may lose)."""
+    WAL flush (the only write is the access bump, which a server crash may lose). With
+    replicas (reads), on one that has replayed the caller's last write (client_lsn, or the
+    one Redis remembers), else on the primary; either way the hits' access bumps are queued
+    for the primary (storage/bumps.py)."""
+    if reads is None:
+        with db.tenant_tx(pool, tenant_id, durable=False) as conn:
+            return recall(conn, qvec, tenant_id=tenant_id, agent_id=agent_id, query=query, policy=policy)
+    params = _params(qvec, tenant_id, agent_id, query, policy, False)
+    rows = reads.read(
+        tenant_id, lambda conn: core_db.recall(conn, **params, read_only=True), agent_id=agent_id, client_lsn=client_lsn
+    )
+    # what the primary's statement bumps: the hits and the memories collapsed into them
+    bumps.queue(reads.client, tenant_id, [i for r in rows for i in [r.id, *(r.collapsed or [])]])
+    return _hits(rows, query.explain)
+
+
+def serve_agents(
+    pool: psycopg_pool.ConnectionPool,
+    qvec: np.ndarray,
+    *,
+    tenant_id: UUID,
+    agent_ids: list[str],
+    query: Query,
+    policy: Policy,
+) -> list[dict[str, Any]]:
+    """One ranked list over several agents' memories, each hit naming its agent_id. BM25's
+    statistics are those of the union of the agents' live memories (one corpus), and the
+    weights and thresholds are `policy`'s (the tenant's), so scores compare across agents.
+    A read only: no access counts are bumped."""
+    params = _params(qvec, tenant_id, agent_ids[0], query, policy, False)
+    for unused in ("agent_id", "pool", "collapse", "bump"):
+        params.pop(unused)
     with db.tenant_tx(pool, tenant_id, durable=False) as conn:
-        return recall(conn, qvec, tenant_id=tenant_id, agent_id=agent_id, query=query, policy=policy)
+        rows = core_db.recall_agents(conn, agent_ids=agent_ids, **params)
+    return [{"agent_id": r.agent_id, **hit} for r, hit in zip(rows, _hits(list(rows), query.explain), strict=True)]
 
 
 def _params(
@@ -100,6 +140,7 @@ def _params(
         pool=query.k * 3 if policy.recall_collapse else query.k,
         collapse=policy.recall_collapse,
         bump=bump,
+        subject=query.subject,
     )
 
 
@@ -117,6 +158,7 @@ def _hits(rows: list[core_db.RecallRow], explain: bool) -> list[dict[str, Any]]:
             "provenance": r.provenance,
             "flags": r.flags,
             "trust": r.trust,
+            "subject": r.subject,
         }
         if explain:
             hit["signals"] = {

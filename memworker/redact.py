@@ -1,5 +1,10 @@
 """PII redaction, applied (per policy) to episode content before the LLM sees it and
-before anything is stored: emails, phone numbers, secrets and payment card numbers."""
+before anything is stored: emails, phone numbers, secrets and payment card numbers.
+
+With the agent's redact_pii every text a tenant can store is redacted where it comes in:
+episodes, memories, session goals, metadata and working memory, plan titles and step
+outputs and notes, context-call queries, audit reasons. What is built from them (archives,
+flushes, webhook payloads) then never holds the raw value."""
 
 from __future__ import annotations
 
@@ -60,4 +65,14 @@ def redact_value(value: Any) -> Any:
         return {k: redact_value(v) for k, v in value.items()}
     if isinstance(value, list):
         return [redact_value(v) for v in value]
+    return value
+
+
+def redact_keys(value: Any, keys: frozenset[str]) -> Any:
+    """A JSON value with the strings under the named keys redacted, at any depth; other
+    strings (ids, statuses) stay as they are, so a redaction cannot break their format."""
+    if isinstance(value, dict):
+        return {k: redact(v) if k in keys and isinstance(v, str) else redact_keys(v, keys) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_keys(v, keys) for v in value]
     return value

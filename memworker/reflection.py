@@ -1,4 +1,4 @@
-"""Reflective write: distil one episode into a few concise, typed memories (seed 002).
+"""Reflective write: distil one episode into a few concise, typed memories.
 
 Two reflectors behind one interface: the LLM one (3-5 items with type and confidence,
 parsed tolerantly) and the offline one (deterministic rules). Any LLM failure falls back
@@ -310,7 +310,7 @@ class LLMReflector:
                 continue
             text = memories.clip(str(entry["text"]))
             kind = str(entry.get("type") or entry.get("kind") or "").lower()
-            kind = kind if kind in memories.KINDS and kind != memories.TURN else _kind(text)
+            kind = kind if kind in memories.KINDS and kind != memories.Kind.TURN else _kind(text)
             try:
                 conf = min(1.0, max(0.0, float(entry.get("confidence", 0.7))))
             except (TypeError, ValueError):

@@ -51,6 +51,9 @@ def resolve(settings: Settings) -> Settings:
         admin_database_url=settings.admin_database_url
         or (None if settings.database_url else stack["admin_database_url"]),
         redis_url=settings.redis_url or stack["redis_url"],
+        # `memworker up --replica`'s standby, for a process on the same stack
+        read_database_url=settings.read_database_url
+        or (None if settings.database_url else stack.get("read_database_url")),
     )
 
 

@@ -6,20 +6,30 @@ import json
 import math
 import re
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-from memworker import errors
+from memworker import errors, memories
 from memworker.settings import JSON_DEPTH_CEILING
 
-Kind = Literal["fact", "preference", "decision", "method", "conclusion", "event", "insight", "summary"]
-# Kinds a filter may name: also "turn", the episodic layer, which only ingest writes.
-AnyKind = Literal["fact", "preference", "decision", "method", "conclusion", "event", "insight", "summary", "turn"]
-Tier = Literal["L0", "L1", "L2", "L3"]
-WritableTier = Literal["L0", "L1", "L2"]  # L3 only through the audited promote call
+# The domain's words (memworker/memories.py): a filter may name every kind, tier and status.
+Kind = memories.Kind
+Tier = memories.Tier
+EpisodeStatus = memories.EpisodeStatus
+# A write names any kind but "turn" (the episodic layer, which only ingest writes)...
+WritableKind = Literal[
+    Kind.FACT, Kind.PREFERENCE, Kind.DECISION, Kind.METHOD, Kind.CONCLUSION, Kind.EVENT, Kind.INSIGHT, Kind.SUMMARY
+]
+# ... and any tier but L3, reached only through the audited promote call.
+WritableTier = Literal[Tier.L0, Tier.L1, Tier.L2]
 MetaValue = str | int | float | bool | None
-EpisodeStatus = Literal["queued", "processing", "stored", "failed", "dead"]
+SUBJECT_DOC = "who or what this is about (an end user, a customer, a peer agent); absent: the agent's general knowledge"
+
+
+def subject_field() -> Any:
+    """A `subject` field: optional, in the agent-id alphabet (memories.SUBJECT)."""
+    return Field(default=None, pattern=memories.SUBJECT_PATTERN, description=SUBJECT_DOC)
 
 
 class Strict(BaseModel):
@@ -117,6 +127,7 @@ class Message(Strict):
     content: str = Field(min_length=1)
     name: str | None = Field(default=None, min_length=1, max_length=128, description="who said it (the speaker)")
     occurred_at: datetime | None = Field(default=None, description="when it was said (default: the episode's)")
+    subject: str | None = subject_field()
 
 
 class EpisodeIn(Strict):
@@ -126,6 +137,7 @@ class EpisodeIn(Strict):
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
     occurred_at: datetime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    subject: str | None = subject_field()
 
     @model_validator(mode="after")
     def _one_body(self) -> EpisodeIn:
@@ -142,14 +154,15 @@ class EpisodeBatch(Strict):
 
 class MemoryIn(Strict):
     text: str = Field(min_length=1)
-    kind: Kind = "fact"
-    tier: WritableTier = "L1"
+    kind: WritableKind = Kind.FACT
+    tier: WritableTier = Tier.L1
     salience: float = Field(default=0.5, ge=0, le=1)
     confidence: float = Field(default=0.7, ge=0, le=1)
     expires_at: datetime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     session_id: str | None = Field(default=None, min_length=1, max_length=128)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
+    subject: str | None = subject_field()
 
 
 class MemoryBatch(Strict):
@@ -158,7 +171,7 @@ class MemoryBatch(Strict):
 
 class MemoryPatch(Strict):
     text: str | None = Field(default=None, min_length=1)
-    kind: Kind | None = None
+    kind: WritableKind | None = None
     tier: WritableTier | None = None
     salience: float | None = Field(default=None, ge=0, le=1)
     confidence: float | None = Field(default=None, ge=0, le=1)
@@ -170,8 +183,18 @@ class RecallIn(Strict):
     query: str = Field(min_length=1, max_length=4000)
     k: int = Field(default=5, ge=1, le=100)
     tiers: list[Tier] | None = Field(default=None, min_length=1)
-    kinds: list[AnyKind] | None = Field(default=None, min_length=1)
+    kinds: list[Kind] | None = Field(default=None, min_length=1)
     since: datetime | None = None
     until: datetime | None = None
     metadata: dict[str, MetaValue] | None = None
     explain: bool = False
+    subject: str | None = subject_field()
+
+
+AgentIdText = Annotated[str, StringConstraints(pattern=memories.AGENT_ID.pattern)]
+
+
+class AgentsRecallIn(RecallIn):
+    """A recall over several agents (POST /v1/recall): one ranked list, each hit naming its agent."""
+
+    agents: list[AgentIdText] = Field(min_length=1, max_length=50)

@@ -163,14 +163,17 @@ class Client:
         metadata: dict[str, Any] | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        subject: str | None = None,
     ) -> dict[str, Any]:
-        """metadata: only memories whose metadata contains this object (jsonb @>)."""
+        """metadata: only memories whose metadata contains this object (jsonb @>); subject:
+        only that subject's memories."""
         params = {
             k: v
             for k, v in {
                 "tier": tier,
                 "kind": kind,
                 "session": session,
+                "subject": subject,
                 "metadata": None if metadata is None else json.dumps(metadata),
                 "limit": limit,
                 "cursor": cursor,
@@ -180,8 +183,14 @@ class Client:
         return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/memories", params=params)
 
     def recall(self, agent_id: str, query: str, k: int = 5, **options: Any) -> dict[str, Any]:
-        """{"memories": [...], "took_ms": ...}; options: tiers, kinds, since, until, metadata, explain."""
+        """{"memories": [...], "took_ms": ...}; options: tiers, kinds, since, until, metadata, explain,
+        subject (that subject's memories and the agent's general ones, never another subject's)."""
         return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/recall", json={"query": query, "k": k, **options})
+
+    def recall_agents(self, agents: list[str], query: str, k: int = 5, **options: Any) -> dict[str, Any]:
+        """One ranked list over several agents' memories (each hit names its agent_id); the
+        same options as recall."""
+        return self._obj("POST", "/v1/recall", json={"agents": agents, "query": query, "k": k, **options})
 
     # sleep (consolidation)
     def consolidate(self, agent_id: str) -> str:
@@ -205,14 +214,14 @@ class Client:
                 raise TimeoutError(f"consolidation run {run_id} still {run and run['status']} after {timeout}s")
             time.sleep(0.2)
 
-    def profile(self, agent_id: str, version: int | None = None) -> dict[str, Any]:
-        return self._obj(
-            "GET",
-            f"/v1/agents/{_seg(agent_id)}/profile",
-            params={"version": version} if version else {},
-        )
+    def profile(self, agent_id: str, version: int | None = None, *, subject: str | None = None) -> dict[str, Any]:
+        """The agent's profile, or with subject that subject's (built from its memories)."""
+        params: dict[str, Any] = {"version": version} if version else {}
+        if subject is not None:
+            params["subject"] = subject
+        return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/profile", params=params)
 
-    # lifecycle governance (issue 6)
+    # lifecycle governance
     def promote(self, agent_id: str, memory_id: str, tier: str, reason: str) -> dict[str, Any]:
         return self._obj(
             "POST",
@@ -259,7 +268,7 @@ class Client:
     def retention_runs(self, agent_id: str, *, limit: int = 20) -> list[dict[str, Any]]:
         return self._list("GET", f"/v1/agents/{_seg(agent_id)}/retention", params={"limit": limit}, key="runs")
 
-    # sessions: working memory, plans, runtime context, archives, webhooks (issue 7)
+    # sessions: working memory, plans, runtime context, archives, webhooks
     def create_session(
         self,
         agent_id: str,
@@ -268,12 +277,15 @@ class Client:
         goal: str | None = None,
         context_window_tokens: int | None = None,
         metadata: dict[str, Any] | None = None,
+        subject: str | None = None,
     ) -> dict[str, Any]:
-        """Open a session (an existing session_id returns it unchanged, created False)."""
+        """Open a session (an existing session_id returns it unchanged, created False);
+        subject: whom the session is with (its context calls recall for that subject)."""
         body = {
             k: v
             for k, v in {
                 "session_id": session_id,
+                "subject": subject,
                 "goal": goal,
                 "metadata": metadata,
                 "context_window_tokens": context_window_tokens,

@@ -54,6 +54,9 @@ class Settings:
     api_port: int = 8420
     api_workers: int = 0  # API processes `memworker up` starts; 0: one per CPU core, at most 4
     api_max_inflight: int = 64  # requests one API process holds at once; past it: 503 + Retry-After
+    # Addresses or CIDRs (comma-separated) of reverse proxies whose X-Forwarded-For / -Proto the
+    # API believes; empty (the default): none, the TCP peer is the client (rate limits, audit)
+    trusted_proxies: str = ""
     flower_port: int = 5555
     max_content_bytes: int = 32_768
     max_batch: int = 1_000
@@ -70,25 +73,32 @@ class Settings:
     # OTEL_EXPORTER_OTLP_*ENDPOINT say otherwise (memworker/tracing.py, docs/tracing.md)
     otel_endpoint: str | None = None
     api_key: str | None = field(default=None, repr=False)  # for the CLI's client commands
+    mcp_token: str | None = field(default=None, repr=False)  # the bearer token `memworker mcp` over HTTP requires
     rate_key_per_s: float = 50.0  # API requests per second per key (token bucket) ...
     rate_key_burst: int = 200  # ... and its burst
     rate_tenant_per_s: float = 200.0  # the same per tenant, over all its keys
     rate_tenant_burst: int = 800
     rate_auth_fail_per_s: float = 1.0  # failed authentications per second per client address ...
-    rate_auth_fail_burst: int = 30  # ... and its burst (then 429, issue 18)
+    rate_auth_fail_burst: int = 30  # ... and its burst (then 429)
     workers: int = 1  # worker processes `memworker up` starts
     worker_concurrency: int = 1  # prefork children per worker process
     consolidation_backlog_max: int = 200  # the sleep sweep defers while the ingest queue is longer
     consolidation_sweep_limit: int = 1_000  # agents one sweep (one a minute) may claim
     consolidation_lease_s: int = 3_600  # a claimed agent is not claimed again for this long (unless its pass ends)
-    webhook_timeout_s: float = 5.0  # one delivery attempt (issue 7: session hooks)
+    webhook_timeout_s: float = 5.0  # one delivery attempt of a session webhook
     webhook_max_attempts: int = 8  # then the delivery is 'failed'
     webhook_backoff_s: float = 2.0  # first retry after this; doubles per attempt, capped at an hour
-    # issue 18: hosts, addresses or CIDRs (comma-separated) webhooks may reach although internal
+    # hosts, addresses or CIDRs (comma-separated) webhooks may reach although internal
     webhook_allow_hosts: str = ""
     webhook_max_per_tenant: int = 20  # webhooks one tenant may register
     webhook_tenant_inflight: int = 2  # deliveries of one tenant in flight at once, over all senders
     webhook_worker_concurrency: int = 8  # sender threads of the webhooks worker `memworker up` starts
+    # Read replicas (docs/scaling.md): comma-separated app-role URLs of hot standbys; recall,
+    # context, memory lists and the console read there, writes stay on database_url
+    read_database_url: str | None = None
+    read_max_lag_s: float = 5.0  # a replica further behind the primary than this is skipped
+    read_wait_s: float = 0.2  # a read after its client's write waits this long for a replica, then the primary
+    access_drain_every_s: float = 2.0  # how often beat applies the access bumps queued by replica reads
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -132,6 +142,7 @@ class Settings:
         positive += ["consolidation_backlog_max", "consolidation_sweep_limit", "consolidation_lease_s"]
         positive += ["webhook_timeout_s", "webhook_max_attempts", "webhook_backoff_s"]
         positive += ["webhook_max_per_tenant", "webhook_tenant_inflight", "webhook_worker_concurrency"]
+        positive += ["read_max_lag_s", "access_drain_every_s"]
         for name in positive:
             if getattr(self, name) <= 0:
                 raise errors.ConfigError(f"{PREFIX}{name.upper()} must be > 0")
@@ -150,6 +161,11 @@ class Settings:
             url = getattr(self, name)
             if url and not url.startswith(("postgresql://", "postgres://")):
                 raise errors.ConfigError(f"{PREFIX}{name.upper()} must start with postgresql://")
+        if self.read_wait_s < 0:
+            raise errors.ConfigError(f"{PREFIX}READ_WAIT_S must be >= 0")
+        for url in self.read_urls():
+            if not url.startswith(("postgresql://", "postgres://")):
+                raise errors.ConfigError(f"{PREFIX}READ_DATABASE_URL: each URL must start with postgresql://")
         if self.redis_url and not self.redis_url.startswith(("redis://", "rediss://")):
             raise errors.ConfigError(f"{PREFIX}REDIS_URL must start with redis://")
         if self.otel_endpoint and not self.otel_endpoint.startswith(("http://", "https://")):
@@ -164,12 +180,25 @@ class Settings:
                     raise errors.ConfigError(
                         f"{PREFIX}WEBHOOK_ALLOW_HOSTS: {entry!r} is not a host name, address or CIDR"
                     ) from None
+        for entry in self.trusted_proxy_list():
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise errors.ConfigError(f"{PREFIX}TRUSTED_PROXIES: {entry!r} is not an IP address or CIDR") from None
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise errors.ConfigError(f"{PREFIX}LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR")
 
     def api_processes(self) -> int:
         """How many API processes `memworker up` runs: api_workers, or one per core (at most 4)."""
         return self.api_workers or min(4, os.cpu_count() or 1)
+
+    def trusted_proxy_list(self) -> list[str]:
+        """The proxies of TRUSTED_PROXIES (addresses or CIDRs); empty: forwarded headers are ignored."""
+        return [e.strip().strip("[]") for e in self.trusted_proxies.split(",") if e.strip().strip("[]")]
+
+    def read_urls(self) -> list[str]:
+        """The replicas' URLs (READ_DATABASE_URL, comma-separated); empty: every read on the primary."""
+        return [u.strip() for u in (self.read_database_url or "").split(",") if u.strip()]
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
@@ -218,6 +247,7 @@ def describe() -> list[tuple[str, str]]:
                 "embedding_cache_dir": "(~/.cache/memworker)",
                 "webhook_allow_hosts": "(none: public addresses only)",
                 "otel_endpoint": "(off: no tracing)",
+                "read_database_url": "(none: reads on the primary)",
             }.get(f.name, "(unset)")
         rows.append((PREFIX + f.name.upper(), str(default)))
     return rows

@@ -7,6 +7,7 @@ Beat (exactly one): celery -A tasks.celery_app beat"""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -22,18 +23,19 @@ from memworker.settings import Settings
 logger = logging.getLogger(__name__)
 
 INGEST, CONSOLIDATE, MAINTENANCE = "ingest", "consolidate", "maintenance"
-WEBHOOKS = "webhooks"  # deliveries only (issue 18): tenants' receivers may hang for the timeout
+WEBHOOKS = "webhooks"  # deliveries only: tenants' receivers may hang for the timeout
+QUEUES = (INGEST, CONSOLIDATE, MAINTENANCE, WEBHOOKS)
 SLEEP_SWEEP_EVERY_S = 60.0  # the consolidation sweep: cheap, and a no-op for disabled agents
-RETENTION_EVERY_S = 3600.0  # the retention tick: one sweep per agent per hour (issue 6)
-WEBHOOK_SWEEP_EVERY_S = 30.0  # re-send webhook deliveries whose message was lost (issue 7)
-RUMINATION_AT = crontab(hour=0, minute=30)  # daily, over the day before (UTC; issue 7)
+RETENTION_EVERY_S = 3600.0  # the retention tick: one sweep per agent per hour
+WEBHOOK_SWEEP_EVERY_S = 30.0  # re-send webhook deliveries whose message was lost
+RUMINATION_AT = crontab(hour=0, minute=30)  # daily, over the day before (UTC)
 # A pool child loads the embedding model before it reports up (_init_process); Celery's 4 s
 # default kills a slower one and forks another, forever, so a worker whose child died
 # (OOM killer, SIGKILL) never worked again. Loading takes ~15 s on a busy 2-core box.
 CHILD_INIT_TIMEOUT_S = 120.0
 # Message priorities (fair ingest, docs/episodes.md): kombu's Redis transport keeps one list per
-# queue and step and pops them in this order, so 0 is served first (api/app.py queue_depths
-# reads the same lists). Pinned here rather than left to kombu's default.
+# queue and step and pops them in this order, so 0 is served first (tasks/publish.py
+# Publisher.queue_depths reads the same lists). Pinned here rather than left to kombu's default.
 PRIORITY_STEPS = (0, 3, 6, 9)
 
 
@@ -47,6 +49,7 @@ def make_celery(settings: Settings) -> Celery:
             "tasks.consolidate_tasks",
             "tasks.retention_tasks",
             "tasks.session_tasks",
+            "tasks.access_tasks",
         ],
     )
     app.conf.update(
@@ -64,7 +67,7 @@ def make_celery(settings: Settings) -> Celery:
             "visibility_timeout": settings.visibility_timeout_s,
             "priority_steps": list(PRIORITY_STEPS),
         },
-        task_queues=[Queue(INGEST), Queue(CONSOLIDATE), Queue(MAINTENANCE), Queue(WEBHOOKS)],
+        task_queues=[Queue(q) for q in QUEUES],
         task_default_queue=INGEST,
         task_routes={
             "memworker.ingest": {"queue": INGEST},
@@ -77,6 +80,7 @@ def make_celery(settings: Settings) -> Celery:
             "memworker.webhook_sweep": {"queue": MAINTENANCE},
             "memworker.ruminate_tick": {"queue": MAINTENANCE},
             "memworker.ruminate": {"queue": MAINTENANCE},
+            "memworker.drain_access": {"queue": MAINTENANCE},
         },
         worker_send_task_events=True,
         task_send_sent_event=True,  # for Flower
@@ -110,6 +114,12 @@ def make_celery(settings: Settings) -> Celery:
             },
         },
     )
+    if settings.read_urls():  # replicas queue their reads' access bumps for the primary
+        app.conf.beat_schedule["drain-access"] = {
+            "task": "memworker.drain_access",
+            "schedule": settings.access_drain_every_s,
+            "options": {"queue": MAINTENANCE, "expires": settings.access_drain_every_s},
+        }
     app.conf.memworker_settings = settings
     return app
 
@@ -118,27 +128,33 @@ def settings_of(app: Celery) -> Settings:
     return cast(Settings, app.conf.memworker_settings)  # set by make_celery
 
 
-def _from_env() -> Settings:
-    settings = Settings.from_env(os.environ)
-    try:
-        return runtime.resolve(settings)
-    except Exception:  # no stack yet: a publisher-only import (tests build their own app)
-        return settings
+@functools.cache
+def worker_app() -> Celery:
+    """The workers' and beat's app, from MEMWORKER_* (or a running `memworker up`), built on
+    first use: importing this module builds nothing, so a process that only publishes (the
+    API, the SDK, the CLI) makes just its own Publisher's app. A worker without a broker to
+    reach, or asked to trace and unable to (the extra missing, a transport it lacks), stops
+    here as it loads: the set-up in its pool children runs in a signal handler, whose errors
+    Celery only logs."""
+    app = make_celery(runtime.resolve(Settings.from_env(os.environ)))
+    tracing.check(settings_of(app))
+    return app
 
 
-app = make_celery(_from_env())
-# A worker asked to trace that cannot (the extra missing, a transport it lacks) stops here,
-# as it loads: the set-up in its pool children runs in a signal handler, whose errors Celery
-# only logs.
-tracing.check(settings_of(app))
+def __getattr__(name: str) -> Celery:
+    # `celery -A tasks.celery_app` and the task modules (`from tasks.celery_app import app`)
+    # read `app`: that first read builds the worker's app.
+    if name == "app":
+        return worker_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @signals.worker_process_init.connect
 def _init_process(**_: object) -> None:
     # Tracing first (docs/tracing.md): psycopg's instrumentation must see the pool's connections.
-    tracing.setup(settings_of(app), "worker")
+    tracing.setup(settings_of(worker_app()), "worker")
     # Build the pool and load the model once per child, before its first task.
-    runtime.for_process(settings_of(app))
+    runtime.for_process(settings_of(worker_app()))
 
 
 @signals.worker_init.connect
@@ -147,7 +163,7 @@ def _init_worker(sender: Any = None, **_: object) -> None:
     # worker_process_init: its tasks run here. A prefork parent runs none, so it does not trace.
     pool = getattr(sender, "pool_cls", "prefork")
     if "prefork" not in (pool if isinstance(pool, str) else pool.__module__):
-        tracing.setup(settings_of(app), "worker")
+        tracing.setup(settings_of(worker_app()), "worker")
 
 
 @signals.worker_process_shutdown.connect
@@ -172,5 +188,5 @@ def _task_finished(task_id: str = "", task: Any = None, state: str | None = None
 
 @signals.setup_logging.connect
 def _setup_logging(**_: object) -> None:
-    level = settings_of(app).log_level
+    level = settings_of(worker_app()).log_level
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s")

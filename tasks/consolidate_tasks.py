@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-import redis
 from celery import Task
 
 from memworker import runtime
@@ -41,15 +40,6 @@ def llm_for_process(settings: Settings) -> llm.LLM | None:
     return _llm_by_pid[pid]
 
 
-def ingest_backlog(redis_url: str | None) -> int:
-    """Messages waiting on the ingest queue (the Redis list Celery's transport keeps)."""
-    client = redis.Redis.from_url(redis_url or "redis://localhost:6379/0", socket_timeout=5)
-    try:
-        return int(client.llen(INGEST))
-    finally:
-        client.close()
-
-
 def window_of(when: datetime) -> datetime:
     """The minute a sweep covers: two beats firing in the same minute share it."""
     return when.astimezone(UTC).replace(second=0, microsecond=0)
@@ -61,12 +51,12 @@ def consolidation_sweep(window: str | None = None) -> dict[str, Any]:
     defaults to the current minute; a double fire claims nothing twice."""
     res = runtime.for_process(settings_of(app))
     when = window_of(datetime.fromisoformat(window) if window else datetime.now(UTC))
-    backlog = ingest_backlog(res.settings.redis_url)
+    backlog = on_worker().queue_depths()[INGEST]  # every priority's messages
     result = consolidation.sweep(res.pool, res.settings, window=when, ingest_backlog=backlog)
     if result.deferred:
         logger.info("consolidation sweep %s deferred: %s", when.isoformat(), result.deferred)
     for tenant_id, agent_id, run_id, _ in result.claimed:
-        on_worker.consolidate(tenant_id, agent_id, run_id)
+        on_worker().consolidate(tenant_id, agent_id, run_id)
     if result.claimed:
         logger.info("consolidation sweep %s: %d agents due", when.isoformat(), len(result.claimed))
     return {

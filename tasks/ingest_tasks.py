@@ -39,11 +39,11 @@ def ingest_episodes(tenant_id: str, episode_ids: list[str]) -> dict[str, int]:
         res.settings,
         tenant_id=UUID(tenant_id),
         episode_ids=[UUID(e) for e in episode_ids],
-        others_waiting=on_worker.urgent_ingest_waiting,  # fair ingest: no extra batches then
+        others_waiting=on_worker().urgent_ingest_waiting,  # fair ingest: no extra batches then
     )
     for episode_id, attempts in out.failed:
-        on_worker.ingest(tenant_id, [episode_id], countdown=ingest.backoff_s(attempts))
-    on_worker.deliver_webhooks(tenant_id, out.deliveries)  # post_turn webhooks (issue 7)
+        on_worker().ingest(tenant_id, [episode_id], countdown=ingest.backoff_s(attempts))
+    on_worker().deliver_webhooks(tenant_id, out.deliveries)  # post_turn webhooks
     metrics.EPISODES.labels("stored").inc(len(out.stored))
     metrics.EPISODES.labels("failed").inc(len(out.failed))
     metrics.EPISODES.labels("dead").inc(len(out.dead))

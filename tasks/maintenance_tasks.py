@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 def reconcile() -> int:
     """Re-enqueue episodes stuck in queued/failed/processing beyond their lease."""
     res = runtime.for_process(settings_of(app))
-    n = maintenance.requeue_stale(res.pool, on_worker.ingest, older_than_s=float(res.settings.episode_lease_s))
+    n = maintenance.requeue_stale(res.pool, on_worker().ingest, older_than_s=float(res.settings.episode_lease_s))
     if n:
         logger.info("reconciler re-enqueued %d episodes", n)
     return n

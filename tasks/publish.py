@@ -3,16 +3,28 @@ publish through a Publisher. Only tasks/ knows task names and queues; callers na
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
 import redis
 from celery import Celery
+from kombu.transport.redis import Channel
 
 from memworker import ingest
 from memworker.settings import Settings
-from tasks.celery_app import CONSOLIDATE, INGEST, MAINTENANCE, PRIORITY_STEPS, WEBHOOKS, make_celery
+from tasks.celery_app import (
+    CONSOLIDATE,
+    INGEST,
+    MAINTENANCE,
+    PRIORITY_STEPS,
+    QUEUES,
+    WEBHOOKS,
+    make_celery,
+    settings_of,
+    worker_app,
+)
 
 
 class Publisher:
@@ -55,14 +67,29 @@ class Publisher:
         backlog was short) waits in the queue: a worker deep in one tenant's backlog then stops
         taking extra batches (ingest.process others_waiting). One LLEN; False if Redis fails
         (the task goes on as before, and the message is served when it ends)."""
+        try:
+            return bool(self._broker().llen(_list_name(INGEST, PRIORITY_STEPS[0])))
+        except redis.RedisError:
+            return False
+
+    def queue_depths(self, client: redis.Redis | None = None) -> dict[str, int]:
+        """Messages waiting in each queue, over all its priority lists, in one round trip.
+        client: a Redis connection of the caller's on the broker (the API's own), else the
+        publisher's. Raises redis.RedisError when the broker cannot be read."""
+        pipe = (client or self._broker()).pipeline()
+        for queue in QUEUES:
+            for step in PRIORITY_STEPS:
+                pipe.llen(_list_name(queue, step))
+        counts = pipe.execute()
+        n = len(PRIORITY_STEPS)
+        return {q: int(sum(counts[i * n : (i + 1) * n])) for i, q in enumerate(QUEUES)}
+
+    def _broker(self) -> redis.Redis:
         if self._redis is None:
             self._redis = redis.Redis.from_url(
                 str(self._app.conf.broker_url), socket_timeout=2, socket_connect_timeout=2
             )
-        try:
-            return bool(self._redis.llen(INGEST))  # priority 0 is the bare queue's list (kombu)
-        except redis.RedisError:
-            return False
+        return self._redis
 
     def accept_episode(self, tenant_id: str, agent_id: str, episode: dict[str, Any]) -> None:
         """An episode that has no row yet (the SDK's in-cluster path): the worker writes it."""
@@ -85,6 +112,10 @@ class Publisher:
     def ruminate(self, tenant_id: UUID | str, agent_id: str, start: str, end: str) -> None:
         self._send("memworker.ruminate", [str(tenant_id), agent_id, start, end], MAINTENANCE)
 
+    def drain_access(self) -> None:
+        """Apply the access bumps replica reads queued (beat sends it every ACCESS_DRAIN_EVERY_S)."""
+        self._send("memworker.drain_access", [], MAINTENANCE)
+
     def sweep(self, name: str, window: str | None = None) -> None:
         """A beat task by hand (tests, operators): consolidation_sweep, retention_tick, ..."""
         self._send(f"memworker.{name}", [window] if window else [], MAINTENANCE)
@@ -95,11 +126,15 @@ class Publisher:
         self._app.close()
 
 
-def _worker_publisher() -> Publisher:
-    from tasks.celery_app import app, settings_of
+def _list_name(queue: str, step: int) -> str:
+    """The Redis list kombu's transport keeps for a queue's priority step: the queue's own
+    name for the first step, then the name, kombu's separator and the step."""
+    return f"{queue}{Channel.sep}{step}" if step else queue
 
+
+@functools.cache
+def on_worker() -> Publisher:
+    """The tasks' own publisher, on the worker's app (tasks that fan out or retry through a
+    message), made on first use."""
+    app = worker_app()
     return Publisher(app, ingest_batch_max=settings_of(app).ingest_batch_max)
-
-
-# The tasks' own publisher, on the worker's app (tasks that fan out or retry through a message).
-on_worker = _worker_publisher()

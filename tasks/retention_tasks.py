@@ -29,7 +29,7 @@ def retention_tick(window: str | None = None) -> int:
     when = retention.window(datetime.fromisoformat(window) if window else datetime.now(UTC), RETENTION_EVERY_S)
     agents = retention.due(res.pool, before=when, limit=MAX_AGENTS_PER_TICK)
     for tenant_id, agent_id in agents:
-        on_worker.retention_sweep(tenant_id, agent_id, when.isoformat())
+        on_worker().retention_sweep(tenant_id, agent_id, when.isoformat())
     if agents:
         logger.info("retention tick %s: %d agents", when.isoformat(), len(agents))
     return len(agents)

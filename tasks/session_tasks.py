@@ -1,7 +1,7 @@
-"""Sessions (issue 7): webhook deliveries with their retries and sweep, and the daily
-rumination (memworker.sessions.hooks and memworker.sleep.rumination do the work). None of it
-may hold up ingest: deliveries have the webhooks queue and its senders to themselves (issue
-18), the rest is on the maintenance queue."""
+"""Sessions: webhook deliveries with their retries and sweep, and the daily rumination
+(memworker.sessions.hooks and memworker.sleep.rumination do the work). None of it may hold
+up ingest: deliveries have the webhooks queue and its senders to themselves, the rest is on
+the maintenance queue."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def deliver_webhook(tenant_id: str, delivery_id: str) -> str:
         slots=slots.for_process(settings),
     )
     if attempt.status in ("retry", "busy"):
-        on_worker.deliver_webhooks(tenant_id, [delivery_id], countdown=attempt.retry_in_s)
+        on_worker().deliver_webhooks(tenant_id, [delivery_id], countdown=attempt.retry_in_s)
     return attempt.status
 
 
@@ -47,7 +47,7 @@ def webhook_sweep(window: str | None = None) -> int:
     when = datetime.fromisoformat(window) if window else datetime.now(UTC)
     pairs = hooks.due(res.pool, before=when - timedelta(seconds=SWEEP_GRACE_S))
     for tenant_id, delivery_id in pairs:
-        on_worker.deliver_webhooks(tenant_id, [delivery_id])
+        on_worker().deliver_webhooks(tenant_id, [delivery_id])
     pruned = hooks.prune(res.pool, before=when - KEEP_FINISHED)
     if pairs or pruned:
         logger.info("webhook sweep: re-sent %d deliveries, pruned %d", len(pairs), pruned)
@@ -62,7 +62,7 @@ def ruminate_tick(window: str | None = None) -> int:
     start, end = rumination.day_window(datetime.fromisoformat(window) if window else datetime.now(UTC))
     agents = rumination.due(res.pool, start=start, end=end)
     for tenant_id, agent_id in agents:
-        on_worker.ruminate(tenant_id, agent_id, start.isoformat(), end.isoformat())
+        on_worker().ruminate(tenant_id, agent_id, start.isoformat(), end.isoformat())
     if len(agents) >= rumination.MAX_AGENTS:
         logger.warning(
             "rumination %s: agent limit %d reached; the rest are skipped today", start.date(), rumination.MAX_AGENTS
@@ -82,5 +82,5 @@ def ruminate(tenant_id: str, agent_id: str, start: str, end: str) -> str | None:
         end=datetime.fromisoformat(end),
     )
     if episode_id is not None:
-        on_worker.ingest(tenant_id, [episode_id])
+        on_worker().ingest(tenant_id, [episode_id])
     return str(episode_id) if episode_id else None

@@ -21,19 +21,19 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException
 
 from memworker import errors, keys, metrics, runtime, tracing
-from memworker.api import limits, ratelimit
+from memworker.api import deps, limits, ratelimit
 from memworker.api.console import pages as console
 from memworker.api.routes import archives, consolidation, episodes, hooks, lifecycle, memories, recall, sessions
 from memworker.settings import Settings
-from memworker.storage import db
+from memworker.storage import db, replicas
 from tasks.publish import Publisher
 
 logger = logging.getLogger(__name__)
 
 ROUTERS = [episodes.router, memories.router, recall.router]
-ROUTERS.append(consolidation.router)  # sleep (issue 5)
-ROUTERS.append(lifecycle.router)  # lifecycle governance (issue 6)
-ROUTERS += [sessions.router, archives.router, hooks.router]  # sessions (issue 7)
+ROUTERS.append(consolidation.router)  # sleep
+ROUTERS.append(lifecycle.router)  # lifecycle governance
+ROUTERS += [sessions.router, archives.router, hooks.router]  # sessions
 _STATUS = {
     errors.NotFound: 404,
     errors.InvalidInput: 422,
@@ -68,9 +68,26 @@ def create_app(
             auth_fail_burst=settings.rate_auth_fail_burst,
         )
         app.state.fleet = metrics.FleetCollector(
-            lambda: queue_depths(app.state.redis), lambda: memory_estimates(app.state.resources.pool)
+            lambda: app.state.publisher.queue_depths(app.state.redis),
+            lambda: memory_estimates(app.state.resources.pool),
+        )
+        # replicas (MEMWORKER_READ_DATABASE_URL): recall, context, lists and the console read there
+        app.state.reads = (
+            replicas.Reads.open(
+                app.state.resources.pool,
+                settings.read_urls(),
+                app.state.redis,
+                max_lag_s=settings.read_max_lag_s,
+                wait_s=settings.read_wait_s,
+                pool_max=settings.db_pool_max,
+                pool_timeout_s=settings.db_pool_timeout_s,
+            )
+            if settings.read_urls()
+            else None
         )
         yield
+        if app.state.reads is not None:
+            app.state.reads.close()
         app.state.redis.close()
         if resources is None:
             app.state.resources.close()
@@ -80,7 +97,7 @@ def create_app(
     )
     for router in ROUTERS:
         app.include_router(router)
-    console.mount(app)  # the operator's console at /console (issue 19)
+    console.mount(app)  # the operator's console at /console
     for exc_type, code in _STATUS.items():
         app.add_exception_handler(exc_type, _handler(code))
     app.add_exception_handler(RequestValidationError, _validation_handler)
@@ -91,6 +108,8 @@ def create_app(
     # outermost: an overloaded process answers before it reads a body or takes a thread
     app.add_middleware(limits.Overload, max_inflight=settings.api_max_inflight)
 
+    if settings.read_urls():
+        app.add_middleware(WriteLsn)
     app.add_middleware(RequestMetrics)  # outermost: it times the refused requests too
     # OpenTelemetry when MEMWORKER_OTEL_ENDPOINT / OTEL_* ask for it (docs/tracing.md): here,
     # before the lifespan opens the pool, so psycopg's instrumentation sees its connections
@@ -106,37 +125,20 @@ def create_app(
         except errors.MemworkerError as exc:
             checks["postgres"] = f"down: {exc}"
         try:
-            import redis
-
-            client = redis.Redis.from_url(settings.redis_url or "", socket_timeout=2, socket_connect_timeout=2)
-            client.ping()
-            client.close()
+            request.app.state.redis.ping()  # the process's own connection pool, not a new client
         except Exception as exc:  # any failure here means 'down', reported, not raised
             checks["redis"] = f"down: {type(exc).__name__}"
         ok = all(v == "ok" for v in checks.values())
-        return JSONResponse({"status": "ok" if ok else "unavailable", **checks}, 200 if ok else 503)
+        body: dict[str, Any] = {"status": "ok" if ok else "unavailable", **checks}
+        if request.app.state.reads is not None:  # a skipped replica is reported, not fatal: the primary serves
+            body["replicas"] = request.app.state.reads.status()
+        return JSONResponse(body, 200 if ok else 503)
 
     @app.get("/metrics", tags=["ops"])
     def metrics_text(request: Request) -> Response:
         return Response(generate_latest(metrics.registry(request.app.state.fleet)), media_type=CONTENT_TYPE_LATEST)
 
     return app
-
-
-# kombu's Redis transport keeps one list per queue and priority step.
-_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
-
-
-def queue_depths(client: redis.Redis) -> dict[str, int]:
-    """Messages waiting in each Celery queue."""
-    pipe = client.pipeline()
-    queues = ("ingest", "consolidate", "maintenance", "webhooks")
-    for q in queues:
-        for suffix in _PRIORITY_SUFFIXES:
-            pipe.llen(q + suffix)
-    counts = pipe.execute()
-    n = len(_PRIORITY_SUFFIXES)
-    return {q: int(sum(counts[i * n : (i + 1) * n])) for i, q in enumerate(queues)}
 
 
 def memory_estimates(pool: Any) -> list[tuple[str, str, float]]:
@@ -182,6 +184,28 @@ async def _validation_handler(_: Request, exc: Exception) -> JSONResponse:
     detail = [{"field": ".".join(str(x) for x in e["loc"] if x != "body"), "problem": e["msg"]} for e in exc.errors()]
     first = detail[0] if detail else {"field": "", "problem": "invalid request"}
     return ErrorJSON({"error": f"{first['field'] or 'body'}: {first['problem']}", "detail": detail}, 422)
+
+
+class WriteLsn:
+    """With replicas: a request that wrote answers the WAL position of its commit in
+    X-Memworker-LSN (deps.tx notes it); a read that sends it back sees that write."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_lsn(message: Any) -> None:
+            lsn = scope.get("state", {}).get(deps.WRITE_LSN)
+            if message["type"] == "http.response.start" and lsn:
+                headers = [*message.get("headers", []), (b"x-memworker-lsn", replicas.format_lsn(lsn).encode())]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_lsn)
 
 
 class RequestMetrics:

@@ -14,11 +14,13 @@ import psycopg
 from fastapi import Path, Query, Request
 
 from memworker import errors, keys, memories, runtime, schemas
-from memworker.storage import db
+from memworker.storage import db, replicas
 from memworker.storage.rows import jsonable as jsonable  # the routes' row -> JSON helper
 
 if TYPE_CHECKING:
     from tasks.publish import Publisher
+
+WRITE_LSN = "write_lsn"  # request.state: the WAL position of the request's writes (app.WriteLsn answers it)
 
 # Every {agent_id} in a path: checked before any query sees it.
 AgentId = Annotated[
@@ -56,7 +58,7 @@ def client_address(request: Request) -> str:
 
 def principal(request: Request) -> keys.Principal:
     """The caller, from its bearer key (FastAPI dependency). Raises Unauthorized, or
-    RateLimited once the client address has used up its failed authentications (issue 18)."""
+    RateLimited once the client address has used up its failed authentications."""
     state = request.app.state
     try:
         return _principal(request)
@@ -86,9 +88,46 @@ def _principal(request: Request) -> keys.Principal:
 
 @contextmanager
 def tx(request: Request, p: keys.Principal) -> Iterator[psycopg.Connection]:
-    """One transaction bound to the caller's tenant (row-level security applies)."""
-    with db.tenant_tx(resources(request).pool, p.tenant_id) as conn:
+    """One transaction bound to the caller's tenant (row-level security applies). With
+    replicas, a transaction that wrote notes its commit's WAL position for the reads after
+    it (the tenant's and the path's agent's, in Redis; the client's, in X-Memworker-LSN)."""
+    router = reads(request)
+    if router is None:
+        with db.tenant_tx(resources(request).pool, p.tenant_id) as conn:
+            yield conn
+        return
+    lsn: list[int] = []
+    with replicas.write_tx(resources(request).pool, p.tenant_id, lsn) as conn:
         yield conn
+    if lsn:
+        router.note_write(p.tenant_id, request.path_params.get("agent_id"), lsn[0])
+        setattr(request.state, WRITE_LSN, max(lsn[0], getattr(request.state, WRITE_LSN, 0)))
+
+
+def reads(request: Request) -> replicas.Reads | None:
+    """The process's replica router; None when every read goes to the primary."""
+    return cast("replicas.Reads | None", getattr(request.app.state, "reads", None))
+
+
+@contextmanager
+def read_tx(request: Request, p: keys.Principal, agent_id: str | None) -> Iterator[psycopg.Connection]:
+    """A transaction for a read that a replica may serve (lists, single memories, the
+    console): on one that has replayed the caller's last write, else on the primary. The
+    block only reads. A replica that fails under it answers 503 once (the client retries;
+    the replica is skipped from then on); recall retries on the primary itself."""
+    router = reads(request)
+    if router is None:
+        with tx(request, p) as conn:
+            yield conn
+        return
+    with router.read_tx(p.tenant_id, agent_id=agent_id, client_lsn=client_lsn(request)) as conn:
+        yield conn
+
+
+def client_lsn(request: Request) -> int:
+    """The WAL position the client last wrote at, from X-Memworker-LSN (0 without one)."""
+    header = request.headers.get("x-memworker-lsn")
+    return replicas.parse_lsn(header.strip()) if header else 0
 
 
 def encode_cursor(created_at: datetime, item_id: str) -> str:

@@ -3,7 +3,7 @@ trip per request (a Lua script checks and takes from both buckets atomically, an
 cache generation: runtime.invalidate_caches). If Redis is unreachable requests pass:
 Postgres, not the limiter, protects the data, and ingest already tolerates Redis loss.
 
-Failed authentications take from a third bucket, per client address (issue 18): once a
+Failed authentications take from a third bucket, per client address: once a
 client has used up its failures, it gets 429 for bad keys and good ones alike until the
 bucket refills, so guessing keys is throttled before any key is known. The same round trip
 checks (without taking) that bucket for authenticated requests."""

@@ -4,18 +4,32 @@
 Why not `uvicorn --workers N`: its supervisor binds the port itself with a socket whose
 accepted connections report protocol 0, so asyncio never sets TCP_NODELAY on them, and every
 keep-alive response after the first waits ~40 ms for the client's delayed ACK (Nagle;
-uvicorn issue 3149): 50 ms per recall at one client where one process answers in 6 ms. Here
-the listening socket gets TCP_NODELAY, which Linux hands on to every connection it accepts."""
+https://github.com/encode/uvicorn/issues/3149): 50 ms per recall at one client where one process answers in 6 ms. Here
+the listening socket gets TCP_NODELAY, which Linux hands on to every connection it accepts.
+
+Forwarded headers (X-Forwarded-For, -Proto) count only from MEMWORKER_TRUSTED_PROXIES: uvicorn
+by itself believes them from 127.0.0.1, so any local caller could pick its address (dodging
+the failed-authentication bucket, or spending another address's)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
+from typing import Any
 
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
+from memworker.settings import Settings
+
 APP = "memworker.api.app:create_app"
+
+
+def proxy_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's forwarded-header options: on only for the configured proxies, off otherwise."""
+    proxies = settings.trusted_proxy_list()
+    return {"proxy_headers": bool(proxies), "forwarded_allow_ips": proxies or ["127.0.0.1"]}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,7 +40,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--log-level", default="warning")
     args = p.parse_args(argv)
     config = uvicorn.Config(
-        APP, factory=True, host=args.host, port=args.port, workers=args.workers, log_level=args.log_level
+        APP,
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level=args.log_level,
+        **proxy_options(Settings.from_env(os.environ)),
     )
     if args.workers <= 1:  # asyncio builds this listener itself, and sets TCP_NODELAY per connection
         uvicorn.Server(config).run()

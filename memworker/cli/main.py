@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from memworker import errors, keys
+from memworker import errors, keys, memories
 from memworker import settings as settings_mod
 from memworker.cli import common, consolidation, demo, lifecycle, mcp, sessions
 from memworker.settings import Settings
@@ -65,6 +65,11 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--api-workers", type=int, help="API processes (default: one per CPU core, at most 4)")
     up.add_argument("--port", type=int, help="API port (default 8420)")
     up.add_argument("--flower-port", type=int, help="Flower port (default 5555)")
+    up.add_argument(
+        "--replica",
+        action="store_true",
+        help="also a streaming replica of the embedded Postgres, serving recall, context and lists (docs/scaling.md)",
+    )
     up.set_defaults(func=cmd_up)
 
     m = sub.add_parser("migrate", help="apply pending SQL migrations (as the owner role)")
@@ -99,7 +104,12 @@ def _parser() -> argparse.ArgumentParser:
     kr.set_defaults(func=cmd_key_revoke)
 
     r = sub.add_parser("recall", help="ask an agent's memory (through the API)")
-    r.add_argument("--agent", required=True)
+    r.add_argument(
+        "--agent", required=True, action="append", help="the agent; repeat it for one ranked list over several agents"
+    )
+    r.add_argument(
+        "--subject", help="whom the recall is for: that subject's memories and the general ones, never another's"
+    )
     r.add_argument("-k", type=int, default=5)
     r.add_argument("--explain", action="store_true", help="show each signal behind the score")
     r.add_argument("--json", action="store_true")
@@ -108,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("episodes", help="list episodes or replay dead ones").add_subparsers(metavar="ACTION")
     el = e.add_parser("list", help="list recent episodes")
-    el.add_argument("--status", choices=["queued", "processing", "stored", "failed", "dead"])
+    el.add_argument("--status", choices=list(memories.EPISODE_STATUSES))
     el.add_argument("--agent")
     el.add_argument("--limit", type=int, default=50)
     el.set_defaults(func=cmd_episodes_list)
@@ -144,7 +154,7 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     settings = settings.replace(**changes)
     settings.validate()
     logging.getLogger().setLevel(settings.log_level)
-    return Stack(settings).run()
+    return Stack(settings, replica=args.replica).run()
 
 
 def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
@@ -244,12 +254,17 @@ def cmd_key_revoke(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_recall(settings: Settings, args: argparse.Namespace) -> int:
     with common.client(settings) as client:
-        out = client.recall(args.agent, args.query, k=args.k, explain=args.explain)
+        options = {"explain": args.explain} | ({"subject": args.subject} if args.subject else {})
+        if len(args.agent) == 1:
+            out = client.recall(args.agent[0], args.query, k=args.k, **options)
+        else:
+            out = client.recall_agents(args.agent, args.query, k=args.k, **options)
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
     for i, m in enumerate(out["memories"], 1):
-        print(f"{i:2}. [{m['score']:.3f}] ({m['kind']}, {m['tier']}) {m['text']}")
+        who = f"{m['agent_id']}: " if len(args.agent) > 1 else ""
+        print(f"{i:2}. [{m['score']:.3f}] ({m['kind']}, {m['tier']}) {who}{m['text']}")
         if args.explain:
             print(
                 "     "

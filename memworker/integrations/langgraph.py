@@ -49,7 +49,7 @@ except ImportError as exc:  # the extra is optional: say how to get it, not just
     raise ImportError("memworker.integrations.langgraph needs LangGraph: pip install 'memworker[langgraph]'") from exc
 
 from memworker import memories
-from memworker.schemas import WritableTier
+from memworker.schemas import Kind, Tier, WritableTier
 from memworker.sdk import REFUSED, ApiError, Client, answer, retry_after
 
 # metadata entries of a memory that holds a LangGraph item (flat: recall's filter takes scalars only)
@@ -102,8 +102,8 @@ class MemworkerStore(BaseStore):
         *,
         agent_id: str | None = None,
         fields: list[str] | None = None,
-        kind: str = "event",
-        tier: WritableTier = "L2",
+        kind: str = Kind.EVENT,
+        tier: WritableTier = Tier.L2,
         timeout: float = 30.0,
         retries: int = 3,
     ) -> None:
@@ -250,8 +250,14 @@ class MemworkerStore(BaseStore):
             self._require_pinned("list namespaces without a prefix whose first label is the agent")
         return _check_agent(prefixes[0][0], "the prefix's first label (the memworker agent id)")
 
-    def _prefix_filter(self, prefix: tuple[str, ...]) -> dict[str, Any]:
-        return {ITEM: True, **{LEVEL.format(i): label for i, label in enumerate(prefix) if label != "*"}}
+    def _prefix_filter(self, prefix: tuple[str, ...], *, wildcards: bool = False) -> dict[str, Any]:
+        """The containment filter for items under prefix. "*" is a wildcard only where LangGraph
+        makes it one, a list_namespaces match condition (wildcards=True); in get, put, delete and
+        search it is a label like any other, so no namespace can reach into another."""
+        return {
+            ITEM: True,
+            **{LEVEL.format(i): label for i, label in enumerate(prefix) if not (wildcards and label == "*")},
+        }
 
     def _key_filter(self, namespace: tuple[str, ...], key: str) -> dict[str, Any]:
         return {**self._prefix_filter(namespace), DEPTH: len(namespace), KEY: key}
@@ -279,7 +285,8 @@ class MemworkerStore(BaseStore):
             if exc.status == 404:  # the agent does not exist yet: nothing was put
                 return None
             raise
-        found: list[dict[str, Any]] = page["memories"]
+        # exactly this namespace and key (the filter is containment: check what it let through)
+        found = [m for m in page["memories"] if tuple(m["metadata"].get(NAMESPACE) or ()) == namespace]
         return found[0] if found else None
 
     def _get(self, op: GetOp) -> Plan[Result]:
@@ -407,7 +414,7 @@ class MemworkerStore(BaseStore):
         namespace table): a walk over the agent's items under the prefix."""
         agent = self._list_agent(op)
         prefixes = [c.path for c in op.match_conditions or () if c.match_type == "prefix"]
-        server = self._prefix_filter(tuple(prefixes[0]) if prefixes else ())
+        server = self._prefix_filter(tuple(prefixes[0]) if prefixes else (), wildcards=True)
         found: set[tuple[str, ...]] = set()
         cursor: str | None = None
         while True:

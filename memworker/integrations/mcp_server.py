@@ -10,7 +10,9 @@ An API error reaches the client as an MCP tool error carrying the API's message.
 from __future__ import annotations
 
 import functools
+import hmac
 import inspect
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal
@@ -21,8 +23,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from memworker import memories
-from memworker.schemas import AnyKind, Kind, Message, Tier, WritableTier
+from memworker import errors, memories
+from memworker.schemas import Kind, Message, Tier, WritableKind, WritableTier
 from memworker.sdk import ApiError, Client
 
 INSTRUCTIONS = """Long-term memory for this agent, served by memworker.
@@ -95,6 +97,8 @@ def api_errors() -> Iterator[None]:
         yield
     except ApiError as exc:
         raise ToolError(str(exc)) from exc
+    except errors.MemworkerError as exc:  # the SDK refusing an argument (InvalidInput) before any request
+        raise ToolError(str(exc)) from exc
     except httpx.HTTPError as exc:
         raise ToolError(f"cannot reach {_where(exc)}: {exc}") from exc
     except TimeoutError as exc:
@@ -112,9 +116,19 @@ class Tools:
     """The tools over one API client. Each method is one MCP tool: its signature is the
     tool's input schema, its docstring the description the model reads."""
 
-    def __init__(self, client: Client, agent: str | None) -> None:
+    def __init__(self, client: Client, agent: str | None, subject: str | None = None) -> None:
         self._client = client
         self._agent = agent
+        self._bound_subject = subject
+
+    def _subject(self, subject: str | None) -> str | None:
+        """The subject a call is for: the bound one (no other is served: a server for one end
+        user never reads another's memories), else the one the call names, if any."""
+        if self._bound_subject is None:
+            return subject or None
+        if subject not in (None, "", self._bound_subject):
+            raise ToolError(f"this server is bound to subject {self._bound_subject!r}; it cannot act for {subject!r}")
+        return self._bound_subject
 
     def _agent_id(self, agent: str | None) -> str:
         """The agent a call is for: the bound one, or the one the call names."""
@@ -135,8 +149,8 @@ class Tools:
             list[Message] | None, Field(description="an episode as a conversation: its messages in order")
         ] = None,
         text: Annotated[str | None, Field(description="one memory to store as given (no distillation)")] = None,
-        kind: Annotated[Kind, Field(description="the memory's kind (with text only)")] = "fact",
-        tier: Annotated[WritableTier, Field(description="L0 short-lived .. L2 durable (with text only)")] = "L1",
+        kind: Annotated[WritableKind, Field(description="the memory's kind (with text only)")] = Kind.FACT,
+        tier: Annotated[WritableTier, Field(description="L0 short-lived .. L2 durable (with text only)")] = Tier.L1,
         salience: Annotated[float | None, Field(description="0..1, how much it matters", ge=0, le=1)] = None,
         confidence: Annotated[float | None, Field(description="0..1, how sure it is", ge=0, le=1)] = None,
         session_id: Annotated[str | None, Field(description="the session this belongs to")] = None,
@@ -147,6 +161,9 @@ class Tools:
         wait: Annotated[
             bool, Field(description=f"for an episode: wait (up to {WAIT_S:.0f} s) until a worker has stored it")
         ] = False,
+        subject: Annotated[
+            str | None, Field(description="whom this is about or with (an end user, a customer); absent: general")
+        ] = None,
     ) -> dict[str, Any]:
         """Remember something. Give exactly one of: `content` or `messages` (an episode: what
         happened; a worker distils it into memories within seconds; returns episode_id and
@@ -163,9 +180,15 @@ class Tools:
                     session_id=session_id,
                     idempotency_key=idempotency_key,
                     metadata=metadata,
+                    subject=self._subject(subject),
                 )
                 return self._client.add_memory(agent_id, text, kind=kind, tier=tier, **fields)
-            fields = _without_none(session_id=session_id, idempotency_key=idempotency_key, metadata=metadata)
+            fields = _without_none(
+                session_id=session_id,
+                idempotency_key=idempotency_key,
+                metadata=metadata,
+                subject=self._subject(subject),
+            )
             msgs = [m.model_dump(mode="json", exclude_none=True) for m in messages] if messages is not None else None
             accepted = self._client.add_episode(agent_id, content, messages=msgs, **fields)
             if not wait:
@@ -182,15 +205,18 @@ class Tools:
         explain: Annotated[
             bool, Field(description="add each memory's signals (bm25, vector, salience, freshness...)")
         ] = False,
-        kinds: Annotated[list[AnyKind] | None, Field(description="only these kinds")] = None,
+        kinds: Annotated[list[Kind] | None, Field(description="only these kinds")] = None,
         tiers: Annotated[list[Tier] | None, Field(description="only these tiers")] = None,
+        subject: Annotated[
+            str | None, Field(description="that subject's memories and the general ones (never another subject's)")
+        ] = None,
     ) -> dict[str, Any]:
         """Search the agent's memories (hybrid keyword + semantic). Returns "memories" (id,
         text, kind, tier, score, provenance...), best first; with explain=true each has the
         "signals" behind its score."""
         agent_id = self._agent_id(agent)
         with api_errors():
-            options = _without_none(kinds=kinds, tiers=tiers)
+            options = _without_none(kinds=kinds, tiers=tiers, subject=self._subject(subject))
             return self._client.recall(agent_id, query, k=k, explain=explain, **options)
 
     def context(
@@ -205,6 +231,10 @@ class Tools:
             int | None, Field(description="the token budget (default: the agent's policy)", ge=16)
         ] = None,
         k: Annotated[int | None, Field(description="at most this many recalled memories", ge=1, le=100)] = None,
+        subject: Annotated[
+            str | None,
+            Field(description="recall this subject's memories and the general ones (default: the session's)"),
+        ] = None,
     ) -> dict[str, Any]:
         """The runtime context for a query: the agent's profile, the session's working memory
         and plan progress, and recalled memories, packed under max_tokens. Returns "context"
@@ -212,7 +242,14 @@ class Tools:
         "dropped" to fit."""
         agent_id = self._agent_id(agent)
         with api_errors():
-            return self._client.context(agent_id, query, session_id=session_id, max_tokens=max_tokens, k=k)
+            return self._client.context(
+                agent_id,
+                query,
+                session_id=session_id,
+                max_tokens=max_tokens,
+                k=k,
+                **_without_none(subject=self._subject(subject)),
+            )
 
     def forget(
         self,
@@ -243,8 +280,12 @@ class Tools:
         and a plan. Returns its session_id."""
         agent_id = self._agent_id(agent)
         with api_errors():
-            return self._client.create_session(
-                agent_id, session_id, goal=goal, context_window_tokens=context_window_tokens
+            return self._client.create_session(  # a bound subject's sessions are with it
+                agent_id,
+                session_id,
+                goal=goal,
+                context_window_tokens=context_window_tokens,
+                subject=self._subject(None),
             )
 
     def working_memory(
@@ -351,16 +392,60 @@ def _bound(method: Callable[..., dict[str, Any]], agent: str) -> Callable[..., d
     return tool
 
 
-def build(client: Client, *, agent: str | None = None) -> MCPServer[Any]:
-    """The MCP server over `client`, bound to `agent` when given."""
+def build(client: Client, *, agent: str | None = None, subject: str | None = None) -> MCPServer[Any]:
+    """The MCP server over `client`, bound to `agent` when given, and to `subject` (its
+    writes are about that subject, its reads that subject's and the general memories)."""
     server: MCPServer[Any] = MCPServer(
         "memworker",
         title="memworker memory",
         instructions=INSTRUCTIONS + (f"\nThis server is bound to agent {agent!r}." if agent else ""),
         log_level="WARNING",
     )
-    tools = Tools(client, agent)
+    tools = Tools(client, agent, subject)
     for name, hints in TOOLS.items():
         method = getattr(tools, name)
         server.add_tool(method if agent is None else _bound(method, agent), name=name, annotations=hints)
     return server
+
+
+# --- HTTP: a bearer token of its own ---------------------------------------------------------
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`, else
+    401. The server acts with a tenant's API key, so reaching its port must not be enough:
+    any local user (or a browser page, through a DNS rebinding) could otherwise use the key."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        if not token:
+            raise ValueError("an empty bearer token would let everyone in")
+        self._app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not self._allowed(scope):
+            body = json.dumps({"error": "missing or wrong bearer token for this MCP server"}).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"www-authenticate", b'Bearer realm="memworker-mcp"'),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self._app(scope, receive, send)
+
+    def _allowed(self, scope: dict[str, Any]) -> bool:
+        given = [v for k, v in scope.get("headers", []) if k.lower() == b"authorization"]
+        return len(given) == 1 and hmac.compare_digest(given[0], self._expected)
+
+
+def http_app(server: MCPServer[Any], *, host: str, token: str | None) -> Any:
+    """The streamable HTTP app at /mcp, behind BearerAuth unless token is None (--no-auth)."""
+    app = server.streamable_http_app(host=host)
+    return app if token is None else BearerAuth(app, token)

@@ -1,20 +1,36 @@
 """The right to be forgotten: POST /v1/agents/{agent_id}/forget with exactly one of
-provenance, memory_ids, session_id or before.
+provenance, memory_ids, session_id, subject or before. One erase: what it names goes from
+every place the API, the console, webhooks and a later archive can return text from.
 
 What goes, in one transaction (so the receipt is exactly what happened):
 - the memories the request names, with their embeddings (a column of the row), BM25
   postings, connections, reviews and aliases (all cascade on delete);
 - the raw episodes: those the request names (the episode of an 'episode:<id>' provenance,
-  the session's, those received before the time) and every episode a forgotten memory came
-  from, since they hold its text verbatim;
-- memories derived from those episodes (a session's or a time range's);
+  the session's, the subject's, those received before the time) and every episode a
+  forgotten memory came from, since they hold its text verbatim;
+- memories derived from those episodes (a session's, a subject's or a time range's), and
+  the turns of every erased episode (its messages kept verbatim: keeping them would keep
+  the episode readable), unless the request says keep_turns;
+- copies: memories (live or retired: a history shows retired ones) and episodes elsewhere
+  in the agent that hold the erased text or an identifier from it (needles.py states the
+  rule). Copies arise without any link back: a session flush or archive summary restates
+  the working memory, a sleep summary restates turns. One round: a copy's own text does
+  not widen the search;
 - insights and conclusions whose evidence includes a forgotten memory, recursively. They
   are removed, not rewritten: their text may repeat what was forgotten, and an LLM rewrite
   could keep it. The evidence that remains goes back into consolidation's window
   (consolidated_at cleared) so the next pass derives new ones from what is left;
-- profile versions that cite a forgotten memory by id or by text.
+- profile versions that cite a forgotten memory by id or by text;
+- sessions: a forget by session deletes that session (working memory, plan, context-call
+  log, archives, webhook deliveries); by subject, every session of the subject. In every
+  other session of the agent the erased text is taken out: working-memory lines and goal,
+  plan titles, outputs and notes, metadata strings, logged context calls (their query),
+  pending and recent webhook payloads, and every archive (rewritten, so a restore and a
+  new archive cannot bring it back);
+- audit reasons and review reasons that quote it become '[forgotten]'.
 
-Audit rows stay: they carry ids and reasons, never text."""
+Audit rows stay: they carry ids and reasons, never text. The receipt names no erased text:
+only ids and counts per place."""
 
 from __future__ import annotations
 
@@ -25,34 +41,40 @@ from uuid import UUID
 
 import psycopg
 
-from memworker import errors
-from memworker.lifecycle import governance, rules
-from memworker.storage import db, lifecycle_db, store
+from memworker import errors, memories
+from memworker.lifecycle import governance, needles, rules
+from memworker.sessions import archive, session
+from memworker.storage import db, lifecycle_db, sessions_db, store
 
 MAX_IDS = 1_000
 MAX_DERIVED_ROUNDS = 5  # insights of insights: a handful of levels at most
 LOCK_WAIT_S = 30.0
+SELECTORS = ("provenance", "memory_ids", "session_id", "subject", "before")
 
 
 @dataclass(frozen=True)
 class Request:
-    """Exactly one of the four selectors."""
+    """Exactly one of the five selectors; keep_turns keeps the turns of erased episodes."""
 
     provenance: str | None = None
     memory_ids: tuple[UUID, ...] | None = None
     session_id: str | None = None
     before: datetime | None = None
+    subject: str | None = None
+    keep_turns: bool = False
 
     def validate(self) -> None:
-        given = [k for k in ("provenance", "memory_ids", "session_id", "before") if getattr(self, k) is not None]
+        given = [k for k in SELECTORS if getattr(self, k) is not None]
         if len(given) != 1:
-            raise errors.InvalidInput("give exactly one of provenance, memory_ids, session_id or before")
+            raise errors.InvalidInput("give exactly one of provenance, memory_ids, session_id, subject or before")
         if self.provenance is not None and not self.provenance.strip():
             raise errors.InvalidInput("provenance must not be blank")
         if self.memory_ids is not None and not 1 <= len(self.memory_ids) <= MAX_IDS:
             raise errors.InvalidInput(f"memory_ids: give 1 to {MAX_IDS} ids")
         if self.before is not None and self.before.tzinfo is None:
             raise errors.InvalidInput("before: give a timestamp with a time zone")
+        if self.subject is not None and not memories.SUBJECT.match(self.subject):
+            raise errors.InvalidInput("subject: 1-128 letters, digits and . _ : @ -, starting with a letter or digit")
 
     def describe(self) -> str:
         if self.provenance is not None:
@@ -61,6 +83,8 @@ class Request:
             return f"memory_ids ({len(self.memory_ids)})"
         if self.session_id is not None:
             return f"session_id={self.session_id}"
+        if self.subject is not None:
+            return f"subject={self.subject}"
         assert self.before is not None
         return f"before={self.before.isoformat()}"
 
@@ -73,6 +97,20 @@ def episode_of(source: str) -> UUID | None:
         return UUID(source[len("episode:") :].split("#", 1)[0])
     except ValueError:
         return None
+
+
+@dataclass
+class _Plan:
+    """What one request erases, found before anything is deleted."""
+
+    forgotten: set[UUID]
+    episodes: set[UUID]
+    turns: set[UUID]
+    found: needles.Needles
+    copies: set[UUID]
+    copy_episodes: set[UUID]
+    derived: set[UUID]
+    sessions: list[str]
 
 
 def forget(
@@ -95,6 +133,54 @@ def forget(
     base: dict[str, Any] = dict(tenant_id=tenant_id, agent_id=agent_id)
     ids = list(request.memory_ids or ())
     resolved = [governance.resolve(conn, **base, memory_id=i) for i in ids]
+    plan = _find(conn, base, request, resolved)
+    everything = list(plan.forgotten | plan.turns | plan.copies | plan.derived)
+    # Profile entries may quote a memory rather than cite its id; very short texts would
+    # match anything, so only quotes of some length count.
+    texts = [t for t in lifecycle_db.forget_texts(conn, **base, ids=everything) if len(t) >= needles.MIN_TEXT]
+    counts = lifecycle_db.forget_counts(conn, tenant_id=tenant_id, ids=everything)
+    rederive = lifecycle_db.forget_rederive(conn, **base, forgotten=everything, derived=list(plan.derived))
+    profile_needles = [str(i) for i in everything] + texts + list(plan.found.terms)
+    profiles = lifecycle_db.forget_profiles(conn, **base, needles=profile_needles) if profile_needles else []
+    deleted = set(lifecycle_db.forget_delete_memories(conn, **base, ids=everything))
+    erased = lifecycle_db.forget_delete_episodes(conn, **base, ids=list(plan.episodes | plan.copy_episodes))
+    gone_sessions = _forget_sessions(conn, base, plan.sessions)
+    scrubbed = _scrub(conn, base, plan.found, erased)
+    _audit(conn, base, request, actor, now, plan, sorted(deleted), erased)
+    return {
+        "agent_id": agent_id,
+        "request": request.describe(),
+        "at": now.isoformat(),
+        "memories": _ids(plan.forgotten & deleted),
+        "turns": {
+            **_ids(plan.turns & deleted),
+            "policy": "kept (keep_turns)" if request.keep_turns else "erased with their episode",
+        },
+        "copies": _ids(plan.copies & deleted),
+        "derived": {
+            **_ids(plan.derived & deleted),
+            "policy": "removed; their remaining evidence is re-queued for consolidation",
+            "requeued_evidence": len(rederive),
+        },
+        "episodes": {**_ids(set(erased)), "copies": len(plan.copy_episodes & set(erased))},
+        "embeddings": len(deleted),
+        "terms": counts.terms,
+        "connections": counts.connections,
+        "aliases": counts.aliases,
+        "profile_versions": len(profiles),
+        "sessions": gone_sessions,
+        "scrubbed": scrubbed,
+        "not_found": sorted(str(i) for i, r in zip(ids, resolved, strict=True) if r not in plan.forgotten),
+    }
+
+
+def _ids(ids: set[UUID]) -> dict[str, Any]:
+    return {"count": len(ids), "ids": sorted(str(i) for i in ids)}
+
+
+def _find(conn: psycopg.Connection, base: dict[str, Any], request: Request, resolved: list[UUID]) -> _Plan:
+    """Everything the request erases: named memories and episodes, their turns, copies of
+    their text, and what was derived from all of it."""
     named_episode = episode_of(request.provenance) if request.provenance else None
     episode_ids = set(
         lifecycle_db.forget_match_episodes(
@@ -103,6 +189,7 @@ def forget(
             session_id=request.session_id,
             before=request.before,
             episode_ids=[named_episode] if named_episode else [],
+            subject=request.subject,
         )
     )
     matched = lifecycle_db.forget_match(
@@ -113,12 +200,34 @@ def forget(
         session_id=request.session_id,
         before=request.before,
         sources=[f"episode:{e}" for e in episode_ids],
+        subject=request.subject,
     )
     forgotten = {r.id for r in matched}
     for r in matched:  # the episodes they came from hold their text
         episode_ids |= {e for e in map(episode_of, r.provenance) if e is not None}
+    siblings = lifecycle_db.forget_turns(conn, **base, sources=[f"episode:{e}" for e in episode_ids])
+    turns = {r.id for r in siblings} - forgotten
+    kept_turns = turns if request.keep_turns else set()
+    turns -= kept_turns
+    said = lifecycle_db.forget_texts(conn, **base, ids=list(forgotten | turns))
+    found = needles.Needles.of(said + lifecycle_db.forget_episode_texts(conn, **base, ids=list(episode_ids)))
+    copies: set[UUID] = set()
+    copy_episodes: set[UUID] = set()
+    if found:
+        terms = list(found.terms)
+        exclude = list(forgotten | turns | kept_turns)
+        copies = {r.id for r in lifecycle_db.forget_memory_copies(conn, **base, needles=terms, exclude=exclude)}
+        copy_episodes = set(lifecycle_db.forget_episode_copies(conn, **base, needles=terms, exclude=list(episode_ids)))
+    sessions = [request.session_id] if request.session_id else []
+    if request.subject is not None:
+        sessions = sessions_db.sessions_of_subject(conn, **base, subject=request.subject)
+    derived = _derived(conn, base, forgotten | turns | copies)
+    return _Plan(forgotten, episode_ids, turns, found, copies, copy_episodes, derived, sessions)
+
+
+def _derived(conn: psycopg.Connection, base: dict[str, Any], gone: set[UUID]) -> set[UUID]:
     derived: set[UUID] = set()
-    frontier = set(forgotten)
+    frontier = set(gone)
     for _ in range(MAX_DERIVED_ROUNDS):
         if not frontier:
             break
@@ -126,24 +235,64 @@ def forget(
             conn,
             **base,
             kinds=list(rules.DERIVED_KINDS),
-            ids=list(forgotten | derived),
+            ids=list(gone | derived),
             id_texts=[str(i) for i in frontier],
         )
-        frontier = {r.id for r in rows} - derived - forgotten
+        frontier = {r.id for r in rows} - derived - gone
         derived |= frontier
-    everything = list(forgotten | derived)
-    # Profile entries may quote a memory rather than cite its id; very short texts would
-    # match anything, so only quotes of some length count.
-    texts = [t for t in lifecycle_db.forget_texts(conn, **base, ids=everything) if len(t) >= 12]
-    counts = lifecycle_db.forget_counts(conn, tenant_id=tenant_id, ids=everything)
-    rederive = lifecycle_db.forget_rederive(conn, **base, forgotten=everything, derived=list(derived))
-    profiles = (
-        lifecycle_db.forget_profiles(conn, **base, needles=[str(i) for i in everything] + texts) if everything else []
-    )
-    deleted = lifecycle_db.forget_delete_memories(conn, **base, ids=everything)
-    erased = lifecycle_db.forget_delete_episodes(conn, **base, ids=list(episode_ids))
+    return derived
+
+
+def _forget_sessions(conn: psycopg.Connection, base: dict[str, Any], session_ids: list[str]) -> dict[str, Any]:
+    """Delete whole sessions (session.forget_session); their counts summed."""
+    out: dict[str, Any] = {"ids": sorted(session_ids), "count": 0, "context_calls": 0, "archives": 0}
+    out["webhook_deliveries"] = 0
+    for sid in session_ids:
+        gone = session.forget_session(conn, **base, session_id=sid)
+        out["count"] += gone["sessions"]
+        for k in ("context_calls", "archives", "webhook_deliveries"):
+            out[k] += gone[k]
+    return out
+
+
+def _scrub(
+    conn: psycopg.Connection, base: dict[str, Any], found: needles.Needles, erased: list[UUID]
+) -> dict[str, Any]:
+    """Take the erased text out of what stays: sessions, context calls, webhook payloads,
+    archives, audit and review reasons. Counts per place."""
+    sessions = session.scrub_sessions(conn, **base, found=found)
+    archives = archive.scrub_archives(conn, **base, episode_ids=erased, found=found)
+    events, reviews = lifecycle_db.forget_scrub_events(conn, **base, needles=list(found.terms)) if found else (0, 0)
+    return {
+        "needles": len(found.terms),
+        "sessions": sessions["sessions"],
+        "working_texts": sessions["working"],
+        "plan_texts": sessions["plan"],
+        "metadata_texts": sessions["metadata"],
+        "context_calls": sessions["context_calls"],
+        "webhook_deliveries": sessions["webhook_deliveries"],
+        "archives": archives["archives"],
+        "archive_episodes": archives["episodes"],
+        "archive_context_calls": archives["context_calls"],
+        "archive_texts": archives["texts"],
+        "events": events,
+        "reviews": reviews,
+    }
+
+
+def _audit(
+    conn: psycopg.Connection,
+    base: dict[str, Any],
+    request: Request,
+    actor: str,
+    now: datetime,
+    plan: _Plan,
+    deleted: list[UUID],
+    erased: list[UUID],
+) -> None:
     why = f"right to be forgotten: {request.describe()}"
-    events = [(i, why if i in forgotten else f"{why}; derived from forgotten evidence") for i in deleted]
+    named = plan.forgotten | plan.turns | plan.copies
+    events = [(i, why if i in named else f"{why}; derived from forgotten evidence") for i in deleted]
     if events:
         lifecycle_db.lifecycle_insert_events(
             conn,
@@ -165,25 +314,6 @@ def forget(
             reason=f"{why}; {len(erased)} raw episode(s) erased",
             related_ids=erased,
         )
-    return {
-        "agent_id": agent_id,
-        "request": request.describe(),
-        "at": now.isoformat(),
-        "memories": {"count": len(forgotten & set(deleted)), "ids": sorted(str(i) for i in forgotten & set(deleted))},
-        "derived": {
-            "count": len(derived & set(deleted)),
-            "ids": sorted(str(i) for i in derived & set(deleted)),
-            "policy": "removed; their remaining evidence is re-queued for consolidation",
-            "requeued_evidence": len(rederive),
-        },
-        "episodes": {"count": len(erased), "ids": sorted(str(i) for i in erased)},
-        "embeddings": len(deleted),
-        "terms": counts.terms,
-        "connections": counts.connections,
-        "aliases": counts.aliases,
-        "profile_versions": len(profiles),
-        "not_found": sorted(str(i) for i, r in zip(ids, resolved, strict=True) if r not in forgotten),
-    }
 
 
 def _lock(conn: psycopg.Connection, tenant_id: UUID, agent_id: str) -> None:

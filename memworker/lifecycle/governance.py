@@ -64,7 +64,7 @@ def confirm(
     fresh = all(p.split("#", 1)[0] != episode for p in row.provenance)
     grown = (
         rules.grow_confidence(float(row.confidence), confidence, policy.confidence_growth)
-        if fresh and row.tier != "L3"
+        if fresh and row.tier != memories.Tier.L3
         else float(row.confidence)
     )
     out = lifecycle_db.lifecycle_confirm(
@@ -100,7 +100,7 @@ def confirm(
             tenant_id=tenant_id,
             agent_id=agent_id,
             memory_id=memory_id,
-            tier="L2",
+            tier=memories.Tier.L2,
             reason=reason,
             actor="system",
             policy=policy,
@@ -355,7 +355,7 @@ def resolve_review(
         resolution = "kept both"
     elif keep in sides:
         loser = next(i for i in sides if i != keep)
-        if sides[loser] == "L3" and not may_change_l3:
+        if sides[loser] == memories.Tier.L3 and not may_change_l3:
             raise errors.Forbidden("retiring an L3 memory needs the 'admin' scope")
         if supersede(
             conn,

@@ -1,8 +1,9 @@
-"""The retention sweep of one agent (seeds 000, 001, 002, 004): purge expired memories,
+"""The retention sweep of one agent: purge expired memories,
 merge near-duplicates and retire contradicted facts (validate/repair), promote L1 -> L2 by
-evidence, forget old never-recalled episodic items, long-unused items and whatever is over
-the per-agent cap, and decay salience and confidence slowly. Insights, conclusions and L3
-are never forgotten by decay or cap.
+evidence, forget turns a sleep summary carries, old never-recalled scratch items, long-unused
+episodic items and whatever is over the per-agent caps, and decay salience and confidence
+slowly. The semantic layer (L1-L3) is never forgotten by a clock; insights, conclusions and
+L3 never by decay or cap (docs/lifecycle.md, "Layers").
 
 Every step works in batches of policy.retention_batch rows, each its own short transaction
 holding the agent's advisory lock (db.try_agent_lock, shared with consolidation), so no
@@ -24,6 +25,7 @@ from uuid import UUID
 import psycopg
 import psycopg_pool
 
+from memworker import memories
 from memworker.lifecycle import governance, rules
 from memworker.policy import Policy
 from memworker.storage import db, lifecycle_db, store
@@ -39,6 +41,7 @@ COUNTS = (
     "forgotten_age",
     "forgotten_unused",
     "forgotten_cap",
+    "forgotten_distilled",
     "decayed",
     "promoted",
     "merged",
@@ -61,6 +64,7 @@ class Report:
     forgotten_age: int = 0
     forgotten_unused: int = 0
     forgotten_cap: int = 0
+    forgotten_distilled: int = 0
     decayed: int = 0
     promoted: int = 0
     merged: int = 0
@@ -79,6 +83,7 @@ class Report:
             + self.forgotten_age
             + self.forgotten_unused
             + self.forgotten_cap
+            + self.forgotten_distilled
             + self.decayed
             + self.promoted
             + self.merged
@@ -221,12 +226,23 @@ class _Sweep:
                     reason=f"older than {age:g} days and never recalled",
                 ),
             )
+        if (kept := p.distilled_keep_days) is not None:
+            self._phase(
+                "forget_distilled",
+                lambda: self._drain(
+                    lifecycle_db.retention_forget_distilled,
+                    "forgotten_distilled",
+                    cutoff=self.now - timedelta(days=kept),
+                    reason=f"distilled into a sleep summary more than {kept:g} days ago",
+                ),
+            )
         if (unused := p.unused_days) is not None:
             self._phase(
                 "forget_unused",
                 lambda: self._drain(
                     lifecycle_db.retention_forget_unused,
                     "forgotten_unused",
+                    tiers=episodic,
                     protected=protected,
                     cutoff=self.now - timedelta(days=unused),
                     reason=f"not used for {unused:g} days",
@@ -240,7 +256,17 @@ class _Sweep:
                 tiers=episodic,
                 protected=protected,
                 cap=p.max_episodic,
-                reason=f"over the cap of {p.max_episodic} episodic memories (least recalled, oldest)",
+                reason=f"over the cap of {p.max_episodic} episodic memories (distilled, least recalled, oldest)",
+            ),
+        )
+        self._phase(
+            "forget_semantic_cap",
+            lambda: self._drain(
+                lifecycle_db.retention_forget_semantic_cap,
+                "forgotten_cap",
+                protected=protected,
+                cap=p.max_semantic,
+                reason=f"over the cap of {p.max_semantic} semantic memories (least evidence and value)",
             ),
         )
         self._phase("decay", self._decay)
@@ -304,7 +330,7 @@ class _Sweep:
                         conn,
                         **self.ids,
                         ids=list(reasons),
-                        expires_at=governance.ttl_until(self.policy, "L2", self.now),
+                        expires_at=governance.ttl_until(self.policy, memories.Tier.L2, self.now),
                         now=self.now,
                     )
                     ids = [str(d) for d in done]

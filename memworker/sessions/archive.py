@@ -1,4 +1,4 @@
-"""Session archives (seed 004): closing a session writes a gzip-compressed, versioned JSONL
+"""Session archives: closing a session writes a gzip-compressed, versioned JSONL
 snapshot of its state, working memory, plan, episodes and context calls into Postgres,
 closes it, and distils it into long-term memory through the reflective write (a summary
 episode, reflected like any other). Restoring brings the state back from the snapshot.
@@ -28,6 +28,7 @@ from typing import Any
 from uuid import UUID
 
 from memworker import errors, ingest
+from memworker.lifecycle import needles
 from memworker.sessions import hooks, plans, session, working
 from memworker.sleep import consolidation
 from memworker.storage import sessions_db
@@ -184,7 +185,7 @@ def archive(
             tenant_id=tenant_id,
             agent_id=agent_id,
             episodes=[
-                ingest.EpisodeIn(
+                ingest.NewEpisode(
                     "\n".join(summary),
                     session_id=session_id,
                     idempotency_key=f"session-archive:{session_id}:{version}",
@@ -309,29 +310,92 @@ def download(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, vers
     return bytes(row.data)
 
 
+def scrub_lines(
+    lines: list[dict[str, Any]], episode_ids: set[str], found: needles.Needles
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """An archive's lines without what forget erases: the erased episodes' lines (and any
+    other episode line holding a needle), the context calls whose query holds one, and the
+    needles' texts in the working memory, plan and session metadata. Returns (lines, counts
+    of what went); the footer is recounted and marked scrubbed when anything went."""
+    gone = {"episodes": 0, "context_calls": 0, "texts": 0}
+    out: list[dict[str, Any]] = []
+    for x in lines:
+        if x["type"] == "episode" and (x["id"] in episode_ids or found.scrub(x)[1]):
+            gone["episodes"] += 1
+            continue
+        if x["type"] == "context_call" and found.found_in(x.get("query")):
+            gone["context_calls"] += 1
+            continue
+        if x["type"] == "working":
+            doc, n = working.scrub(x["document"], found.found_in)
+            x, gone["texts"] = {**x, "document": doc}, gone["texts"] + n
+        elif x["type"] == "plan":
+            plan, n = plans.scrub(x["document"], found.found_in)
+            x, gone["texts"] = {**x, "document": plan}, gone["texts"] + n
+        elif x["type"] == "session":
+            meta, n = found.scrub(x.get("metadata"))
+            x, gone["texts"] = {**x, "metadata": meta}, gone["texts"] + n
+        out.append(x)
+    if any(gone.values()):
+        out[-1] = {"type": "footer", "counts": counts_of(out), "scrubbed": True}
+    return out, gone
+
+
+def scrub_archives(
+    conn: Any, *, tenant_id: UUID, agent_id: str, episode_ids: list[UUID], found: needles.Needles
+) -> dict[str, int]:
+    """Rewrite the agent's archives without what forget erases (scrub_lines), so neither a
+    download nor a restore and a new archive brings it back. With needles every archive of
+    the agent is read (their text cannot be searched in the database: it is compressed);
+    without, only those holding a copy of an erased episode. Returns counts: archives
+    rewritten, and the episode lines, context calls and texts they lost."""
+    total = {"archives": 0, "episodes": 0, "context_calls": 0, "texts": 0}
+    if not episode_ids and not found:
+        return total
+    gone_ids = {str(e) for e in episode_ids}
+    if found:
+        keys = sessions_db.archive_keys(conn, tenant_id=tenant_id, agent_id=agent_id)
+    else:
+        rows = sessions_db.archives_with_episodes(conn, tenant_id=tenant_id, agent_id=agent_id, ids=episode_ids)
+        keys = [(r.session_id, r.version) for r in rows]
+    for session_id, version in keys:
+        row = sessions_db.archive_get(
+            conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version
+        )
+        assert row is not None  # listed in this transaction, under the agent's lock
+        kept, gone = scrub_lines(decode(bytes(row.data)), gone_ids, found)
+        if not any(gone.values()):
+            continue
+        _rewrite(conn, tenant_id, agent_id, session_id, version, kept)
+        total["archives"] += 1
+        for k, n in gone.items():
+            total[k] += n
+    return total
+
+
 def scrub_episodes(conn: Any, *, tenant_id: UUID, agent_id: str, episode_ids: list[UUID]) -> int:
     """Rewrite every archive of the agent that holds a copy of one of these episodes without
-    it (for forget, issue 6: an archive must not keep a forgotten episode's text). Returns
-    how many archives were rewritten."""
-    if not episode_ids:
-        return 0
-    gone = {str(e) for e in episode_ids}
-    rows = sessions_db.archives_with_episodes(conn, tenant_id=tenant_id, agent_id=agent_id, ids=list(episode_ids))
-    for r in rows:
-        kept = [x for x in decode(bytes(r.data)) if not (x["type"] == "episode" and x["id"] in gone)]
-        kept[-1] = {"type": "footer", "counts": counts_of(kept), "scrubbed": True}
-        data, raw_bytes, digest = encode(kept)
-        sessions_db.archive_rewrite(
-            conn,
-            tenant_id=tenant_id,
-            agent_id=agent_id,
-            session_id=r.session_id,
-            version=r.version,
-            data=data,
-            bytes=len(data),
-            raw_bytes=raw_bytes,
-            sha256=digest,
-            counts=kept[-1]["counts"],
-            episode_ids=[x["id"] for x in kept if x["type"] == "episode"],
-        )
-    return len(rows)
+    it; how many archives were rewritten."""
+    found = needles.Needles()
+    return scrub_archives(conn, tenant_id=tenant_id, agent_id=agent_id, episode_ids=episode_ids, found=found)[
+        "archives"
+    ]
+
+
+def _rewrite(
+    conn: Any, tenant_id: UUID, agent_id: str, session_id: str, version: int, lines: list[dict[str, Any]]
+) -> None:
+    data, raw_bytes, digest = encode(lines)
+    sessions_db.archive_rewrite(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        session_id=session_id,
+        version=version,
+        data=data,
+        bytes=len(data),
+        raw_bytes=raw_bytes,
+        sha256=digest,
+        counts=lines[-1]["counts"],
+        episode_ids=[x["id"] for x in lines if x["type"] == "episode"],
+    )

@@ -1,4 +1,4 @@
-"""One runtime-context call (seed 004's pre-turn): gather what the agent knows, pack it under
+"""One runtime-context call (the pre-turn step): gather what the agent knows, pack it under
 the token budget, and record the call against its session; the route only adapts HTTP to it.
 
 Inside the caller's transaction: the session row is locked, the packed memories' use is
@@ -14,7 +14,7 @@ from uuid import UUID
 
 import numpy as np
 
-from memworker import context
+from memworker import context, redact
 from memworker.models.budget import Counter
 from memworker.sessions import hooks, session
 from memworker.storage import sessions_db, store
@@ -43,10 +43,13 @@ def run(
     reported: session.Use | None,
     count: Counter,
     may_flush: bool = True,
+    subject: str | None = None,
+    gathered: context.Inputs | None = None,
 ) -> Call:
     """The context for one turn; NotFound for an unknown agent or session, Conflict for a
     closed session. may_flush False (a key without memories:write): the use is counted but a
-    due flush waits for a caller that may write."""
+    due flush waits for a caller that may write. gathered: the inputs of a call without a
+    session, already read on a replica (gather_sessionless)."""
     policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id, must_exist=True)
     row = (
         session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True)
@@ -54,7 +57,7 @@ def run(
         else None
     )
     budget = max_tokens or policy.context_max_tokens
-    inputs = context.gather(
+    inputs = gathered or context.gather(
         conn,
         qvec,
         tenant_id=tenant_id,
@@ -63,9 +66,11 @@ def run(
         k=k or policy.context_recall_k,
         policy=policy,
         session=row,
+        subject=subject if subject is not None else (row or {}).get("subject"),
     )
     packed = context.build(inputs, query=query, agent_id=agent_id, session_id=session_id, budget=budget, count=count)
-    context.bump_used(conn, tenant_id=tenant_id, agent_id=agent_id, memory_ids=packed.memory_ids)
+    if gathered is None:  # else the caller queues the bumps, as a replica's recall does
+        context.bump_used(conn, tenant_id=tenant_id, agent_id=agent_id, memory_ids=packed.memory_ids)
     call = Call(packed, budget)
     if row is not None:
         relevant = [int(x.ref[1:]) for x in packed.kept if x.ref and x.ref.startswith("w") and x.relevant]
@@ -104,3 +109,22 @@ def run(
         },
     )
     return call
+
+
+def gather_sessionless(
+    conn: Any, qvec: np.ndarray, *, tenant_id: UUID, agent_id: str, query: str, k: int | None, subject: str | None
+) -> context.Inputs:
+    """What a context call without a session reads (recall, the profile): only reads, so a
+    replica may serve it; run(gathered=...) then does the call's writes on the primary."""
+    policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id, must_exist=True)
+    return context.gather(
+        conn,
+        qvec,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        query=redact.redact(query) if policy.redact_pii else query,  # as the route's own call
+        k=k or policy.context_recall_k,
+        policy=policy,
+        session=None,
+        subject=subject,
+    )

@@ -1,4 +1,4 @@
-"""Outbound HTTP to tenant-supplied URLs (webhooks), safe by construction (issue 18).
+"""Outbound HTTP to tenant-supplied URLs (webhooks), safe by construction.
 
 A tenant names the URL; the request leaves from inside the deployment, next to Postgres,
 Redis, Flower and whatever else listens on loopback or a private network. So a URL is
@@ -7,10 +7,11 @@ it. A delivery resolves the host once, checks every address, and connects to the
 address (the URL's host becomes the Host header and the TLS server name), so nothing can
 rebind the name between the check and the connect.
 
-Refused: loopback, private, shared (CGNAT), link-local, multicast, unspecified, reserved and
-documentation addresses, IPv4 and IPv6, IPv6 forms that embed an IPv4 address (mapped,
-6to4, NAT64), every numeric IPv4 spelling (2130706433, 127.1, 0x7f000001, 0177.0.0.1), the
-names localhost and *.localhost, and URLs with credentials. An operator allows internal
+Refused: loopback, private, shared (CGNAT), link-local, site-local, multicast, unspecified,
+reserved and documentation addresses, IPv4 and IPv6 (any IPv6 address outside 2000::/3),
+IPv6 forms that embed a non-public IPv4 address (mapped, 6to4, NAT64), every numeric IPv4
+spelling (2130706433, 127.1, 0x7f000001, 0177.0.0.1), the names localhost and *.localhost,
+and URLs with credentials. An operator allows internal
 receivers by host name or address/CIDR (Settings.webhook_allow_hosts)."""
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], list[IPAddress]]
 
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+# IPv6 unicast on the public internet is 2000::/3 alone (IANA); everything outside it is
+# special, whatever Python's tables say (they count site-local fec0::/10 as global).
+_IPV6_GLOBAL_UNICAST = ipaddress.IPv6Network("2000::/3")
+# Inside the public ranges but never a public receiver, and missed by Python's tables.
+_NOT_GLOBAL: tuple[IPNetwork, ...] = (
+    ipaddress.IPv6Network("3fff::/20"),  # documentation (RFC 9637)
+    ipaddress.IPv4Network("192.88.99.0/24"),  # deprecated 6to4 relay anycast (RFC 7526)
+)
 NOT_PUBLIC = "a loopback, private, link-local, multicast, unspecified or reserved address"
 
 
@@ -80,8 +89,10 @@ def is_public(ip: IPAddress) -> bool:
             embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
         if embedded is not None:
             return is_public(embedded)
-        if ip.teredo is not None:
+        if ip.teredo is not None or ip not in _IPV6_GLOBAL_UNICAST:
             return False
+    if any(ip.version == n.version and ip in n for n in _NOT_GLOBAL):
+        return False
     return ip.is_global and not (
         ip.is_multicast or ip.is_reserved or ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_unspecified
     )

@@ -1,4 +1,4 @@
-"""Tenant webhooks for session events (seed 004's hook contract): pre_turn (a context was
+"""Tenant webhooks for session events: pre_turn (a context was
 built), post_turn (an episode was stored) and archive (a session was archived).
 
 An event writes one delivery row per matching webhook in the transaction of the event
@@ -10,7 +10,7 @@ least once: receivers dedupe on the delivery id, which is in the signed body.
 
 Signature: X-Memworker-Signature: sha256=<hex HMAC-SHA256(secret, raw body)>.
 
-Issue 18: URLs reach only public addresses, checked at registration and at each delivery
+Safety: URLs reach only public addresses, checked at registration and at each delivery
 (egress.py); at most Settings.webhook_max_per_tenant webhooks and webhook_tenant_inflight
 deliveries in flight per tenant (slots.py); the tenant sees coarse errors, the log the rest."""
 

@@ -1,4 +1,4 @@
-"""Execution plans (seed 004's execution context): milestones of steps, each step with a
+"""Execution plans (the execution context): milestones of steps, each step with a
 status, a progress percentage and an optional output. Pure functions over the plan's JSON
 document; memworker/sessions/session.py stores it in the session row, so it survives any crash or
 restart of the processes that change it.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -22,6 +23,7 @@ ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 MAX_MILESTONES = 50
 MAX_STEPS = 500
 MAX_OUTPUT = 4000  # an intermediate result worth keeping with the step, not a report store
+FORGOTTEN = "[forgotten]"  # a title forget erased (a title is required, so it is replaced)
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,30 @@ def render_lines(plan: dict[str, Any] | None) -> list[str]:
             if s["status"] == "blocked":
                 lines.append(f"Step {s['title']} is blocked" + (f": {s['note']}." if s.get("note") else "."))
     return lines
+
+
+def scrub(plan: dict[str, Any] | None, found: Callable[[str | None], bool]) -> tuple[dict[str, Any] | None, int]:
+    """A copy without what forget erases: a title for which found() is true becomes
+    FORGOTTEN (the structure, statuses and progress stay: they say nothing), such an output
+    or note goes. Returns (plan, how many texts went)."""
+    if plan is None:
+        return None, 0
+    out = copy.deepcopy(plan)
+    gone = 0
+    if found(out.get("title")):
+        out["title"] = None
+        gone += 1
+    for m in out.get("milestones", []):
+        for part in (m, *m.get("steps", [])):
+            if found(part.get("title")):
+                part["title"] = FORGOTTEN
+                gone += 1
+        for s in m.get("steps", []):
+            for name in ("output", "note"):
+                if found(s.get(name)):
+                    s[name] = None
+                    gone += 1
+    return out, gone
 
 
 def _id(value: Any, seen: set[str]) -> str:

@@ -1,5 +1,5 @@
 """Sessions: the stored side of working memory (memworker/sessions/working.py), execution plans
-(memworker/sessions/plans.py), context use and seed 001's context flush. Everything lives in the
+(memworker/sessions/plans.py), context use and the context flush. Everything lives in the
 session's row (sql/0004_sessions.sql), changed under its row lock, so a plan and its
 progress survive any process dying: what an answer confirmed is committed.
 
@@ -21,6 +21,7 @@ from typing import Any
 from uuid import UUID
 
 from memworker import errors, ingest, memories, redact
+from memworker.lifecycle import needles
 from memworker.policy import Policy
 from memworker.sessions import plans, working
 from memworker.storage import sessions_db, store
@@ -41,6 +42,7 @@ def create(
     goal: str | None,
     window_tokens: int | None,
     metadata: dict[str, Any],
+    subject: str | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """A new open session (the agent is created on first use); (row, created). An existing
     session_id returns that session unchanged with created False."""
@@ -50,7 +52,7 @@ def create(
             "session_id must be 1-128 letters, digits and . _ : @ -, starting with a letter or digit"
         )
     store.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
-    if store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id).redact_pii:  # issue 18
+    if store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id).redact_pii:  # stored redacted, like an episode
         goal = redact.redact(goal) if goal else goal
         metadata = redact.redact_value(metadata)
     doc = working.empty()
@@ -65,6 +67,7 @@ def create(
         working=doc,
         window_tokens=window_tokens,
         revision=1 if goal else 0,
+        subject=subject,  # its context calls recall for this subject; its flushes are about it
     )
     if row is not None:
         return row, True
@@ -93,6 +96,7 @@ def summary(row: dict[str, Any], policy: Policy) -> dict[str, Any]:
         "agent_id": row["agent_id"],
         "status": row["status"],
         "metadata": row["metadata"],
+        "subject": row.get("subject"),
         "goal": doc["goal"],
         "intent": doc["intent"],
         "revision": row["revision"],
@@ -146,7 +150,7 @@ def patch_working(
 
 
 def redacted(patch: working.Patch) -> working.Patch:
-    """The patch with goal, intent and item texts redacted (policy redact_pii, issue 18): the
+    """The patch with goal, intent and item texts redacted (policy redact_pii): the
     working memory, its flushes and the session's archives then never hold the raw values."""
 
     def text(value: Any) -> Any:
@@ -220,7 +224,7 @@ def _uuid(value: str) -> UUID:
         raise errors.InvalidInput(f"memory_id {value!r} is not a uuid") from None
 
 
-# --- context use and the flush (seed 001) ---------------------------------------------------
+# --- context use and the flush --------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -336,11 +340,12 @@ def flush(conn: Any, row: dict[str, Any], *, share: float) -> UUID | None:
             tenant_id=row["tenant_id"],
             agent_id=row["agent_id"],
             episodes=[
-                ingest.EpisodeIn(
+                ingest.NewEpisode(
                     "\n".join(lines),
                     session_id=row["id"],
                     idempotency_key=f"session-flush:{row['id']}:{n}:{row['revision']}",
                     metadata={"source": "context_flush", "session_id": row["id"], "flush": n, "use": round(share, 4)},
+                    subject=row.get("subject"),
                 )
             ],
         )
@@ -366,8 +371,8 @@ def note_context(conn: Any, row: dict[str, Any], *, relevant_items: list[int]) -
 
 def forget_session(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str) -> dict[str, int]:
     """Delete a session with its working memory, plan, context-call log and archives
-    (cascade), and the webhook deliveries that mention it. For the right to be forgotten
-    (issue 6): the session's episodes and memories are forget's own business."""
+    (cascade), and the webhook deliveries that mention it. Called by forget
+    (memworker/lifecycle/forget.py), which erases the session's episodes and memories."""
     counts = sessions_db.session_forget_counts(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     deliveries = sessions_db.session_forget_deliveries(
         conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id
@@ -379,3 +384,43 @@ def forget_session(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str
         "archives": counts.archives,
         "webhook_deliveries": deliveries,
     }
+
+
+def scrub_sessions(conn: Any, *, tenant_id: UUID, agent_id: str, found: needles.Needles) -> dict[str, int]:
+    """Take the needles' texts out of every session of the agent that holds them, for
+    forget: working-memory lines and goal (working.scrub), plan texts (plans.scrub) and
+    metadata strings are rewritten under the row lock with a new revision; logged context
+    calls whose query holds one are deleted; webhook deliveries not yet pruned (a pre_turn
+    payload carries the query) have those strings replaced. Returns counts per place."""
+    out = {"sessions": 0, "working": 0, "plan": 0, "metadata": 0, "context_calls": 0, "webhook_deliveries": 0}
+    if not found:
+        return out
+    terms = list(found.terms)
+    for row in sessions_db.sessions_with_text(conn, tenant_id=tenant_id, agent_id=agent_id, needles=terms):
+        doc, n_working = working.scrub(row["working"], found.found_in)
+        plan, n_plan = plans.scrub(row["plan"], found.found_in)
+        meta, n_meta = found.scrub(row["metadata"])
+        if not n_working + n_plan + n_meta:
+            continue
+        sessions_db.session_scrubbed(
+            conn,
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            session_id=row["id"],
+            working=doc if n_working else row["working"],
+            plan=plan if n_plan else row["plan"],
+            metadata=meta,
+        )
+        out["sessions"] += 1
+        out["working"] += n_working
+        out["plan"] += n_plan
+        out["metadata"] += n_meta
+    out["context_calls"] = sessions_db.context_calls_scrub(conn, tenant_id=tenant_id, agent_id=agent_id, needles=terms)
+    for delivery_id, payload in sessions_db.deliveries_with_text(
+        conn, tenant_id=tenant_id, agent_id=agent_id, needles=terms
+    ):
+        clean, n = found.scrub(payload)
+        if n:
+            sessions_db.delivery_scrubbed(conn, tenant_id=tenant_id, delivery_id=delivery_id, payload=clean)
+            out["webhook_deliveries"] += 1
+    return out

@@ -1,4 +1,4 @@
-"""Per-tenant delivery slots (issue 18): at most N webhook deliveries of one tenant in flight
+"""Per-tenant delivery slots: at most N webhook deliveries of one tenant in flight
 at once, over every sender process, so one tenant's hanging receivers cannot hold every
 sender. A Redis sorted set per tenant: members are slot tokens, scores their lease ends (a
 sender that died frees its slot when the lease runs out)."""

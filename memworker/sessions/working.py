@@ -1,4 +1,4 @@
-"""Working memory (seed 004): a session's whiteboard. Pure functions over its JSON document,
+"""Working memory: a session's whiteboard. Pure functions over its JSON document,
 no I/O; memworker/sessions/session.py loads and stores it.
 
 The document: {"goal", "intent", "goal_seq", "intent_seq", "items", "next_id", "pruned"}.
@@ -12,6 +12,7 @@ prune_to, keeping the most referenced and the most recent."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -202,6 +203,22 @@ def render_lines(doc: dict[str, Any]) -> list[str]:
     for kind in ("decision", "constraint", "candidate", "question"):
         lines += [f"{label[kind]}: {_sentence(i['text'])}" for i in d["items"] if i["kind"] == kind and i.get("text")]
     return lines
+
+
+def scrub(doc: dict[str, Any], found: Callable[[str | None], bool]) -> tuple[dict[str, Any], int]:
+    """A copy without what forget erases: a goal or intent for which found() is true is
+    cleared, such an item removed (a whiteboard line is one statement: what is left of it
+    would not say what it said). Returns (document, how many texts went)."""
+    out = normalised(doc)
+    gone = 0
+    for name in ("goal", "intent"):
+        if found(out[name]):
+            out[name] = None
+            gone += 1
+    kept = [i for i in out["items"] if not found(i.get("text"))]
+    gone += len(out["items"]) - len(kept)
+    out["items"] = kept
+    return out, gone
 
 
 def _public(item: dict[str, Any]) -> dict[str, Any]:

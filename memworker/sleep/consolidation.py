@@ -1,5 +1,5 @@
-"""Sleep: one consolidation pass per agent (seed 000's four steps, seed 002's topic
-conclusions, seed 001's profile), and the sweep that finds agents due for one.
+"""Sleep: one consolidation pass per agent (its four steps, the topic conclusions, the
+profile), and the sweep that finds agents due for one.
 
 A pass is one transaction under the agent's advisory lock: everything it writes (metadata,
 connections, the insight, conclusions, re-rated salience, the consolidated marks, the profile
@@ -26,7 +26,7 @@ from memworker.models import llm as llm_mod
 from memworker.models.embeddings import Embedder
 from memworker.policy import Policy
 from memworker.settings import Settings
-from memworker.sleep import profile, synthesis
+from memworker.sleep import profile, subjects, summaries, synthesis
 from memworker.sleep.synthesis import Connection, Item
 from memworker.storage import db, sleep_db, store
 
@@ -62,6 +62,10 @@ class Report:
     profile_version: int | None = None
     profile_changes: dict[str, Any] = field(default_factory=dict)
     flagged: bool = False
+    summaries_written: int = 0  # sleep's distillation: summaries of the window's turns
+    turns_distilled: int = 0  # turns a summary now carries (retention may let them go)
+    items_absorbed: int = 0  # reflected items a summary says in full, merged into it
+    summary_ids: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -228,6 +232,7 @@ class _Pass:
         self.tenant_id, self.agent_id, self.run_id, self.report = tenant_id, agent_id, run_id, report
         self.force, self.started = force, started
         self.ids: dict[str, Any] = {"tenant_id": tenant_id, "agent_id": agent_id}
+        self.subject: str | None = None  # whose memories this pass consolidates (None: general)
 
     def run(self) -> None:
         conn, r, p = self.conn, self.report, self.policy
@@ -239,6 +244,8 @@ class _Pass:
         window = [
             _item(row) for row in sleep_db.consolidation_window(conn, limit=p.consolidation_window_size, **self.ids)
         ]
+        # one subject per pass: what it derives never mixes two people (memworker.sleep.subjects)
+        self.subject, window = subjects.one_subject(window)
         r.items_reviewed = len(window)
         if len(window) < p.consolidation_min_items:
             return self._skip(f"too few unconsolidated memories ({len(window)} < {p.consolidation_min_items})")
@@ -250,7 +257,16 @@ class _Pass:
         vectors: Any = self.embedder.embed(texts) if texts else []
         insight_id = None
         if insight:
-            insight_id = self._write(insight[0], vectors[0], "insight", "insight", insight[1], insight[2], insight[3])
+            insight_id = self._write(
+                insight[0],
+                vectors[0],
+                memories.Kind.INSIGHT,
+                "insight",
+                insight[1],
+                insight[2],
+                insight[3],
+                summaries.sources(window, insight[3]["evidence"]),
+            )
             r.insight_id, r.insights_written = str(insight_id), 1
         made = sleep_db.consolidation_insert_connections(
             conn,
@@ -268,11 +284,12 @@ class _Pass:
             cid = self._write(
                 text,
                 vec,
-                "conclusion",
+                memories.Kind.CONCLUSION,
                 f"conclusion:{group.topic}",
                 confidence,
                 how,
                 {"evidence": list(group.ids), "topic": group.label},
+                summaries.sources(window, group.ids),
             )
             r.conclusion_ids.append(str(cid))
         r.conclusions_written = len(r.conclusion_ids)
@@ -285,9 +302,13 @@ class _Pass:
             r.salience_rerated = len(rerated)
         else:
             r.steps["rerate"] = "off"
-        new_ids = [i for i in [r.insight_id, *r.conclusion_ids] if i]
+        summaries.distil_window(self, window)
+        new_ids = [i for i in [r.insight_id, *r.conclusion_ids, *r.summary_ids] if i]
         sleep_db.consolidation_mark(conn, ids=[i.id for i in window] + new_ids, **self.ids)
-        self._profile(window)
+        if self.subject is None:  # the agent's profile is its general knowledge only
+            self._profile(window)
+        else:
+            r.steps["profile"] = f"not the agent's: subject {self.subject} (GET .../profile?subject=)"
         waiting = sleep_db.consolidation_waiting(conn, limit=p.consolidation_min_items, **self.ids)
         backlog = waiting >= p.consolidation_min_items
         r.steps["backlog"] = "more memories wait: the next sweep takes the agent again" if backlog else "none"
@@ -443,21 +464,31 @@ class _Pass:
         return done.text
 
     def _write(
-        self, text: str, vector: Any, kind: str, key: str, confidence: float, how: str, meta: dict[str, Any]
+        self,
+        text: str,
+        vector: Any,
+        kind: str,
+        key: str,
+        confidence: float,
+        how: str,
+        meta: dict[str, Any],
+        sources: tuple[str, ...] = (),
     ) -> UUID:
-        """An insight or conclusion, as a normal memory: the one recall path finds it."""
+        """An insight or conclusion, as a normal memory: the one recall path finds it. Its
+        provenance names the run and the messages its evidence came from."""
         draft = memories.Draft(
             text=text,
             kind=kind,
-            tier="L2",
+            tier=memories.Tier.L2,
             salience=synthesis.INSIGHT_SALIENCE,
             confidence=confidence,
-            provenance=(f"consolidation:{self.run_id}",),
+            provenance=(f"consolidation:{self.run_id}", *sources),
             flags=memories.flags_for(text),
             trust="consolidation",
             metadata={"run_id": str(self.run_id), "by": how, **meta},
             # durable on purpose: insights and conclusions are never forgotten by decay (DESIGN §7)
             expires_at=None,
+            subject=self.subject,
         )
         mid, written = store.write_memory(
             self.conn,
@@ -550,6 +581,9 @@ def _item(row: sleep_db.WindowMemory) -> Item:
         topics=tuple(row.topics or ()),
         flags=tuple(row.flags or ()),
         embedding=_array(row.embedding),
+        provenance=tuple(row.provenance or ()),
+        metadata=dict(row.metadata or {}),
+        subject=row.subject,
     )
 
 

@@ -1,4 +1,4 @@
-"""The agent profile (seed 001's autoDream): a per-agent document with five sections that
+"""The agent profile: a per-agent document with five sections that
 every consolidation pass updates in four steps (orient, gather, consolidate, prune), saved
 as a new version inside the pass's transaction, so a save is atomic with the pass.
 
@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from memworker.memories import Kind
 from memworker.reflection import _kind as _kind_of  # the cues the offline reflector types with
 from memworker.sleep.synthesis import Item
 from memworker.storage import sleep_db
@@ -62,17 +63,17 @@ def orient(window: list[Item]) -> list[str]:
 
 def section_of(item: Item) -> str | None:
     """The profile section an item belongs to, or None (it stays a plain memory)."""
-    if item.kind in ("insight", "summary") or "instruction" in item.flags:
+    if item.kind in (Kind.INSIGHT, Kind.SUMMARY) or "instruction" in item.flags:
         return None  # derived, or text that tries to steer the agent: never profile material
     # 'fact' is also the default of a direct write: type it by the offline reflector's cues
-    kind = _kind_of(item.text) if item.kind == "fact" else item.kind
-    if kind == "preference":
+    kind = _kind_of(item.text) if item.kind == Kind.FACT else item.kind
+    if kind == Kind.PREFERENCE:
         return "preferences"
-    if kind == "decision":
+    if kind == Kind.DECISION:
         return "decisions"
     if _ERROR.search(item.text):
         return "errors"
-    if kind in ("method", "conclusion"):
+    if kind in (Kind.METHOD, Kind.CONCLUSION):
         return "lessons"
     if _PROJECT.search(item.text):
         return "project_state"

@@ -18,7 +18,16 @@ def run_json(run: RunListing) -> dict[str, Any]:
     out["run_id"] = out.pop("id")
     report = row.get("report") or {}
     out["steps"] = report.get("steps", {})
-    for key in ("insight_id", "conclusion_ids", "profile_version", "rejected_connections", "flagged"):
+    for key in (
+        "insight_id",
+        "conclusion_ids",
+        "profile_version",
+        "rejected_connections",
+        "flagged",
+        "summaries_written",
+        "turns_distilled",
+        "items_absorbed",
+    ):
         if key in report:
             out[key] = report[key]
     return out

@@ -1,4 +1,4 @@
-"""Rumination (seed 004): once a day, look back over the sessions an agent archived the day
+"""Rumination: once a day, look back over the sessions an agent archived the day
 before and distil what they have in common into new long-term memories: one episode per
 agent and day, reflected like any other (by the LLM when one is configured). Off by
 default (policy rumination_enabled); the beat task passes the day it covers, and the
@@ -100,7 +100,7 @@ def ruminate(
             tenant_id=tenant_id,
             agent_id=agent_id,
             episodes=[
-                ingest.EpisodeIn(
+                ingest.NewEpisode(
                     "\n".join(lines_of(snapshots, day)),
                     idempotency_key=f"rumination:{day}",
                     metadata={"source": "rumination", "day": day, "sessions": sids},

@@ -1,4 +1,4 @@
-"""The pure steps of a consolidation pass (seed 000, seed 002): metadata, connections, the
+"""The pure steps of a consolidation pass: metadata, connections, the
 one insight, topic conclusions and re-rating, each in an offline rule-based form and, where
 an LLM helps, as a prompt plus a tolerant parser. No I/O: memworker.sleep.consolidation runs them.
 
@@ -41,6 +41,9 @@ class Item:
     topics: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
     embedding: Any = field(default=None, compare=False, repr=False)
+    provenance: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    subject: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ _ASK = re.compile(r"\b(consolidate|save (my |the |our )?progress)\b|保存进度
 
 
 def asks_to_consolidate(text: str) -> bool:
-    """Seed 001's explicit gate: an episode that says 'consolidate' or 'save progress'."""
+    """The explicit gate: an episode that says 'consolidate' or 'save progress'."""
     return bool(_ASK.search(text))
 
 
@@ -266,13 +269,13 @@ def template_insight(pattern: Pattern, items: list[Item]) -> str:
     return memories.clip(head + "E.g. " + quotes)
 
 
-# --- topic conclusions (seed 002) -----------------------------------------------------------
+# --- topic conclusions -----------------------------------------------------------------------
 
 
 def topic_groups(items: list[Item], *, min_items: int, max_groups: int = MAX_CONCLUSIONS) -> list[Group]:
     """Topics shared by at least min_items episodic memories (L0/L1, not insights), largest
     first; each memory is evidence in one group at most."""
-    episodic = [i for i in items if i.tier in ("L0", "L1") and i.kind != "insight"]
+    episodic = [i for i in items if i.tier in (memories.Tier.L0, memories.Tier.L1) and i.kind != memories.Kind.INSIGHT]
     by_topic: dict[str, list[Item]] = {}
     for item in episodic:
         for t in item.topics:

@@ -54,3 +54,40 @@ def run(conn: psycopg.Connection, query: str, /, **params: Any) -> int:
 
 def all_(conn: psycopg.Connection, query: str, /, **params: Any) -> list[Row]:
     return cast("list[Row]", conn.execute(Q[query], params).fetchall())  # dict rows, as in one()
+
+
+def without_ctes(sql: LiteralString, names: tuple[str, ...]) -> LiteralString:
+    """sql with the named WITH-clause entries (`, name AS (...)`) cut out: how a statement's
+    read-only form is made from the one text (a hot standby refuses a statement that holds a
+    data-modifying CTE, even one that changes no row). Comments and string literals are
+    skipped when matching parentheses. ValueError when a name is not one of sql's CTEs."""
+    for name in names:
+        found = re.search(rf",\s*{name}\s+AS\s+(?:NOT\s+)?(?:MATERIALIZED\s+)?\(", sql)
+        if found is None:
+            raise ValueError(f"no CTE named {name!r} in the statement")
+        end = _closing(sql, found.end())
+        sql = sql[: found.start()] + sql[end + 1 :]  # a cut of our own text: literal still
+    return sql
+
+
+def _closing(sql: str, i: int) -> int:
+    """The index of the parenthesis closing the one just before i."""
+    depth = 1
+    while i < len(sql):
+        c = sql[i]
+        if sql.startswith("--", i):
+            i = sql.find("\n", i)
+            if i < 0:
+                break
+        elif c == "'":
+            i = sql.find("'", i + 1)
+            if i < 0:
+                break
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise ValueError("unbalanced parentheses in the statement")

@@ -128,6 +128,7 @@ class ClaimedEpisode:
     attempts: int
     reflection: Any
     occurred_at: datetime
+    subject: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +184,7 @@ class RecallRow:
     provenance: list[str]
     flags: list[str]
     trust: str
+    subject: str | None
     salience: float
     access_count: int
     score: float
@@ -289,6 +291,7 @@ def insert_episode(
     messages: Any,
     metadata: dict[str, Any],
     occurred_at: datetime | None,
+    subject: str | None = None,
 ) -> UUID | None:
     """The new episode's id; None when the idempotency key was used before. messages: a
     JSON value (or None)."""
@@ -303,6 +306,7 @@ def insert_episode(
         messages=None if messages is None else Jsonb(messages),
         metadata=Jsonb(metadata),
         occurred_at=occurred_at,
+        subject=subject,
     )
     return row["id"] if row else None
 
@@ -486,6 +490,7 @@ def insert_memory(
     flags: list[str],
     doc_len: int,
     embedding: np.ndarray,
+    subject: str | None = None,
 ) -> UUID | None:
     """The row only (store.write_memory also writes its postings and event); None when
     source_key was stored before."""
@@ -511,6 +516,7 @@ def insert_memory(
         flags=flags,
         doc_len=doc_len,
         embedding=embedding,
+        subject=subject,
     )
     return row["id"] if row else None
 
@@ -557,11 +563,18 @@ def insert_event(
 
 
 def find_duplicate(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, content_hash: str, embedding: np.ndarray
+    conn: Conn, *, tenant_id: UUID, agent_id: str, content_hash: str, embedding: np.ndarray, subject: str | None = None
 ) -> Duplicate | None:
-    """The closest live memory: the same normalised text (similarity 1), else the nearest vector."""
+    """The closest live memory of the same subject (None: the general ones): the same
+    normalised text (similarity 1), else the nearest vector."""
     row = _sql.one(
-        conn, "find_duplicate", tenant_id=tenant_id, agent_id=agent_id, content_hash=content_hash, embedding=embedding
+        conn,
+        "find_duplicate",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        content_hash=content_hash,
+        embedding=embedding,
+        subject=subject,
     )
     return Duplicate(row["id"], row["text"], float(row["similarity"])) if row else None
 
@@ -584,9 +597,10 @@ def list_memories(
     after_created: datetime | None,
     after_id: UUID | None,
     limit: int,
+    subject: str | None = None,
 ) -> list[memories.Memory]:
     """Newest first, after the keyset (after_created, after_id) when given; metadata: only
-    memories whose metadata contains it (jsonb @>)."""
+    memories whose metadata contains it (jsonb @>); subject: only that subject's."""
     rows = _sql.all_(
         conn,
         "list_memories",
@@ -600,6 +614,7 @@ def list_memories(
         after_created=after_created,
         after_id=after_id,
         limit=limit,
+        subject=subject,
     )
     return [memories.Memory.from_row(r) for r in rows]
 
@@ -651,6 +666,11 @@ def delete_memory(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID
     return row["id"] if row else None
 
 
+# The recall statement without its access-bump CTEs, run where no write may happen (a replica).
+_RECALL_READ = "recall:read_only"
+_sql.Q[_RECALL_READ] = _sql.without_ctes(_sql.Q["recall"], ("bumped", "bump"))
+
+
 # --- recall --------------------------------------------------------------------------------------
 
 
@@ -676,11 +696,14 @@ def recall(
     pool: int,
     collapse: bool,
     bump: bool,
+    subject: str | None = None,
+    read_only: bool = False,
 ) -> list[RecallRow]:
-    """The hybrid recall statement (see queries/core.sql); best first."""
+    """The hybrid recall statement (see queries/core.sql); best first. read_only: its form
+    without the access bump, which a hot standby can run (the caller queues the bump)."""
     rows = _sql.all_(
         conn,
-        "recall",
+        _RECALL_READ if read_only else "recall",
         tenant_id=tenant_id,
         agent_id=agent_id,
         terms=terms,
@@ -700,5 +723,68 @@ def recall(
         pool=pool,
         collapse=collapse,
         bump=bump,
+        subject=subject,
     )
     return [RecallRow(**r) for r in rows]
+
+
+# --- read replicas: access bumps -----------------------------------------------------------------
+
+
+def access_apply(conn: Conn, *, tenant_id: UUID, ids: list[UUID], counts: list[int], at: datetime) -> int:
+    """Add one batch of queued access bumps (counts[i] recalls of ids[i]); rows this batch
+    already counted (last_access_at = at) are left alone. Returns the rows updated."""
+    return _sql.run(conn, "access_apply", tenant_id=tenant_id, ids=ids, counts=counts, at=at)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentsRecallRow(RecallRow):
+    """A hit of a recall over several agents: whose memory it is."""
+
+    agent_id: str
+
+
+def recall_agents(
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    agent_ids: list[str],
+    terms: list[str],
+    qvec: np.ndarray,
+    tiers: list[str],
+    kinds: list[str] | None,
+    since: datetime | None,
+    until: datetime | None,
+    metadata: dict[str, Any] | None,
+    hide_flagged: bool,
+    candidates: int,
+    vector_floor: float,
+    w_bm25: float,
+    w_vector: float,
+    w_prior: float,
+    k: int,
+    subject: str | None,
+) -> list[AgentsRecallRow]:
+    """One ranked list over the agents' memories (see queries/core.sql); best first."""
+    rows = _sql.all_(
+        conn,
+        "recall_agents",
+        tenant_id=tenant_id,
+        agent_ids=agent_ids,
+        terms=terms,
+        qvec=qvec,
+        tiers=tiers,
+        kinds=kinds,
+        since=since,
+        until=until,
+        metadata=None if metadata is None else Jsonb(metadata),
+        hide_flagged=hide_flagged,
+        candidates=candidates,
+        vector_floor=vector_floor,
+        w_bm25=w_bm25,
+        w_vector=w_vector,
+        w_prior=w_prior,
+        k=k,
+        subject=subject,
+    )
+    return [AgentsRecallRow(**r) for r in rows]

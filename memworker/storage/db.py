@@ -158,3 +158,18 @@ def try_agent_lock(conn: psycopg.Connection, tenant_id: UUID | str, agent_id: st
         "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0)) AS ok", (f"memworker:agent:{tenant_id}:{agent_id}",)
     ).fetchone()
     return bool(row and (row["ok"] if isinstance(row, dict) else row[0]))
+
+
+def dedup_lock(conn: psycopg.Connection, tenant_id: UUID | str, agent_id: str) -> None:
+    """Wait for the transaction-scoped lock under which one agent's duplicate check and
+    insert run. Without it two writers storing the same sentence at once each find no
+    committed copy (neither sees the other's uncommitted row) and both insert. It is held to
+    the end of the writer's transaction, so the next writer's check sees the first's row.
+
+    One lock per agent, not per subject: one episode's items may belong to several subjects,
+    and two transactions taking per-subject locks in their items' order could deadlock. It
+    is a key of its own, apart from try_agent_lock's: consolidation, retention, forget and
+    access bumps never wait for it, and a writer takes it before touching any existing
+    memory row, so no wait-for cycle can form through it."""
+    key = f"memworker:dedup:{tenant_id}:{agent_id}"
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))

@@ -139,6 +139,7 @@ class RetentionRun:
     duration_ms: int | None
     skipped_reason: str | None
     error: str | None
+    forgotten_distilled: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,6 +467,7 @@ def retention_finish(
     forgotten_age: int,
     forgotten_unused: int,
     forgotten_cap: int,
+    forgotten_distilled: int,
     decayed: int,
     promoted: int,
     merged: int,
@@ -487,6 +489,7 @@ def retention_finish(
         forgotten_age=forgotten_age,
         forgotten_unused=forgotten_unused,
         forgotten_cap=forgotten_cap,
+        forgotten_distilled=forgotten_distilled,
         decayed=decayed,
         promoted=promoted,
         merged=merged,
@@ -554,6 +557,7 @@ def retention_forget_unused(
     *,
     tenant_id: UUID,
     agent_id: str,
+    tiers: list[str],
     protected: list[str],
     now: datetime,
     cutoff: datetime,
@@ -567,6 +571,7 @@ def retention_forget_unused(
         "retention_forget_unused",
         tenant_id=tenant_id,
         agent_id=agent_id,
+        tiers=tiers,
         protected=protected,
         now=now,
         cutoff=cutoff,
@@ -597,6 +602,60 @@ def retention_forget_cap(
         tenant_id=tenant_id,
         agent_id=agent_id,
         tiers=tiers,
+        protected=protected,
+        now=now,
+        cap=cap,
+        batch=batch,
+        reason=reason,
+        actor=actor,
+    )
+    return int(row["n"]) if row else 0
+
+
+def retention_forget_distilled(
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    now: datetime,
+    cutoff: datetime,
+    batch: int,
+    reason: str,
+    actor: str,
+) -> int:
+    """One batch of turns a live summary carries, distilled before cutoff; how many went."""
+    row = _sql.one(
+        conn,
+        "retention_forget_distilled",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        now=now,
+        cutoff=cutoff,
+        batch=batch,
+        reason=reason,
+        actor=actor,
+    )
+    return int(row["n"]) if row else 0
+
+
+def retention_forget_semantic_cap(
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    protected: list[str],
+    now: datetime,
+    cap: int,
+    batch: int,
+    reason: str,
+    actor: str,
+) -> int:
+    """One batch of the least valuable L1 items past the cap; how many went."""
+    row = _sql.one(
+        conn,
+        "retention_forget_semantic_cap",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
         protected=protected,
         now=now,
         cap=cap,
@@ -712,6 +771,7 @@ def forget_match(
     session_id: str | None,
     before: datetime | None,
     sources: list[str],
+    subject: str | None = None,
 ) -> list[Matched]:
     rows = _sql.all_(
         conn,
@@ -723,6 +783,7 @@ def forget_match(
         session_id=session_id,
         before=before,
         sources=sources,
+        subject=subject,
     )
     return [Matched(**r) for r in rows]
 
@@ -735,6 +796,7 @@ def forget_match_episodes(
     episode_ids: list[UUID],
     session_id: str | None,
     before: datetime | None,
+    subject: str | None = None,
 ) -> list[UUID]:
     rows = _sql.all_(
         conn,
@@ -744,6 +806,7 @@ def forget_match_episodes(
         episode_ids=episode_ids,
         session_id=session_id,
         before=before,
+        subject=subject,
     )
     return [r["id"] for r in rows]
 
@@ -792,3 +855,40 @@ def forget_profiles(conn: Conn, *, tenant_id: UUID, agent_id: str, needles: list
     """The profile versions deleted because they cite one of the needles."""
     rows = _sql.all_(conn, "forget_profiles", tenant_id=tenant_id, agent_id=agent_id, needles=needles)
     return [r["version"] for r in rows]
+
+
+def forget_turns(conn: Conn, *, tenant_id: UUID, agent_id: str, sources: list[str]) -> list[Matched]:
+    """The turns of the episodes named by sources ('episode:<id>')."""
+    rows = _sql.all_(conn, "forget_turns", tenant_id=tenant_id, agent_id=agent_id, sources=sources)
+    return [Matched(**r) for r in rows]
+
+
+def forget_episode_texts(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID]) -> list[str]:
+    """Every text these episodes hold: their content and each string of their messages."""
+    rows = _sql.all_(conn, "forget_episode_texts", tenant_id=tenant_id, agent_id=agent_id, ids=ids)
+    return [t for r in rows for t in (r["content"], *r["strings"]) if t]
+
+
+def forget_memory_copies(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, needles: list[str], exclude: list[UUID]
+) -> list[Matched]:
+    rows = _sql.all_(
+        conn, "forget_memory_copies", tenant_id=tenant_id, agent_id=agent_id, needles=needles, exclude=exclude
+    )
+    return [Matched(**r) for r in rows]
+
+
+def forget_episode_copies(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, needles: list[str], exclude: list[UUID]
+) -> list[UUID]:
+    rows = _sql.all_(
+        conn, "forget_episode_copies", tenant_id=tenant_id, agent_id=agent_id, needles=needles, exclude=exclude
+    )
+    return [r["id"] for r in rows]
+
+
+def forget_scrub_events(conn: Conn, *, tenant_id: UUID, agent_id: str, needles: list[str]) -> tuple[int, int]:
+    """(audit events, reviews) whose reason quoted a needle, now without it."""
+    row = _sql.one(conn, "forget_scrub_events", tenant_id=tenant_id, agent_id=agent_id, needles=needles)
+    assert row is not None  # aggregates: always one row
+    return int(row["events"]), int(row["reviews"])

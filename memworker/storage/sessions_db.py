@@ -190,6 +190,7 @@ def session_insert(
     working: dict[str, Any],
     window_tokens: int | None,
     revision: int,
+    subject: str | None = None,
 ) -> SessionRow | None:
     """None when the session exists already."""
     return _sql.one(
@@ -202,6 +203,7 @@ def session_insert(
         working=Jsonb(working),
         window_tokens=window_tokens,
         revision=revision,
+        subject=subject,
     )
 
 
@@ -372,6 +374,58 @@ def session_forget_deliveries(conn: Conn, *, tenant_id: UUID, agent_id: str, ses
 
 def session_forget(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> int:
     return _sql.run(conn, "session_forget", tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+
+
+def sessions_of_subject(conn: Conn, *, tenant_id: UUID, agent_id: str, subject: str) -> list[str]:
+    rows = _sql.all_(conn, "sessions_of_subject", tenant_id=tenant_id, agent_id=agent_id, subject=subject)
+    return [r["id"] for r in rows]
+
+
+def sessions_with_text(conn: Conn, *, tenant_id: UUID, agent_id: str, needles: list[str]) -> list[SessionRow]:
+    """The sessions holding a needle (lower-cased) in working memory, plan or metadata, locked."""
+    return _sql.all_(conn, "sessions_with_text", tenant_id=tenant_id, agent_id=agent_id, needles=needles)
+
+
+def session_scrubbed(
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    session_id: str,
+    working: dict[str, Any],
+    plan: dict[str, Any] | None,
+    metadata: dict[str, Any],
+) -> int:
+    return _sql.run(
+        conn,
+        "session_scrubbed",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        session_id=session_id,
+        working=Jsonb(working),
+        plan=Jsonb(plan) if plan is not None else None,
+        metadata=Jsonb(metadata),
+    )
+
+
+def context_calls_scrub(conn: Conn, *, tenant_id: UUID, agent_id: str, needles: list[str]) -> int:
+    """How many logged calls whose query held a needle were deleted."""
+    return len(_sql.all_(conn, "context_calls_scrub", tenant_id=tenant_id, agent_id=agent_id, needles=needles))
+
+
+def deliveries_with_text(conn: Conn, *, tenant_id: UUID, agent_id: str, needles: list[str]) -> list[tuple[UUID, Any]]:
+    """(id, payload) of the webhook deliveries holding a needle in a string, locked."""
+    rows = _sql.all_(conn, "deliveries_with_text", tenant_id=tenant_id, agent_id=agent_id, needles=needles)
+    return [(r["id"], r["payload"]) for r in rows]
+
+
+def delivery_scrubbed(conn: Conn, *, tenant_id: UUID, delivery_id: UUID, payload: Any) -> None:
+    _sql.run(conn, "delivery_scrubbed", tenant_id=tenant_id, delivery_id=delivery_id, payload=Jsonb(payload))
+
+
+def archive_keys(conn: Conn, *, tenant_id: UUID, agent_id: str) -> list[tuple[str, int]]:
+    rows = _sql.all_(conn, "archive_keys", tenant_id=tenant_id, agent_id=agent_id)
+    return [(r["session_id"], r["version"]) for r in rows]
 
 
 # --- context calls -------------------------------------------------------------------------------

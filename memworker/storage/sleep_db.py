@@ -115,6 +115,9 @@ class WindowMemory:
     topics: list[str]
     flags: list[str]
     embedding: Any  # pgvector: a numpy array or a Vector
+    provenance: list[str]
+    metadata: dict[str, Any]
+    subject: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +305,13 @@ def set_tenant_policy_field(conn: Conn, *, tenant_id: UUID, field: str, value: A
 def consolidation_window(conn: Conn, *, tenant_id: UUID, agent_id: str, limit: int) -> list[WindowMemory]:
     rows = _sql.all_(conn, "consolidation_window", tenant_id=tenant_id, agent_id=agent_id, limit=limit)
     return [WindowMemory(**r) for r in rows]
+
+
+def distil_carry(conn: Conn, *, tenant_id: UUID, agent_id: str, turn_ids: list[str], summary_ids: list[str]) -> int:
+    """Point each turn at the summary that carries it; how many turns were marked."""
+    return _sql.run(
+        conn, "distil_carry", tenant_id=tenant_id, agent_id=agent_id, turn_ids=turn_ids, summary_ids=summary_ids
+    )
 
 
 def consolidation_waiting(conn: Conn, *, tenant_id: UUID, agent_id: str, limit: int) -> int:

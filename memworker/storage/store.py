@@ -13,8 +13,9 @@ import numpy as np
 import psycopg
 
 from memworker import errors, memories, tokens
+from memworker.lifecycle import rules
 from memworker.policy import Policy
-from memworker.storage import core_db
+from memworker.storage import core_db, db
 
 # --- tenants, keys, agents, policy -----------------------------------------------------
 
@@ -95,6 +96,7 @@ def write_memory(
         flags=list(draft.flags),
         doc_len=doc_len,
         embedding=embedding,
+        subject=draft.subject,
     )
     if memory_id is None:
         existing = core_db.memory_by_source_key(conn, tenant_id=tenant_id, source_key=source_key)
@@ -139,14 +141,41 @@ def event(
 
 
 def find_duplicate(
-    conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, text: str, embedding: np.ndarray, threshold: float
+    conn: psycopg.Connection,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    text: str,
+    embedding: np.ndarray,
+    threshold: float,
+    subject: str | None = None,
 ) -> UUID | None:
     """The live memory that says the same thing: the same normalised text, or cosine >=
-    threshold with the same numbers and most words shared."""
+    threshold with the same numbers and most words shared.
+
+    Takes the agent's dedup lock first (db.dedup_lock, one per agent whatever the subject),
+    held until the caller's transaction ends: the check and the insert that follows it are
+    then atomic per agent (and so per subject), so two writers storing one sentence at once
+    leave one memory (the second waits, then sees the first's)."""
+    db.dedup_lock(conn, tenant_id, agent_id)
     dup = core_db.find_duplicate(
-        conn, tenant_id=tenant_id, agent_id=agent_id, content_hash=memories.content_hash(text), embedding=embedding
+        conn,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        content_hash=memories.content_hash(text),
+        embedding=embedding,
+        subject=subject,
     )
-    if dup and dup.similarity >= threshold and memories.says_the_same(text, dup.text):
+    # only the same subject's memories are candidates (None: the general ones); a text that
+    # says the opposite (a knowledge update: roles swapped, negated, a value changed) is never
+    # a confirmation, however close its words and vector: it is written, and governance
+    # supersedes or reviews the old one
+    if (
+        dup
+        and dup.similarity >= threshold
+        and memories.says_the_same(text, dup.text)
+        and rules.changed(dup.text, text) is None
+    ):
         return dup.id
     return None
 
@@ -233,6 +262,7 @@ def list_memories(
     after: tuple[datetime, UUID] | None,
     include_inactive: bool = False,
     metadata: dict[str, Any] | None = None,
+    subject: str | None = None,
 ) -> list[memories.Memory]:
     return core_db.list_memories(
         conn,
@@ -246,4 +276,5 @@ def list_memories(
         include_inactive=include_inactive,
         after_created=after[0] if after else None,
         after_id=after[1] if after else None,
+        subject=subject,
     )

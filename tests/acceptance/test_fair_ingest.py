@@ -1,4 +1,4 @@
-"""Fair ingest (issue 18, 3b): one tenant's backlog of hundreds of episodes does not hold back
+"""Fair ingest: one tenant's backlog of hundreds of episodes does not hold back
 another tenant's lone episode (real API, Redis and `celery worker` process; docs/episodes.md)."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def test_extra_batches_of_a_backlog_stop_while_another_tenants_message_waits(
 
     settings, tenant = stack["settings"], UUID(str(tenants["charlie"]["id"]))
     batch = settings.ingest_batch_max
-    eps = [ingest.EpisodeIn(f"Runbook {i}: the {_SERVICES[i % 7]} deploy needs approval.") for i in range(6 * batch)]
+    eps = [ingest.NewEpisode(f"Runbook {i}: the {_SERVICES[i % 7]} deploy needs approval.") for i in range(6 * batch)]
     pool = db.open_pool(stack["app_url"], max_size=4)
     try:
         with db.tenant_tx(pool, tenant) as conn:

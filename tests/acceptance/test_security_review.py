@@ -1,4 +1,4 @@
-"""Security review findings (issue 18), each through the real API, Redis and a real worker."""
+"""Security review findings (docs/security.md), each through the real API, Redis and a real worker."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sessions end to end (issue 7): the real API over HTTP, a real worker, real Postgres and
+"""Sessions end to end: the real API over HTTP, a real worker, real Postgres and
 Redis; a second API process for the restart, a real HTTP receiver for webhooks."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from tests.conftest import start_api
 @pytest.fixture(scope="module")
 def stack(stack: dict[str, Any]) -> dict[str, Any]:
     """The conftest's stack; its operator lets webhooks reach the loopback receivers below
-    (by default a webhook may only reach public addresses: issue 18)."""
+    (by default a webhook may only reach public addresses)."""
     return {**stack, "settings": stack["settings"].replace(webhook_allow_hosts="127.0.0.1")}
 
 
@@ -228,7 +228,7 @@ def test_flagged_memories_are_marked_or_held_back_per_policy(alice: Client) -> N
 def test_the_agent_profile_goes_in_as_data(
     alice: Client, bob: Client, stack: dict[str, Any], tenants: dict[str, Any]
 ) -> None:
-    """The profile issue 5's consolidation keeps (agent_profiles) is the profile section."""
+    """The profile consolidation keeps (agent_profiles) is the profile section."""
     for client in (alice, bob):
         client.add_memory("prof-bot", "Short answers are preferred.")
     entry = {
@@ -256,7 +256,7 @@ def test_the_agent_profile_goes_in_as_data(
     assert bob.context("prof-bot", "how long should answers be?")["sections"]["profile"] == ""
 
 
-# --- the context flush (seed 001) -----------------------------------------------------------
+# --- the context flush ----------------------------------------------------------------------
 
 
 def test_context_flush_distils_the_session_log_at_70_percent(alice: Client, worker: Any, stack: dict[str, Any]) -> None:

@@ -42,10 +42,20 @@ def test_up_serves_runs_a_worker_task_and_stops_every_child(tmp_path: Path) -> N
         assert api in banner and f"http://127.0.0.1:{flower_port}" in banner
         key = (tmp_path / "data" / "dev-api-key").read_text().strip()
         assert key in banner
-        # issue 18: the secrets are the user's alone, and Flower asks for its login (printed)
+        # the secrets are the user's alone, and Flower asks for its login (printed)
         data = tmp_path / "data"
         for private in ("dev-api-key", "stack.json", "flower-password", "pgpass", "redis-password"):
             assert stat.S_IMODE((data / private).stat().st_mode) == 0o600, private
+        # and nothing else in it is open to other local users: logs, metrics files, beat's
+        # schedule (the embedded servers' folders keep the modes the servers set)
+        _wait(lambda: any((data / "prometheus").glob("*.db")) and any(data.glob("beat-schedule*")), 60, up, tmp_path)
+        for root, dirs, files in os.walk(data):
+            rel = Path(root).relative_to(data)
+            if rel.parts and rel.parts[0] in ("pg", "pg-replica", "redis", "run"):
+                continue
+            for name in files + [d for d in dirs if rel.parts or d not in ("pg", "pg-replica", "redis", "run")]:
+                mode = stat.S_IMODE((Path(root) / name).lstat().st_mode)
+                assert mode & 0o077 == 0, (str(rel / name), oct(mode))
         flower_auth = ("admin", (data / "flower-password").read_text().strip())
         assert f"login admin / {flower_auth[1]}" in banner
         assert "@127.0.0.1:" in json.loads((data / "stack.json").read_text())["redis_url"]  # redis://:pw@...

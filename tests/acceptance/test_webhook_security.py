@@ -1,5 +1,5 @@
 """Webhooks that cannot reach inside the deployment, cannot starve other tenants, and stay
-within an agent-limited key's agents (issue 18). The real API over HTTP, real workers (an
+within an agent-limited key's agents. The real API over HTTP, real workers (an
 ingest worker and a webhook sender, as `memworker up` runs them), real Postgres and Redis,
 real HTTP receivers. All traffic stays on loopback and nothing needs DNS: internal
 addresses are literals, and a name is resolved by a resolver the test passes in.

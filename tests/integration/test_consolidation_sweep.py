@@ -121,7 +121,7 @@ def fleet(pool: Any, stack: dict[str, Any], tenants: dict[str, Any]) -> dict[str
                 conn,
                 tenant_id=alice,
                 agent_id="sessions",
-                episodes=[ingest.EpisodeIn(f"Turn {i} of the day.", session_id=f"s{i}")],
+                episodes=[ingest.NewEpisode(f"Turn {i} of the day.", session_id=f"s{i}")],
             )
     with psycopg.connect(stack["owner_url"]) as conn:
         conn.execute(
@@ -138,12 +138,17 @@ def test_each_gate_and_guard_decides_who_is_due(
 ) -> None:
     r = redis.Redis.from_url(stack["redis_url"])
     try:
-        r.rpush("ingest", *[b"{}"] * 250)  # a backed-up ingest queue, as Celery's Redis transport keeps it
-        from tasks.consolidate_tasks import ingest_backlog
+        r.rpush("ingest", *[b"{}"] * 200)  # a backed-up ingest queue, as Celery's Redis transport keeps it
+        r.rpush("ingest\x06\x166", *[b"{}"] * 50)  # and its later priority's list
+        from tasks.publish import Publisher
 
-        backlog = ingest_backlog(stack["redis_url"])
+        publisher = Publisher.for_settings(stack["settings"])
+        try:
+            backlog = publisher.queue_depths()["ingest"]  # what the sweep task reads
+        finally:
+            publisher.close()
     finally:
-        r.delete("ingest")
+        r.delete("ingest", "ingest\x06\x166")
         r.close()
     assert backlog == 250
     now = datetime.now(UTC)

@@ -34,7 +34,7 @@ def pool(stack: dict[str, Any]) -> Iterator[Any]:
 def episode(pool: Any, tenant: UUID, agent: str, content: str, session: str | None = None) -> UUID:
     with db.tenant_tx(pool, tenant) as conn:
         ((eid, _),) = ingest.accept(
-            conn, tenant_id=tenant, agent_id=agent, episodes=[ingest.EpisodeIn(content, session_id=session)]
+            conn, tenant_id=tenant, agent_id=agent, episodes=[ingest.NewEpisode(content, session_id=session)]
         )
     return eid
 

@@ -1,7 +1,7 @@
 """Property tests over the real API: generated requests for every route never cause a 5xx
 (schemathesis over our OpenAPI schema), interleaved operations of several tenants never
 let one see another's rows, and hostile JSON (lone surrogates, deep nesting, oversized
-metadata; issue 18) is refused without a 5xx and leaves every agent readable (hypothesis)."""
+metadata) is refused without a 5xx and leaves every agent readable (hypothesis)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_interleaved_tenants_never_see_each_others_rows(
     assert httpx.get(f"{api}/healthz").status_code == 200
 
 
-# Issue 18: what a careless or hostile client sends as JSON.
+# What a careless or hostile client sends as JSON.
 SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
 NASTY_TEXT = st.one_of(
     st.text(max_size=8),

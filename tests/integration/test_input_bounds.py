@@ -1,4 +1,4 @@
-"""Issue 18: bounded input at the edge. Every free-form JSON object the API accepts
+"""Bounded input at the edge. Every free-form JSON object the API accepts
 (episode, memory and session metadata, the recall metadata filter) is limited in depth and
 size; lone surrogates, deep nesting and undecodable bodies are a JSON 4xx that changes
 nothing; and no stored row, however it got there, breaks a read."""

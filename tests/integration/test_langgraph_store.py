@@ -179,6 +179,22 @@ def test_pinned_agent_keeps_every_namespace_in_one_agent(api: str, tenants: dict
         assert len(s.search((), limit=10)) == 3
 
 
+def test_a_star_label_is_never_a_wildcard_on_get_put_delete(api: str, tenants: dict[str, Any]) -> None:
+    with MemworkerStore(api, tenants["bob"]["key"], agent_id="star-agent") as s:
+        s.put(("victim", "memories"), "profile", {"text": "the victim's private profile"})
+        assert s.get(("*", "memories"), "profile") is None  # no read through a literal "*"
+        s.put(("*", "memories"), "profile", {"text": "written under a literal star label"})
+        victim = s.get(("victim", "memories"), "profile")
+        assert victim is not None and victim.value["text"] == "the victim's private profile"  # not replaced
+        star = s.get(("*", "memories"), "profile")
+        assert star is not None and star.namespace == ("*", "memories")
+        s.delete(("*", "memories"), "profile")
+        assert s.get(("*", "memories"), "profile") is None
+        assert s.get(("victim", "memories"), "profile") is not None  # not deleted
+        assert [i.namespace for i in s.search(("*",))] == []  # a search prefix is literal too
+        assert s.list_namespaces(prefix=("*",)) == [("victim", "memories")]  # where LangGraph makes it one
+
+
 def test_what_it_cannot_do_is_a_clear_error(store: MemworkerStore) -> None:
     with pytest.raises(NotImplementedError, match="TTL"):
         store.put(("ttl-bot",), "k", {"text": "x"}, ttl=5)

@@ -1,5 +1,5 @@
 """Lifecycle rules against the real database, with a clock the tests move: TTL purge,
-age x never-recalled, long-unused, the cap, decay, promotion, confirmation, merge,
+age x never-recalled and long-unused (the episodic layer), the caps, decay, promotion, confirmation, merge,
 supersede and review, and three tenants that never see each other's governance."""
 
 from __future__ import annotations
@@ -124,8 +124,9 @@ def test_old_never_recalled_episodic_items_are_forgotten_but_not_protected_ones(
     alice = tenants["alice"]["id"]
     a = "aging"
     set_policy(pool, alice, a, unused_days=None)
-    old = write(pool, alice, a, "The coffee machine on floor 3 is broken.")
-    recalled = write(pool, alice, a, "The VPN needs a hardware token.")
+    old = write(pool, alice, a, "The coffee machine on floor 3 is broken.", tier="L0")
+    recalled = write(pool, alice, a, "The VPN needs a hardware token.", tier="L0")
+    semantic = write(pool, alice, a, "The office dog is called Biscuit.")  # L1: no clock
     insight = write(pool, alice, a, "Infrastructure problems cluster around Mondays.", kind="insight")
     conclusion = write(pool, alice, a, "Most outages come from config drift.", kind="conclusion")
     canonical = write(pool, alice, a, "The company is called Acme.", tier="L3")
@@ -134,7 +135,7 @@ def test_old_never_recalled_episodic_items_are_forgotten_but_not_protected_ones(
     assert retention.sweep_agent(pool, tenant_id=alice, agent_id=a, now=t0 + 29 * DAY).forgotten_age == 0
     report = retention.sweep_agent(pool, tenant_id=alice, agent_id=a, now=t0 + 31 * DAY)
     assert report.forgotten_age == 1 and row(pool, alice, old) is None
-    for mid in (recalled, insight, conclusion, canonical, durable):
+    for mid in (recalled, semantic, insight, conclusion, canonical, durable):
         assert row(pool, alice, mid) is not None
     (ev,) = [e for e in events(pool, alice, a, old) if e["event"] == "forgotten"]
     assert "never recalled" in ev["reason"] and "coffee" not in ev["reason"]
@@ -145,8 +146,9 @@ def test_long_unused_items_go_after_90_days_except_l3_and_insights(
 ) -> None:
     bob = tenants["bob"]["id"]
     a = "unused"
-    used_once = write(pool, bob, a, "The staging cluster runs in Frankfurt.", tier="L2")
-    used_lately = write(pool, bob, a, "Backups run nightly at 02:00.", tier="L2")
+    used_once = write(pool, bob, a, "The staging cluster runs in Frankfurt.", tier="L0")
+    used_lately = write(pool, bob, a, "Backups run nightly at 02:00.", tier="L0")
+    semantic = write(pool, bob, a, "The old staging cluster ran in Dublin.", tier="L2")  # never used: stays
     canonical = write(pool, bob, a, "Never deploy on Fridays.", tier="L3")
     insight = write(pool, bob, a, "Deploy pain comes from manual steps.", kind="insight", tier="L2")
     owner(stack, "UPDATE memworker.memories SET access_count = 4, last_access_at = %s WHERE id = %s", t0, used_once)
@@ -158,7 +160,7 @@ def test_long_unused_items_go_after_90_days_except_l3_and_insights(
     )
     report = retention.sweep_agent(pool, tenant_id=bob, agent_id=a, now=t0 + 91 * DAY)
     assert report.forgotten_unused == 1 and row(pool, bob, used_once) is None
-    assert all(row(pool, bob, m) for m in (used_lately, canonical, insight))
+    assert all(row(pool, bob, m) for m in (used_lately, semantic, canonical, insight))
 
 
 def test_the_cap_keeps_the_most_recalled_and_freshest(
@@ -166,8 +168,8 @@ def test_the_cap_keeps_the_most_recalled_and_freshest(
 ) -> None:
     charlie = tenants["charlie"]["id"]
     a = "capped"
-    set_policy(pool, charlie, a, max_episodic=3)
-    ids = [write(pool, charlie, a, f"Runbook step number {i} for the pager.") for i in range(6)]
+    set_policy(pool, charlie, a, max_episodic=3, max_semantic=2)
+    ids = [write(pool, charlie, a, f"Runbook step number {i} for the pager.", tier="L0") for i in range(6)]
     for i, mid in enumerate(ids):  # created a day apart, oldest first
         owner(stack, "UPDATE memworker.memories SET created_at = %s WHERE id = %s", t0 - (10 - i) * DAY, mid)
     owner(stack, "UPDATE memworker.memories SET access_count = 2 WHERE id = %s", ids[0])  # under promotion
@@ -178,6 +180,15 @@ def test_the_cap_keeps_the_most_recalled_and_freshest(
     assert kept == {ids[0], ids[4], ids[5]}  # the recalled one, then the two freshest
     assert all(row(pool, charlie, m) for m in insights)
     assert retention.sweep_agent(pool, tenant_id=charlie, agent_id=a, now=t0).forgotten_cap == 0
+    # the semantic layer's cap ranks by value: evidence (recalls, confirmations), then confidence x salience
+    facts = [
+        write(pool, charlie, a, f"Pager rotation fact {i}.", confidence=c, salience=0.5)
+        for i, c in enumerate((0.5, 0.9, 0.6, 0.4))
+    ]
+    owner(stack, "UPDATE memworker.memories SET access_count = 1 WHERE id = %s", facts[0])
+    assert retention.sweep_agent(pool, tenant_id=charlie, agent_id=a, now=t0).forgotten_cap == 2
+    assert {m for m in facts if row(pool, charlie, m)} == {facts[0], facts[1]}
+    assert all(row(pool, charlie, m) for m in insights)
 
 
 def test_salience_and_confidence_decay_slowly_and_once_per_clock(
@@ -213,6 +224,8 @@ def test_promotion_by_recalls_connections_and_confirmations(
 ) -> None:
     bob = tenants["bob"]["id"]
     a = "promo"
+    # TTLs on the semantic tiers are off by default; an agent that sets them gets them renewed
+    set_policy(pool, bob, a, ttl_l1_hours=7 * 24, ttl_l2_hours=30 * 24)
     recalled = write(pool, bob, a, "The on-call phone number changed.")
     linked1 = write(pool, bob, a, "Kafka lag alarms fire at night.")
     linked2 = write(pool, bob, a, "Night batch jobs saturate Kafka.")

@@ -1,4 +1,4 @@
-"""Issue 18, item 5: the embedded servers belong to the user who started them. Another local
+"""The embedded servers belong to the user who started them. Another local
 user cannot reach the embedded Postgres (its socket folder is closed to them, and every role
 needs its password: no `trust`), a Redis client without the password gets NOAUTH, and the
 secrets sit in 0600 files of the data dir, never on a command line."""

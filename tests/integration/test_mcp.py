@@ -18,6 +18,8 @@ import anyio
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult
 
 from memworker.local import embedded
@@ -164,14 +166,29 @@ def test_a_missing_key_is_a_clear_error(
     assert "--allow-remote" in capsys.readouterr().err
 
 
+MCP_TOKEN = "mcp-test-token-0123456789abcdef"
+
+
+@asynccontextmanager
+async def http(url: str, token: str = MCP_TOKEN) -> AsyncIterator[Client]:
+    """An MCP client session over streamable HTTP, sending the server's bearer token."""
+    transport = streamable_http_client(
+        url, http_client=create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    )
+    async with Client(transport) as client:
+        yield client
+
+
 @pytest.fixture()
 def http_server(api: str, tenants: dict[str, Any], tmp_path: Path) -> Iterator[str]:
-    """`memworker mcp --transport http` (not bound to an agent) as a process; yields its URL."""
+    """`memworker mcp --transport http` (not bound to an agent, its token MCP_TOKEN from a
+    file) as a process; yields its URL. Its log is tmp_path/mcp.log."""
     port = embedded.free_port()
     log = open(tmp_path / "mcp.log", "wb")
+    (tmp_path / "mcp-token").write_text(MCP_TOKEN + "\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "memworker", "mcp", "--transport", "http", "--port", str(port)]
-        + ["--api-url", api, "--api-key", tenants["bob"]["key"]],
+        + ["--api-url", api, "--api-key", tenants["bob"]["key"], "--token-file", str(tmp_path / "mcp-token")],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -194,7 +211,7 @@ def http_server(api: str, tenants: dict[str, Any], tmp_path: Path) -> Iterator[s
 
 def test_streamable_http_transport(http_server: str) -> None:
     async def scenario() -> None:
-        async with Client(http_server) as c:
+        async with http(http_server) as c:
             tools = {t.name: t for t in (await c.list_tools()).tools}
             assert set(tools) == TOOLS
             # not bound: every tool asks for its agent
@@ -202,3 +219,48 @@ def test_streamable_http_transport(http_server: str) -> None:
             assert "agent not found" in error_text(await c.call_tool("recall", {"agent": "nobody", "query": "x"}))
 
     anyio.run(scenario)
+
+
+def test_http_requires_its_bearer_token(http_server: str) -> None:
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    for auth in ({}, {"Authorization": "Bearer wrong-token-0123456789"}, {"Authorization": MCP_TOKEN}):
+        r = httpx.post(http_server, json=init, headers={**headers, **auth}, timeout=10)
+        assert r.status_code == 401, (auth, r.status_code, r.text[:200])
+        assert r.headers["www-authenticate"].startswith("Bearer")
+
+    async def scenario() -> None:
+        async with http(http_server) as c:  # the right token: served
+            assert {t.name for t in (await c.list_tools()).tools} == TOOLS
+
+    anyio.run(scenario)
+
+
+def test_an_sdk_refusal_is_a_clean_tool_error(http_server: str, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with http(http_server) as c:
+            args = {"agent": "a", "session_id": "s-1", "step_id": "..", "status": "done"}
+            assert "'..' is not a valid id" in error_text(await c.call_tool("update_step", args))
+
+    anyio.run(scenario)
+    log = (tmp_path / "mcp.log").read_text()
+    assert "Traceback" not in log and "unexpected exception" not in log, log[-2000:]
+
+
+def test_http_token_sources(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from memworker.cli import main as cli
+    from memworker.cli import mcp as mcp_cli
+    from memworker.settings import Settings
+
+    parser = cli._parser()
+    args = parser.parse_args(["mcp", "--transport", "http"])
+    token, generated = mcp_cli.http_token(Settings(), args)
+    assert generated and token and len(token) >= 32
+    assert mcp_cli.http_token(Settings(mcp_token=MCP_TOKEN), args) == (MCP_TOKEN, False)
+    assert mcp_cli.http_token(Settings(), parser.parse_args(["mcp", "--no-auth"])) == (None, False)
+    (tmp_path / "short").write_text("short\n")
+    argv = ["--data-dir", str(tmp_path), "mcp", "--api-url", "http://127.0.0.1:9", "--api-key", "k"]
+    assert cli.main([*argv, "--transport", "http", "--token-file", str(tmp_path / "short")]) == 1
+    assert "at least 16 characters" in capsys.readouterr().err
+    assert cli.main([*argv, "--transport", "http", "--token-file", str(tmp_path / "short"), "--no-auth"]) == 1
+    assert "not both" in capsys.readouterr().err

@@ -168,9 +168,12 @@ def test_worker_consumes_every_queue_the_app_routes_to(svcs: dict[str, Any]) -> 
 
 
 def test_webhook_deliveries_have_their_own_senders(svcs: dict[str, Any]) -> None:
-    """Issue 18: a tenant's hanging receivers must not hold the ingest workers, so the
+    """A tenant's hanging receivers must not hold the ingest workers, so the
     webhooks queue is consumed by its own service and by nothing that consumes ingest."""
-    from tasks.celery_app import INGEST, WEBHOOKS, app
+    from memworker.settings import Settings
+    from tasks.celery_app import INGEST, WEBHOOKS, make_celery
+
+    app = make_celery(Settings())  # the routes are the same whatever the settings
 
     consumers = {name: argv(svc) for name, svc in svcs.items() if "worker" in argv(svc)[:4]}
     queues = {name: set(cmd[cmd.index("-Q") + 1].split(",")) for name, cmd in consumers.items()}
@@ -269,7 +272,7 @@ def test_flower_listens_on_5555_behind_basic_auth(svcs: dict[str, Any]) -> None:
 
 
 def test_flower_login_comes_from_the_env_and_its_port_stays_on_loopback(svcs: dict[str, Any]) -> None:
-    """Issue 18: Flower can revoke and kill tasks. Its login is required from .env (compose
+    """Flower can revoke and kill tasks. Its login is required from .env (compose
     refuses to start without it), never on a command line, and its port is published on the
     host's loopback only; no service opens its API without a login."""
     flower = svcs["flower"]

@@ -1,5 +1,5 @@
-"""The pure steps of a consolidation pass and of the profile (seed 000's pinned behaviours
-among them): no database, no model."""
+"""The pure steps of a consolidation pass and of the profile (the pinned behaviours among
+them): no database, no model."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _item(n: int, text: str, **kw: object) -> Item:
 WINDOW = [_item(i, f"memory number {i}") for i in range(1, 7)]
 
 
-# --- seed 000's pinned behaviours ------------------------------------------------------------
+# --- pinned behaviours -------------------------------------------------------------------------
 
 
 def test_the_json_parser_strips_fences_and_prose() -> None:

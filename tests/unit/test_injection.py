@@ -1,4 +1,4 @@
-"""The instruction detector and the data block (issue 18, finding 2): pure, no servers."""
+"""The instruction detector and the data block: pure, no servers."""
 
 from __future__ import annotations
 

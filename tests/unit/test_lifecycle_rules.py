@@ -133,7 +133,7 @@ def test_merge_needs_cosine_words_and_numbers() -> None:
     ],
 )
 def test_merge_never_folds_two_different_identifiers(older: str, newer: str) -> None:
-    """Issue 18: ids, hostnames, versions and ticket numbers must match exactly."""
+    """Ids, hostnames, versions and ticket numbers must match exactly."""
     assert rules.contradiction(older, newer) is None  # only the identifier rule can refuse these
     assert not rules.mergeable(fact("a", older), fact("b", newer, days=1), 0.99, POLICY)
     assert rules.mergeable(fact("a", older), fact("b", older.upper(), days=1), 0.99, POLICY)

@@ -274,7 +274,7 @@ def test_webhook_signatures_and_backoff() -> None:
 
 
 def test_webhook_urls_reach_only_public_addresses_unless_allowed() -> None:
-    """Issue 18, the pure part: every spelling of an internal address, credentials, and the
+    """The pure part: every spelling of an internal address, credentials, and the
     operator's allow-list (a test resolver: no DNS)."""
     for host in ("2130706433", "127.1", "0x7f000001", "0177.0.0.1", "0x7f.1", "127.0.0.1"):
         assert str(egress.literal(host)) == "127.0.0.1", host

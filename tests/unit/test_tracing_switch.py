@@ -52,6 +52,10 @@ print(json.dumps({"ours": ours, "loaded": sorted(m for m in sys.modules if m.sta
 
 def test_nothing_of_opentelemetry_is_imported_when_tracing_is_off() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEMWORKER_"))}
+    env |= {
+        "MEMWORKER_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/x",
+        "MEMWORKER_REDIS_URL": "redis://127.0.0.1:1/0",
+    }
     out = subprocess.run(
         [sys.executable, "-c", OFF_PATH], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
     )
@@ -105,9 +109,16 @@ def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_worker_that_cannot_trace_does_not_start() -> None:
-    """tasks.celery_app checks as it loads: `celery worker` exits instead of running untraced."""
-    env = {**os.environ, "MEMWORKER_OTEL_ENDPOINT": "http://127.0.0.1:9", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
-    run = subprocess.run([sys.executable, "-c", "import tasks.celery_app"], env=env, capture_output=True, text=True)
+    """The worker's app checks as it is built: `celery worker` exits instead of running untraced."""
+    env = {
+        **os.environ,
+        "MEMWORKER_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/x",
+        "MEMWORKER_REDIS_URL": "redis://127.0.0.1:1/0",
+        "MEMWORKER_OTEL_ENDPOINT": "http://127.0.0.1:9",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+    }
+    load = "from celery.app.utils import find_app; find_app('tasks.celery_app')"  # as `celery -A` does
+    run = subprocess.run([sys.executable, "-c", load], env=env, capture_output=True, text=True)
     assert run.returncode != 0 and "http/protobuf" in run.stderr
 
 

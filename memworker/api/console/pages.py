@@ -24,13 +24,13 @@ from memworker import errors, keys, recall, schemas
 from memworker.api import deps
 from memworker.api.console import auth, charts, samples
 from memworker.lifecycle import governance
-from memworker.memories import AGENT_ID, KINDS, TIERS
+from memworker.memories import AGENT_ID, EPISODE_STATUSES, KINDS, TIERS, EpisodeStatus
 from memworker.sleep import consolidation, profile
 from memworker.sleep.reports import run_json, status_json
 from memworker.storage import console_db, core_db, sleep_db, store
 
 HERE = Path(__file__).parent
-STATUSES = ("queued", "processing", "stored", "failed", "dead")
+STATUSES = EPISODE_STATUSES
 FLAGS = ("instruction",)
 PAGE_SIZE = 100
 MAX_FORM_BYTES = 8192
@@ -202,7 +202,7 @@ def logout(request: Request, f: dict[str, str] = Depends(form)) -> Response:
 def agents(request: Request) -> Response:
     p = auth.principal(request)
     p.require("memories:read")
-    with deps.tx(request, p) as conn:
+    with deps.read_tx(request, p, None) as conn:  # reads: a replica's, when there are some
         rows = console_db.console_agents(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
         counts = console_db.console_memory_counts(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
     by_tier: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -242,7 +242,7 @@ def memories_page(request: Request, agent_id: str) -> Response:
         query.validate()
         res = deps.resources(request)
         qvec = res.query_embedder.embed_one(q)  # before a connection is taken, as the recall route does
-        with deps.tx(request, p) as conn:
+        with deps.read_tx(request, p, agent_id) as conn:
             policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
             # bump=False: an operator looking is not the agent recalling; access counts feed retention
             found = recall.recall(
@@ -250,7 +250,7 @@ def memories_page(request: Request, agent_id: str) -> Response:
             )
         hits = [h for h in found if flag is None or flag in h.get("flags", [])]
     else:
-        with deps.tx(request, p) as conn:
+        with deps.read_tx(request, p, agent_id) as conn:
             store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
             items = console_db.console_memories(
                 conn,
@@ -287,7 +287,7 @@ def memory_page(request: Request, agent_id: str, memory_id: str) -> Response:
     p = auth.principal(request)
     p.require("memories:read", check_agent(agent_id))
     mid = parse_id(memory_id, "memory")
-    with deps.tx(request, p) as conn:
+    with deps.read_tx(request, p, agent_id) as conn:
         h = governance.history(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=mid)
         memory = store.get_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=h["memory_id"])
     return render(
@@ -327,7 +327,12 @@ def episodes_page(request: Request) -> Response:
             conn, tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=PAGE_SIZE, agent_ids=limited_to(p)
         )
         dead = core_db.list_episodes(
-            conn, tenant_id=p.tenant_id, agent_id=agent_id, status="dead", limit=PAGE_SIZE, agent_ids=limited_to(p)
+            conn,
+            tenant_id=p.tenant_id,
+            agent_id=agent_id,
+            status=EpisodeStatus.DEAD,
+            limit=PAGE_SIZE,
+            agent_ids=limited_to(p),
         )
     table: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(STATUSES, 0))
     for c in counts:

@@ -1,4 +1,4 @@
-"""Session archives over HTTP (issue 7): archive (snapshot, close, distil), restore, list,
+"""Session archives over HTTP: archive (snapshot, close, distil), restore, list,
 download."""
 
 from __future__ import annotations

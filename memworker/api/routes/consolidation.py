@@ -8,9 +8,9 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from memworker import errors, keys
-from memworker.api.deps import principal, publisher, resources, tx
-from memworker.sleep import consolidation, profile
+from memworker import errors, keys, memories
+from memworker.api.deps import AgentId, principal, publisher, resources, tx
+from memworker.sleep import consolidation, profile, subjects
 from memworker.sleep.reports import run_json, status_json
 from memworker.storage import sleep_db, store
 
@@ -19,7 +19,7 @@ router = APIRouter(tags=["consolidation"])
 
 
 @router.post("/v1/agents/{agent_id}/consolidate", status_code=202)
-def post_consolidate(agent_id: str, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+def post_consolidate(agent_id: AgentId, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     """Queue one pass now (it still waits for the agent's lock). 422 when the agent's policy
     has consolidation off: with a paid LLM it must be switched on first."""
     p.require("memories:write", agent_id)
@@ -43,7 +43,7 @@ def post_consolidate(agent_id: str, request: Request, p: keys.Principal = Depend
 
 @router.get("/v1/agents/{agent_id}/consolidation/runs")
 def list_runs(
-    agent_id: str, request: Request, limit: int = Query(20, ge=1, le=200), p: keys.Principal = Depends(principal)
+    agent_id: AgentId, request: Request, limit: int = Query(20, ge=1, le=200), p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
     """The agent's pass reports, newest first."""
     p.require("memories:read", agent_id)
@@ -54,7 +54,7 @@ def list_runs(
 
 
 @router.get("/v1/agents/{agent_id}/consolidation")
-def get_status(agent_id: str, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+def get_status(agent_id: AgentId, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     """Whether consolidation is on, the gates, failures (flagged after 3 in a row)."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
@@ -66,12 +66,23 @@ def get_status(agent_id: str, request: Request, p: keys.Principal = Depends(prin
 
 @router.get("/v1/agents/{agent_id}/profile")
 def get_profile(
-    agent_id: str, request: Request, version: int | None = Query(None, ge=1), p: keys.Principal = Depends(principal)
+    agent_id: AgentId,
+    request: Request,
+    version: int | None = Query(None, ge=1),
+    subject: str | None = Query(None, pattern=memories.SUBJECT_PATTERN),
+    p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     """The agent's profile (latest version, or ?version=N of the last ten); version 0 and
-    empty sections before the first pass."""
+    empty sections before the first pass. ?subject=X: that subject's profile, built from its
+    live memories when asked (no versions)."""
     p.require("memories:read", agent_id)
+    if subject is not None and version is not None:
+        raise errors.InvalidInput("a subject's profile has no versions: give subject or version, not both")
     with tx(request, p) as conn:
+        if subject is not None:
+            policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+            doc = subjects.build(conn, tenant_id=p.tenant_id, agent_id=agent_id, subject=subject, policy=policy)
+            return {"agent_id": agent_id, **doc}
         store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         doc = profile.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, version=version)
     if version is not None and doc["version"] != version:

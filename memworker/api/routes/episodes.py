@@ -114,7 +114,7 @@ def usage(request: Request, agent_id: AgentIdQuery = None, p: keys.Principal = D
 
 
 def _limited_to(p: keys.Principal) -> list[str] | None:
-    """The agents a key limited to some may see in tenant-wide listings (issue 18); None: all."""
+    """The agents a key limited to some may see in tenant-wide listings; None: all."""
     return sorted(p.agent_ids) if p.agent_ids is not None else None
 
 

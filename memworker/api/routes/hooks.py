@@ -1,6 +1,6 @@
-"""Tenant webhooks over HTTP (issue 7): register (the signing secret is shown once), list,
+"""Tenant webhooks over HTTP: register (the signing secret is shown once), list,
 delete, and each webhook's recent deliveries. Tenant configuration: the admin scope; a key
-limited to some agents sees and manages only webhooks limited to those agents (issue 18)."""
+limited to some agents sees and manages only webhooks limited to those agents."""
 
 from __future__ import annotations
 

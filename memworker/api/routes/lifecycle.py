@@ -9,17 +9,17 @@ from uuid import UUID
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import Field
 
-from memworker import errors, keys, runtime
+from memworker import errors, keys, memories, redact, runtime
 from memworker.api.deps import AgentId, jsonable, principal, resources, tx
 from memworker.lifecycle import forget, governance, retention
-from memworker.schemas import Strict
+from memworker.schemas import Strict, Tier
 from memworker.storage import store
 
 router = APIRouter(tags=["lifecycle"])
 
 
 class PromoteIn(Strict):
-    tier: Literal["L1", "L2", "L3"]
+    tier: Literal[Tier.L1, Tier.L2, Tier.L3]
     reason: str = Field(min_length=1, max_length=500)
 
 
@@ -33,6 +33,10 @@ class ForgetIn(Strict):
     memory_ids: list[UUID] | None = Field(default=None, min_length=1, max_length=forget.MAX_IDS)
     session_id: str | None = Field(default=None, min_length=1, max_length=128)
     before: datetime | None = None
+    subject: str | None = Field(default=None, pattern=memories.SUBJECT_PATTERN, description="erase everything about or with this subject")
+    keep_turns: bool = Field(
+        default=False, description="keep the turns (messages kept verbatim) of the episodes this erases"
+    )
 
 
 def _actor(p: keys.Principal) -> str:
@@ -44,7 +48,7 @@ def promote(
     agent_id: AgentId, memory_id: UUID, body: PromoteIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
     """Move a memory up a tier, audited. L3 (canonical) needs the admin scope."""
-    p.require("admin" if body.tier == "L3" else "memories:write", agent_id)
+    p.require("admin" if body.tier == Tier.L3 else "memories:write", agent_id)
     with tx(request, p) as conn:
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
         memory_id = governance.resolve(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id)
@@ -54,7 +58,7 @@ def promote(
             agent_id=agent_id,
             memory_id=memory_id,
             tier=body.tier,
-            reason=body.reason,
+            reason=redact.redact(body.reason) if policy.redact_pii else body.reason,  # kept in the audit trail
             actor=_actor(p),
             policy=policy,
         ).to_json()
@@ -106,7 +110,7 @@ def review_resolve(
             agent_id=agent_id,
             review_id=review_id,
             keep=body.keep,
-            reason=body.reason,
+            reason=redact.redact(body.reason) if policy.redact_pii else body.reason,  # kept in the audit trail
             actor=_actor(p),
             may_change_l3="admin" in p.scopes,
             policy=policy,
@@ -117,11 +121,17 @@ def review_resolve(
 def forget_route(
     agent_id: AgentId, body: ForgetIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
-    """Right to be forgotten: erase memories, their episodes and what was derived from them;
-    returns a receipt with counts and ids."""
+    """Right to be forgotten: erase memories, their episodes, their turns, copies of their
+    text and what was derived from them, and take the text out of sessions, context calls,
+    webhook payloads and archives; returns a receipt with ids and counts per place."""
     p.require("erase", agent_id)
     req = forget.Request(
-        body.provenance, tuple(body.memory_ids) if body.memory_ids else None, body.session_id, body.before
+        body.provenance,
+        tuple(body.memory_ids) if body.memory_ids else None,
+        body.session_id,
+        body.before,
+        body.subject,
+        body.keep_turns,
     )
     req.validate()
     with tx(request, p) as conn:

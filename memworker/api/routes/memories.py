@@ -11,9 +11,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from memworker import errors, keys, memories, redact
-from memworker.api.deps import AgentId, check_metadata, decode_cursor, encode_cursor, principal, resources, tx
+from memworker.api.deps import AgentId, check_metadata, decode_cursor, encode_cursor, principal, read_tx, resources, tx
 from memworker.lifecycle import governance
-from memworker.schemas import AnyKind, MemoryBatch, MemoryIn, MemoryPatch, Tier
+from memworker.schemas import Kind, MemoryBatch, MemoryIn, MemoryPatch, Tier
 from memworker.storage import store
 
 router = APIRouter(tags=["memories"])
@@ -43,12 +43,12 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
     with tx(request, p) as conn:
         store.ensure_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-        if policy.redact_pii:  # a direct write is redacted like an episode (issue 18)
+        if policy.redact_pii:  # a direct write is redacted like an episode
             bodies, vectors = _redacted(request, bodies, vectors)
         written: list[tuple[UUID, memories.Draft]] = []
         for b, vec in zip(bodies, vectors, strict=True):
             # source keys are unique per tenant: the agent is part of the key, so one agent's
-            # idempotency key never answers (or blocks) another agent's write (issue 18); '/' is
+            # idempotency key never answers (or blocks) another agent's write; '/' is
             # not in the agent-id alphabet, so no agent id + key pair can spell another's
             key = f"api:{agent_id}/{b.idempotency_key}" if b.idempotency_key else f"api:{os.urandom(12).hex()}"
             draft = memories.Draft(
@@ -62,6 +62,7 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
                 flags=memories.flags_for(b.text),
                 trust="api",
                 expires_at=b.expires_at or store.expiry(conn, policy, b.tier),
+                subject=b.subject,
             )
             mid, new = store.write_memory(
                 conn,
@@ -118,19 +119,22 @@ def list_memories(
     agent_id: AgentId,
     request: Request,
     tier: Tier | None = None,
-    kind: AnyKind | None = None,
+    kind: Kind | None = None,
     session_id: str | None = Query(None, alias="session", max_length=128, pattern=r"^[^\x00]*$"),
     metadata: str | None = Query(
         None, description='a JSON object: only memories whose metadata contains it (jsonb @>), e.g. {"project": "x"}'
     ),
     limit: int = Query(50, ge=1, le=500),
     cursor: str | None = None,
+    subject: str | None = Query(
+        None, pattern=memories.SUBJECT_PATTERN, description="only this subject's memories (default: every memory)"
+    ),
     p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     after = decode_cursor(cursor) if cursor else None
     contains = _metadata_filter(request, metadata) if metadata is not None else None
-    with tx(request, p) as conn:
+    with read_tx(request, p, agent_id) as conn:  # a replica's, when there are some
         store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         items = store.list_memories(
             conn,
@@ -142,6 +146,7 @@ def list_memories(
             metadata=contains,
             limit=limit,
             after=after,
+            subject=subject,
         )
     nxt = encode_cursor(items[-1].created_at, items[-1].id) if len(items) == limit else None
     return {"memories": [m.to_json() for m in items], "next_cursor": nxt}
@@ -167,7 +172,7 @@ def get_memory(
     agent_id: AgentId, memory_id: UUID, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
     p.require("memories:read", agent_id)
-    with tx(request, p) as conn:  # a merged-away id resolves to its survivor (issue 6)
+    with read_tx(request, p, agent_id) as conn:  # a merged-away id resolves to its survivor
         memory_id = governance.resolve(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id)
         return store.get_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id).to_json()
 
@@ -187,7 +192,7 @@ def patch_memory(
         check_text(changes["text"])
         vec = resources(request).embedder.embed([changes["text"]])[0]
     with tx(request, p) as conn:
-        if store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:  # issue 18
+        if store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:  # a patch is redacted like a write
             raw = changes.get("text")
             changes.update({k: redact.redact_value(changes[k]) for k in ("text", "metadata") if k in changes})
             if raw is not None and changes["text"] != raw:

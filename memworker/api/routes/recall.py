@@ -8,9 +8,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from memworker import keys, metrics, recall
-from memworker.api.deps import AgentId, check_metadata, principal, resources, tx
+from memworker.api.deps import AgentId, check_metadata, client_lsn, principal, reads, resources, tx
 from memworker.policy import Policy
-from memworker.schemas import RecallIn
+from memworker.schemas import AgentsRecallIn, RecallIn
 from memworker.storage import store
 
 router = APIRouter(tags=["recall"])
@@ -32,12 +32,22 @@ def post_recall(
         body.until,
         body.metadata,
         body.explain,
+        body.subject,
     )
     q.validate()
     res = resources(request)
     qvec = res.query_embedder.embed_one(q.text)  # before taking a connection: none waits on the model
     policy = res.policies.get(p.tenant_id, agent_id, lambda: _policy(request, p, agent_id))
-    hits = recall.serve(res.pool, qvec, tenant_id=p.tenant_id, agent_id=agent_id, query=q, policy=policy)
+    hits = recall.serve(
+        res.pool,
+        qvec,
+        tenant_id=p.tenant_id,
+        agent_id=agent_id,
+        query=q,
+        policy=policy,
+        reads=reads(request),  # a replica when there are some (docs/scaling.md)
+        client_lsn=client_lsn(request),
+    )
     took = time.perf_counter() - started
     metrics.RECALL_SECONDS.observe(took)
     if not hits:
@@ -49,3 +59,40 @@ def _policy(request: Request, p: keys.Principal, agent_id: str) -> Policy:
     """The agent's effective policy; NotFound (404) when the agent does not exist."""
     with tx(request, p) as conn:
         return store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+
+
+@router.post("/v1/recall")
+def post_recall_agents(
+    body: AgentsRecallIn, request: Request, p: keys.Principal = Depends(principal)
+) -> dict[str, Any]:
+    """One ranked list over several agents (a supervisor's or operator's recall); each hit
+    names its agent_id. A key limited to some agents may name only those (404 otherwise, as
+    for one agent); every named agent must exist. Weights and thresholds are the tenant's
+    policy; BM25's statistics are the union's (recall.serve_agents)."""
+    agents = list(dict.fromkeys(body.agents))
+    for agent_id in agents:
+        p.require("memories:read", agent_id)
+    check_metadata(request, body.metadata, "metadata filter")
+    started = time.perf_counter()
+    q = recall.Query(
+        body.query,
+        body.k,
+        tuple(body.tiers) if body.tiers else None,
+        tuple(body.kinds) if body.kinds else None,
+        body.since,
+        body.until,
+        body.metadata,
+        body.explain,
+        body.subject,
+    )
+    q.validate()
+    res = resources(request)
+    qvec = res.query_embedder.embed_one(q.text)  # before taking a connection: none waits on the model
+    with tx(request, p) as conn:
+        for agent_id in agents:
+            store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=None)
+    hits = recall.serve_agents(res.pool, qvec, tenant_id=p.tenant_id, agent_ids=agents, query=q, policy=policy)
+    took = time.perf_counter() - started
+    metrics.RECALL_SECONDS.observe(took)
+    return {"memories": hits, "took_ms": round(took * 1000, 3)}

@@ -1,6 +1,5 @@
-"""Sessions over HTTP (issue 7): sessions and their working memory, execution plans, the
-runtime context and context use (the flush). Archives are in routes_archives.py, webhooks
-in routes_hooks.py."""
+"""Sessions over HTTP: sessions and their working memory, execution plans, the runtime
+context and context use (the flush). Archives are in archives.py, webhooks in hooks.py."""
 
 from __future__ import annotations
 
@@ -12,12 +11,22 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import Field
 
-from memworker import errors, keys, memories
-from memworker.api.deps import AgentId, check_metadata, jsonable, principal, publisher, resources, tx
+from memworker import errors, keys, memories, redact
+from memworker.api.deps import (
+    AgentId,
+    check_metadata,
+    client_lsn,
+    jsonable,
+    principal,
+    publisher,
+    reads,
+    resources,
+    tx,
+)
 from memworker.models import budget
-from memworker.schemas import Strict
+from memworker.schemas import Strict, subject_field
 from memworker.sessions import context_call, plans, session, working
-from memworker.storage import sessions_db, store
+from memworker.storage import bumps, sessions_db, store
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["sessions"])
@@ -26,6 +35,7 @@ SessionId = Annotated[str, Path(pattern=memories.AGENT_ID.pattern, max_length=12
 StepId = Annotated[str, Path(pattern=plans.ID.pattern, max_length=64)]
 SESSION_PATTERN = memories.AGENT_ID.pattern
 Status = Literal["pending", "in_progress", "done", "blocked", "skipped"]
+PLAN_TEXTS = frozenset({"title", "output", "note"})  # the free text of a plan, its milestones and steps
 
 
 class SessionIn(Strict):
@@ -33,6 +43,7 @@ class SessionIn(Strict):
     goal: str | None = Field(default=None, min_length=1, max_length=working.MAX_TEXT)
     context_window_tokens: int | None = Field(default=None, ge=256, le=10_000_000)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    subject: str | None = subject_field()
 
 
 class WorkingItemIn(Strict):
@@ -89,6 +100,7 @@ class ContextIn(UsageIn):
     session_id: str | None = Field(default=None, pattern=SESSION_PATTERN, max_length=128)
     max_tokens: int | None = Field(default=None, ge=16, le=1_000_000)
     k: int | None = Field(default=None, ge=1, le=100)
+    subject: str | None = subject_field()  # default: the session's subject
 
 
 def _use(body: UsageIn) -> session.Use | None:
@@ -153,6 +165,7 @@ def post_session(
             goal=body.goal,
             window_tokens=body.context_window_tokens,
             metadata=body.metadata,
+            subject=body.subject,
         )
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
     if not created:
@@ -238,14 +251,11 @@ def put_plan(
     agent_id: AgentId, session_id: SessionId, body: PlanIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
     p.require("memories:write", agent_id)
+    spec = body.model_dump(exclude_unset=True)
     with tx(request, p) as conn:
-        row = session.put_plan(
-            conn,
-            tenant_id=p.tenant_id,
-            agent_id=agent_id,
-            session_id=session_id,
-            spec=body.model_dump(exclude_unset=True),
-        )
+        if store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:
+            spec = redact.redact_keys(spec, PLAN_TEXTS)  # archives, flushes and webhooks then hold no raw value
+        row = session.put_plan(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, spec=spec)
     return _plan_json(row)
 
 
@@ -274,6 +284,10 @@ def patch_step(
     p.require("memories:write", agent_id)
     patch = plans.StepPatch(body.status, body.progress, body.output, body.note)
     with tx(request, p) as conn:
+        if store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:
+            patch = plans.StepPatch(
+                body.status, body.progress, *(redact.redact(t) if t else t for t in (body.output, body.note))
+            )
         row = session.patch_step(
             conn,
             tenant_id=p.tenant_id,
@@ -298,20 +312,37 @@ def post_context(
     res = resources(request)
     count = budget.counter(res.settings.embedding_model)
     qvec = res.query_embedder.embed_one(body.query)  # before the transaction: no connection waits on the model
+    router, gathered = reads(request), None
+    if router is not None and body.session_id is None:  # its reads on a replica, its writes below
+        gathered = router.read(
+            p.tenant_id,
+            lambda conn: context_call.gather_sessionless(
+                conn, qvec, tenant_id=p.tenant_id, agent_id=agent_id, query=body.query, k=body.k, subject=body.subject
+            ),
+            agent_id=agent_id,
+            client_lsn=client_lsn(request),
+        )
     with tx(request, p) as conn:
+        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        # the query is kept (context-call log, pre_turn webhooks): redacted like any stored text
+        query = redact.redact(body.query) if policy.redact_pii else body.query
         call = context_call.run(
             conn,
             qvec,
             tenant_id=p.tenant_id,
             agent_id=agent_id,
-            query=body.query,
+            query=query,
             session_id=body.session_id,
             k=body.k,
             max_tokens=body.max_tokens,
             reported=_use(body),
             count=count,
-            may_flush="memories:write" in p.scopes,  # a read-only key never causes a write (issue 18)
+            may_flush="memories:write" in p.scopes,  # a read-only key never causes a write
+            subject=body.subject,
+            gathered=gathered,
         )
+    if router is not None and gathered is not None:
+        bumps.queue(router.client, p.tenant_id, call.packed.memory_ids)
     after_commit(request, p.tenant_id, call.flush_episode, call.deliveries)
     packed = call.packed
     return {

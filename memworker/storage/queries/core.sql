@@ -49,9 +49,9 @@ UPDATE agents SET last_episode_at = now() WHERE tenant_id = %(tenant_id)s AND id
 -- enqueued_at is stamped here, not after publishing: a later UPDATE would lock the row just
 -- when a fast worker tries to claim it (SKIP LOCKED) and strand it until the reconciler.
 INSERT INTO episodes (tenant_id, agent_id, session_id, idempotency_key, content, messages,
-                      metadata, occurred_at, enqueued_at)
+                      metadata, occurred_at, enqueued_at, subject)
 VALUES (%(tenant_id)s, %(agent_id)s, %(session_id)s, %(idempotency_key)s, %(content)s,
-        %(messages)s, %(metadata)s, coalesce(%(occurred_at)s, now()), now())
+        %(messages)s, %(metadata)s, coalesce(%(occurred_at)s, now()), now(), %(subject)s)
 ON CONFLICT (tenant_id, agent_id, idempotency_key) DO NOTHING
 RETURNING id;
 
@@ -104,7 +104,7 @@ RETURNING e.id, e.agent_id, e.attempts;
 
 -- name: claimed_episodes
 -- The payload of episodes just claimed (claim_episodes).
-SELECT id, agent_id, session_id, content, messages, metadata, attempts, reflection, occurred_at
+SELECT id, agent_id, session_id, content, messages, metadata, attempts, reflection, occurred_at, subject
 FROM episodes WHERE tenant_id = %(tenant_id)s AND id = ANY(%(ids)s);
 
 -- name: lock_claimed_episode
@@ -157,10 +157,10 @@ GROUP BY agent_id ORDER BY agent_id;
 -- name: insert_memory
 INSERT INTO memories (tenant_id, agent_id, text, kind, tier, salience, confidence, expires_at,
                       session_id, entities, topics, provenance, metadata, source_key,
-                      content_hash, trust, flags, doc_len, embedding)
+                      content_hash, trust, flags, doc_len, embedding, subject)
 VALUES (%(tenant_id)s, %(agent_id)s, %(text)s, %(kind)s, %(tier)s, %(salience)s, %(confidence)s,
         %(expires_at)s, %(session_id)s, %(entities)s, %(topics)s, %(provenance)s, %(metadata)s,
-        %(source_key)s, %(content_hash)s, %(trust)s, %(flags)s, %(doc_len)s, %(embedding)s)
+        %(source_key)s, %(content_hash)s, %(trust)s, %(flags)s, %(doc_len)s, %(embedding)s, %(subject)s)
 ON CONFLICT (tenant_id, source_key) DO NOTHING
 RETURNING id;
 
@@ -182,14 +182,18 @@ VALUES (%(tenant_id)s, %(agent_id)s, %(memory_id)s, %(event)s, %(reason)s, %(act
 -- name: find_duplicate
 -- The closest live memory of the agent: an exact text match, else the nearest vector.
 -- Turns (the episodic layer) are what was said, not facts: an item is never folded into one.
+-- Only the same subject's (NULL: the general ones'): one customer's statement never
+-- confirms another's, nor a subject's the agent's general knowledge.
 (SELECT id, text, 1.0::float8 AS similarity FROM memories
  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND content_hash = %(content_hash)s
    AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now()) AND kind <> 'turn'
+   AND subject IS NOT DISTINCT FROM %(subject)s::text
  LIMIT 1)
 UNION ALL
 (SELECT id, text, 1 - (embedding <=> %(embedding)s) AS similarity FROM memories
  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
    AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now()) AND kind <> 'turn'
+   AND subject IS NOT DISTINCT FROM %(subject)s::text
  ORDER BY embedding <=> %(embedding)s LIMIT 1)
 ORDER BY similarity DESC LIMIT 1;
 
@@ -202,6 +206,7 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
   AND (%(tier)s::text IS NULL OR tier = %(tier)s)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s)
   AND (%(session_id)s::text IS NULL OR session_id = %(session_id)s)
+  AND (%(subject)s::text IS NULL OR subject = %(subject)s)  -- one subject's (listing: no general ones)
   AND (%(metadata)s::jsonb IS NULL OR metadata @> %(metadata)s::jsonb)  -- containment, as recall's filter
   AND (%(include_inactive)s OR (valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())))
   AND (%(after_created)s::timestamptz IS NULL
@@ -226,7 +231,7 @@ RETURNING id;
 -- name: recall
 -- Hybrid recall in one statement. BM25 (Lucene IDF, k1 = 1.2, b = 0.75) over the agent's
 -- live memories, exact cosine top-k over the same rows, both min-max normalised over the
--- union of candidates and fused by weight, plus seed 000's priors scaled down to break
+-- union of candidates and fused by weight, plus the priors (salience, recency) scaled down to break
 -- near-ties. The hits' access counters are bumped in the same statement.
 -- One pass over the agent's rows computes everything per row (the filters, the distance,
 -- the priors' inputs) into a narrow materialised set; wide columns are read for the k hits.
@@ -245,6 +250,9 @@ WITH live AS MATERIALIZED (
   FROM memories m
   WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
     AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
+    -- subjects: the asked subject's memories and the general ones, never another subject's
+    -- (no subject asked: the general ones only); BM25's statistics are over these rows too
+    AND (m.subject IS NULL OR m.subject = %(subject)s::text)
 ), stats AS MATERIALIZED (  -- once, not once per posting row
   SELECT count(*)::float8 AS n, coalesce(avg(doc_len), 0)::float8 AS avgdl FROM live
 ), postings AS MATERIALIZED (
@@ -326,9 +334,83 @@ WITH live AS MATERIALIZED (
   FROM bumped b WHERE m.tenant_id = %(tenant_id)s AND m.id = b.id
   RETURNING m.id
 )
-SELECT m.id, m.text, m.kind, m.tier, m.created_at, m.metadata, m.provenance, m.flags, m.trust,
+SELECT m.id, m.text, m.kind, m.tier, m.created_at, m.metadata, m.provenance, m.flags, m.trust, m.subject,
        top.salience, top.access_count, top.score, top.bm25, top.vector, top.fused, top.prior, top.freshness,
        (SELECT array_agg(c.id ORDER BY c.id) FROM collapsed c WHERE c.into_id = top.id) AS collapsed
 FROM top JOIN memories m ON m.id = top.id
 ORDER BY top.score DESC, top.id;
 
+-- name: access_apply
+-- The access bumps of recalls served by a replica (queued in Redis, storage/bumps.py), one
+-- batch of one tenant: n recalls of a memory add n. `at` is the batch's own time and becomes
+-- last_access_at: a batch applied a second time (its drain died before it could say it was
+-- done) finds the rows it counted already at `at` and leaves them alone.
+UPDATE memories m SET access_count = m.access_count + x.n, last_access_at = %(at)s
+FROM unnest(%(ids)s::uuid[], %(counts)s::int[]) AS x(id, n)
+WHERE m.tenant_id = %(tenant_id)s AND m.id = x.id
+  AND (m.last_access_at IS NULL OR m.last_access_at < %(at)s);
+
+-- name: recall_agents
+-- One ranked list over several agents' live memories (a supervisor's or operator's recall):
+-- the same signals and fusion as `recall`, with BM25's statistics (document count, average
+-- length, each term's document frequency) computed over the union of the agents' memories,
+-- and the cosine and BM25 ranges normalised over the union's candidates, so scores from two
+-- agents are on one scale. A subject filter as in `recall`. It reads, never bumps access
+-- counts (an operator's look is not the agent's use), and does not collapse items into
+-- their turns.
+WITH live AS MATERIALIZED (
+  SELECT m.id, m.doc_len, m.salience, m.access_count, m.created_at,
+         (m.tier = ANY(%(tiers)s::text[])
+          AND (%(kinds)s::text[] IS NULL OR m.kind = ANY(%(kinds)s::text[]))
+          AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
+          AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
+          AND (%(metadata)s::jsonb IS NULL OR m.metadata @> %(metadata)s::jsonb)
+          AND NOT (%(hide_flagged)s AND 'instruction' = ANY(m.flags))) AS wanted,
+         m.embedding <=> %(qvec)s::vector AS distance
+  FROM memories m
+  WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = ANY(%(agent_ids)s::text[])
+    AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
+    AND (m.subject IS NULL OR m.subject = %(subject)s::text)
+), stats AS MATERIALIZED (
+  SELECT count(*)::float8 AS n, coalesce(avg(doc_len), 0)::float8 AS avgdl FROM live
+), postings AS MATERIALIZED (
+  SELECT t.memory_id AS id, t.tf::float8 AS tf, l.doc_len::float8 AS dl, l.wanted,
+         count(*) OVER (PARTITION BY t.term)::float8 AS df
+  FROM memory_terms t JOIN live l ON l.id = t.memory_id
+  WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = ANY(%(agent_ids)s::text[]) AND t.term = ANY(%(terms)s::text[])
+), bm25 AS MATERIALIZED (
+  SELECT p.id, bool_or(p.wanted) AS wanted,
+         sum(ln(1 + (s.n - p.df + 0.5) / (p.df + 0.5))
+             * p.tf * (1.2 + 1) / (p.tf + 1.2 * (1 - 0.75 + 0.75 * p.dl / s.avgdl))) AS score
+  FROM postings p CROSS JOIN stats s
+  GROUP BY p.id
+), candidates AS (
+  (SELECT id FROM bm25 WHERE wanted ORDER BY score DESC, id LIMIT %(candidates)s)
+  UNION
+  (SELECT id FROM live WHERE wanted ORDER BY distance, id LIMIT %(candidates)s)
+), signals AS (
+  SELECT l.id, l.salience, l.access_count, l.created_at, coalesce(b.score, 0) AS bm25, 1 - l.distance AS vector
+  FROM candidates c JOIN live l ON l.id = c.id LEFT JOIN bm25 b ON b.id = c.id
+), relevant AS (
+  SELECT s.* FROM signals s WHERE s.bm25 > 0 OR s.vector >= %(vector_floor)s
+), ranges AS (
+  SELECT max(bm25) AS bmax, min(vector) AS vmin, max(vector) AS vmax FROM relevant
+), scored AS (
+  SELECT r.*,
+         CASE WHEN g.bmax > 0 THEN r.bm25 / g.bmax ELSE 0 END AS bm25_norm,
+         CASE WHEN g.vmax > g.vmin THEN (r.vector - g.vmin) / (g.vmax - g.vmin) ELSE 1 END AS vector_norm,
+         1.0 / (1.0 + extract(epoch FROM now() - r.created_at) / 86400.0 / 30.0) AS freshness
+  FROM relevant r CROSS JOIN ranges g
+), fused AS (
+  SELECT s.*,
+         %(w_bm25)s * s.bm25_norm + %(w_vector)s * s.vector_norm AS fused,
+         %(w_prior)s * (s.salience + least(0.1 * s.access_count, 1.0) + s.freshness) AS prior
+  FROM scored s
+), top AS (
+  SELECT f.*, f.fused + f.prior AS score FROM fused f ORDER BY f.fused + f.prior DESC, f.id LIMIT %(k)s
+)
+SELECT m.id, m.agent_id, m.text, m.kind, m.tier, m.created_at, m.metadata, m.provenance, m.flags, m.trust,
+       m.subject, top.salience, top.access_count, top.score, top.bm25, top.vector, top.fused, top.prior,
+       top.freshness, NULL::uuid[] AS collapsed
+FROM top JOIN memories m ON m.id = top.id
+ORDER BY top.score DESC, top.id;

@@ -217,7 +217,8 @@ FROM agents a WHERE a.tenant_id = %(tenant_id)s AND a.id = %(agent_id)s;
 UPDATE retention_runs
 SET status = %(status)s, finished_at = now(), scanned = %(scanned)s, expired = %(expired)s,
     forgotten_age = %(forgotten_age)s, forgotten_unused = %(forgotten_unused)s,
-    forgotten_cap = %(forgotten_cap)s, decayed = %(decayed)s, promoted = %(promoted)s,
+    forgotten_cap = %(forgotten_cap)s, forgotten_distilled = %(forgotten_distilled)s,
+    decayed = %(decayed)s, promoted = %(promoted)s,
     merged = %(merged)s, superseded = %(superseded)s, reviews = %(reviews)s, batches = %(batches)s,
     duration_ms = %(duration_ms)s, skipped_reason = %(skipped_reason)s, error = %(error)s
 WHERE tenant_id = %(tenant_id)s AND id = %(run_id)s;
@@ -252,17 +253,15 @@ WITH doomed AS (
 SELECT count(*) AS n FROM gone;
 
 -- name: retention_forget_age
--- Seed 002: episodic items older than decay_days (since written or last confirmed) that were
--- never recalled. Insights, conclusions, L2 and L3 are not episodic. A turn (the episodic
--- layer) goes only once a sleep pass has consolidated it: what it said has had its chance to
--- become semantic memory first.
+-- Episodic scratch items older than decay_days (since written or last confirmed)
+-- that were never recalled. The semantic layer (L1-L3) is not episodic. Turns go by their own
+-- rule (retention_forget_distilled): by what a summary carries, not by their recall count.
 WITH doomed AS (
   SELECT id FROM memories
   WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
-    AND tier = ANY(%(tiers)s::text[]) AND kind <> ALL(%(protected)s::text[])
+    AND tier = ANY(%(tiers)s::text[]) AND kind <> ALL(%(protected)s::text[]) AND kind <> 'turn'
     AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
     AND access_count = 0 AND greatest(created_at, confirmed_at) < %(cutoff)s
-    AND (kind <> 'turn' OR consolidated_at IS NOT NULL)
   ORDER BY created_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED
 ), gone AS (
   DELETE FROM memories m USING doomed d WHERE m.id = d.id RETURNING m.id
@@ -274,12 +273,12 @@ WITH doomed AS (
 SELECT count(*) AS n FROM gone;
 
 -- name: retention_forget_unused
--- Seed 001: not recalled, confirmed or written for unused_days. Everything but L3 and the
--- protected kinds.
+-- Episodic items (turns a summary does not carry included) not recalled, confirmed
+-- or written for unused_days. The semantic layer leaves by supersede, merge, forget or its cap.
 WITH doomed AS (
   SELECT id FROM memories
   WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
-    AND tier <> 'L3' AND kind <> ALL(%(protected)s::text[])
+    AND tier = ANY(%(tiers)s::text[]) AND kind <> ALL(%(protected)s::text[])
     AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
     AND greatest(created_at, confirmed_at, last_access_at) < %(cutoff)s
   ORDER BY created_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED
@@ -293,13 +292,62 @@ WITH doomed AS (
 SELECT count(*) AS n FROM gone;
 
 -- name: retention_forget_cap
--- Seed 002's cap: rank live episodic items by recalls, then freshness; drop those past the
--- cap, lowest ranked first.
+-- The episodic cap: rank live episodic items by value: what no summary carries first (it exists
+-- nowhere else), then recalls, then freshness; drop those past the cap, lowest ranked first.
 WITH ranked AS (
-  SELECT id, row_number() OVER (ORDER BY access_count DESC, greatest(created_at, confirmed_at) DESC, id) AS rank
+  SELECT m.id, row_number() OVER (
+           ORDER BY (s.id IS NOT NULL), m.access_count DESC, greatest(m.created_at, m.confirmed_at) DESC, m.id
+         ) AS rank
+  FROM memories m
+  LEFT JOIN memories s ON s.tenant_id = m.tenant_id AND s.id = m.carried_by AND s.valid_to IS NULL
+  WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
+    AND m.tier = ANY(%(tiers)s::text[]) AND m.kind <> ALL(%(protected)s::text[])
+    AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)
+), doomed AS (
+  SELECT m.id FROM memories m JOIN ranked r ON r.id = m.id
+  WHERE r.rank > %(cap)s ORDER BY r.rank DESC LIMIT %(batch)s FOR UPDATE OF m SKIP LOCKED
+), gone AS (
+  DELETE FROM memories m USING doomed d WHERE m.id = d.id RETURNING m.id
+), logged AS (
+  INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, created_at)
+  SELECT %(tenant_id)s, %(agent_id)s, g.id, 'forgotten', %(reason)s, %(actor)s, %(now)s FROM gone g
+  RETURNING 1
+)
+SELECT count(*) AS n FROM gone;
+
+-- name: retention_forget_distilled
+-- Forgetting by value: a turn whose message a live sleep summary carries (carried_by, set by the
+-- pass that wrote the summary) goes distilled_keep_days after it was distilled, whatever its
+-- recall count: the summary answers for it. A turn no summary carries is not touched here.
+WITH doomed AS (
+  SELECT m.id FROM memories m
+  JOIN memories s ON s.tenant_id = m.tenant_id AND s.id = m.carried_by
+  WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.kind = 'turn'
+    AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)
+    AND s.valid_to IS NULL AND (s.expires_at IS NULL OR s.expires_at > %(now)s)
+    AND greatest(m.created_at, m.consolidated_at) < %(cutoff)s
+  ORDER BY m.created_at LIMIT %(batch)s FOR UPDATE OF m SKIP LOCKED
+), gone AS (
+  DELETE FROM memories m USING doomed d WHERE m.id = d.id RETURNING m.id
+), logged AS (
+  INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, created_at)
+  SELECT %(tenant_id)s, %(agent_id)s, g.id, 'forgotten', %(reason)s, %(actor)s, %(now)s FROM gone g
+  RETURNING 1
+)
+SELECT count(*) AS n FROM gone;
+
+-- name: retention_forget_semantic_cap
+-- The semantic layer's only size bound: live L1 items past max_semantic, ranked by value
+-- (evidence: confirmations and recalls, then confidence x salience, then freshness); the least
+-- valuable go first. L2 (promoted by evidence), L3, insights and conclusions are not counted.
+WITH ranked AS (
+  SELECT id, row_number() OVER (
+           ORDER BY confirmations + access_count DESC, confidence * salience DESC,
+                    greatest(created_at, confirmed_at) DESC, id
+         ) AS rank
   FROM memories
-  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
-    AND tier = ANY(%(tiers)s::text[]) AND kind <> ALL(%(protected)s::text[])
+  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND tier = 'L1'
+    AND kind <> ALL(%(protected)s::text[]) AND kind <> 'turn'
     AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
 ), doomed AS (
   SELECT m.id FROM memories m JOIN ranked r ON r.id = m.id
@@ -429,7 +477,10 @@ JOIN memories mb ON mb.id = c.b
 WHERE 2 * (SELECT count(*) FROM unnest(ba.terms) x WHERE x = ANY(bb.terms))
         >= least(cardinality(ba.terms), cardinality(bb.terms))
   AND mb.valid_to IS NULL AND (mb.expires_at IS NULL OR mb.expires_at > %(now)s)
-  AND ma.kind <> 'turn' AND mb.kind <> 'turn';  -- turns record what was said: never merged
+  AND ma.kind <> 'turn' AND mb.kind <> 'turn'  -- turns record what was said: never merged
+  -- one subject's memories are never merged with, superseded by or reviewed against another
+  -- subject's, nor the agent's general ones (NULL) with a subject's
+  AND ma.subject IS NOT DISTINCT FROM mb.subject;
 
 -- name: retention_facts
 SELECT id, text, kind, tier, confidence, access_count, created_at FROM memories
@@ -447,6 +498,7 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
        OR id = ANY(%(memory_ids)s::uuid[])
        OR (%(session_id)s::text IS NOT NULL AND session_id = %(session_id)s)
        OR (%(before)s::timestamptz IS NOT NULL AND created_at < %(before)s)
+       OR (%(subject)s::text IS NOT NULL AND subject = %(subject)s)
        OR EXISTS (SELECT 1 FROM unnest(provenance) p WHERE split_part(p, '#', 1) = ANY(%(sources)s::text[])));
 
 -- name: forget_match_episodes
@@ -454,7 +506,8 @@ SELECT id FROM episodes
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
   AND (id = ANY(%(episode_ids)s::uuid[])
        OR (%(session_id)s::text IS NOT NULL AND session_id = %(session_id)s)
-       OR (%(before)s::timestamptz IS NOT NULL AND created_at < %(before)s));
+       OR (%(before)s::timestamptz IS NOT NULL AND created_at < %(before)s)
+       OR (%(subject)s::text IS NOT NULL AND subject = %(subject)s));
 
 -- name: forget_derived
 -- Insights and conclusions whose evidence includes a forgotten memory: linked through the
@@ -502,4 +555,51 @@ WHERE p.tenant_id = %(tenant_id)s AND p.agent_id = %(agent_id)s
   AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n
               WHERE strpos(lower(p.document::text), lower(n)) > 0)
 RETURNING p.version;
+
+-- name: forget_turns
+-- The turns (messages kept verbatim) of erased episodes: the episode's own text.
+SELECT id, kind, provenance FROM memories
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND kind = 'turn'
+  AND EXISTS (SELECT 1 FROM unnest(provenance) p WHERE split_part(p, '#', 1) = ANY(%(sources)s::text[]));
+
+-- name: forget_episode_texts
+-- What erased episodes said (content, message texts): the needles of forget's copy search.
+SELECT content, coalesce((SELECT array_agg(v #>> '{}') FROM jsonb_path_query(e.messages, 'strict $.**') v
+                          WHERE jsonb_typeof(v) = 'string'), '{}') AS strings
+FROM episodes e
+WHERE e.tenant_id = %(tenant_id)s AND e.agent_id = %(agent_id)s AND e.id = ANY(%(ids)s::uuid[]);
+
+-- name: forget_memory_copies
+-- Memories, live or retired (histories show retired ones), whose text holds a needle
+-- (lower-cased by the caller).
+SELECT id, kind, provenance FROM memories
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id <> ALL(%(exclude)s::uuid[])
+  AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n WHERE strpos(lower(text), n) > 0);
+
+-- name: forget_episode_copies
+-- Episodes whose content, messages or metadata hold a needle (lower-cased by the caller).
+SELECT e.id FROM episodes e
+WHERE e.tenant_id = %(tenant_id)s AND e.agent_id = %(agent_id)s AND e.id <> ALL(%(exclude)s::uuid[])
+  AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n
+              WHERE strpos(lower(e.content), n) > 0
+                 OR EXISTS (SELECT 1 FROM jsonb_path_query(coalesce(e.messages, '[]') || jsonb_build_array(e.metadata),
+                                                           'strict $.**') v
+                            WHERE jsonb_typeof(v) = 'string' AND strpos(lower(v #>> '{}'), n) > 0));
+
+-- name: forget_scrub_events
+-- Audit rows keep their ids; a reason that quotes a needle loses its text.
+WITH hit AS (
+  UPDATE memory_events SET reason = '[forgotten]'
+  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+    AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n WHERE strpos(lower(reason), n) > 0)
+  RETURNING 1
+), reviews AS (
+  UPDATE memory_reviews SET reason = '[forgotten]',
+         resolution = CASE WHEN resolution IS NULL THEN NULL ELSE '[forgotten]' END
+  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+    AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n
+                WHERE strpos(lower(reason), n) > 0 OR strpos(lower(coalesce(resolution, '')), n) > 0)
+  RETURNING 1
+)
+SELECT (SELECT count(*) FROM hit) AS events, (SELECT count(*) FROM reviews) AS reviews;
 

@@ -2,8 +2,9 @@
 -- (memworker/sessions/, memworker/context.py, memworker/sleep/rumination.py; sql/0004_sessions.sql).
 
 -- name: session_insert
-INSERT INTO sessions (tenant_id, agent_id, id, metadata, working, window_tokens, revision)
-VALUES (%(tenant_id)s, %(agent_id)s, %(session_id)s, %(metadata)s, %(working)s, %(window_tokens)s, %(revision)s)
+INSERT INTO sessions (tenant_id, agent_id, id, metadata, working, window_tokens, revision, subject)
+VALUES (%(tenant_id)s, %(agent_id)s, %(session_id)s, %(metadata)s, %(working)s, %(window_tokens)s, %(revision)s,
+        %(subject)s)
 ON CONFLICT (tenant_id, agent_id, id) DO NOTHING
 RETURNING *;
 
@@ -170,6 +171,50 @@ SET data = %(data)s, bytes = %(bytes)s, raw_bytes = %(raw_bytes)s, sha256 = %(sh
     episode_ids = %(episode_ids)s::uuid[]
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
   AND version = %(version)s;
+
+-- name: sessions_of_subject
+SELECT id FROM sessions
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND subject = %(subject)s ORDER BY id;
+
+-- name: sessions_with_text
+-- Sessions whose working memory, plan or metadata hold a needle (lower-cased by the caller)
+-- in any string, locked for forget's rewrite.
+SELECT * FROM sessions s
+WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s
+  AND EXISTS (SELECT 1 FROM jsonb_path_query(jsonb_build_array(s.working, s.plan, s.metadata), 'strict $.**') v
+              WHERE jsonb_typeof(v) = 'string'
+                AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n WHERE strpos(lower(v #>> '{}'), n) > 0))
+ORDER BY s.id
+FOR UPDATE;
+
+-- name: session_scrubbed
+-- Forget's rewrite: a new revision, so a client holding the old one re-reads.
+UPDATE sessions SET working = %(working)s, plan = %(plan)s, metadata = %(metadata)s,
+                    revision = revision + 1, updated_at = now()
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
+
+-- name: context_calls_scrub
+-- Logged context calls whose query holds a needle go (the query is the row's only text).
+DELETE FROM context_calls c
+WHERE c.tenant_id = %(tenant_id)s AND c.agent_id = %(agent_id)s
+  AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n WHERE strpos(lower(c.query), n) > 0)
+RETURNING c.id;
+
+-- name: deliveries_with_text
+SELECT d.id, d.payload FROM webhook_deliveries d
+WHERE d.tenant_id = %(tenant_id)s AND d.agent_id = %(agent_id)s
+  AND EXISTS (SELECT 1 FROM jsonb_path_query(d.payload, 'strict $.**') v
+              WHERE jsonb_typeof(v) = 'string'
+                AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n WHERE strpos(lower(v #>> '{}'), n) > 0))
+FOR UPDATE;
+
+-- name: delivery_scrubbed
+UPDATE webhook_deliveries SET payload = %(payload)s WHERE tenant_id = %(tenant_id)s AND id = %(delivery_id)s;
+
+-- name: archive_keys
+-- Every archive of the agent, without its data (forget reads them one at a time).
+SELECT session_id, version FROM session_archives
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s ORDER BY session_id, version;
 
 -- name: archives_in_window
 SELECT session_id, version, data FROM session_archives

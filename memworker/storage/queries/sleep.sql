@@ -74,13 +74,16 @@ FROM agents WHERE tenant_id = %(tenant_id)s ORDER BY id;
 
 -- name: consolidation_window
 -- The pass's window: the agent's oldest live memories not yet consolidated (a pass's own
--- insights and conclusions are born consolidated).
+-- insights, conclusions and summaries are born consolidated). Rows written together (one
+-- ingest transaction) come by episode and message order, so a window holds whole stretches
+-- of a conversation for the summaries rather than a scatter of messages.
 SELECT id, text, kind, tier, salience, confidence, created_at, access_count, last_access_at,
-       entities, topics, flags, embedding
+       entities, topics, flags, embedding, provenance, metadata, subject
 FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND consolidated_at IS NULL
   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
-ORDER BY created_at, id
+ORDER BY created_at, split_part(provenance[1], '#', 1),
+         nullif(substring(provenance[1] FROM '#m([0-9]+)'), '')::int, source_key, id
 LIMIT %(limit)s;
 
 -- name: consolidation_waiting
@@ -110,6 +113,12 @@ UPDATE memories m SET salience = least(1.0, m.salience + x.bump), updated_at = n
 FROM unnest(%(ids)s::uuid[], %(bumps)s::float8[]) AS x(id, bump)
 WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.id = x.id AND x.bump > 0
 RETURNING m.id;
+
+-- name: distil_carry
+-- The turns a summary carries point at it (retention's forgetting by value reads this).
+UPDATE memories m SET carried_by = x.summary_id
+FROM unnest(%(turn_ids)s::uuid[], %(summary_ids)s::uuid[]) AS x(turn_id, summary_id)
+WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.id = x.turn_id AND m.kind = 'turn';
 
 -- name: consolidation_mark
 UPDATE memories SET consolidated_at = now()

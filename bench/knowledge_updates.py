@@ -1,0 +1,146 @@
+"""Knowledge updates: how often a statement that says the opposite of a live memory is taken
+for an update (superseded or reviewed) rather than a confirmation, and how often a true
+paraphrase still confirms. The pairs are tests/data/knowledge_updates.jsonl (swapped roles,
+negations, changed values, paraphrases).
+
+    python bench/knowledge_updates.py [--rules-only] [--api-url URL --api-key KEY --data-dir DIR]
+
+1. The rules (pure, every pair): memworker.lifecycle.rules.changed (what dedup, supersede,
+   review and merge ask), against the contradiction rule alone (the rule before knowledge
+   updates), in the same run.
+2. Through the API (unless --rules-only): per pair, one subject; the older statement as an
+   episode, then the newer one; the outcome read back from the older memory (superseded,
+   under review, or confirmed by the newer episode). Offline reflector, real embeddings.
+
+Prints the rates and writes bench/results/knowledge_updates.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import (
+    add_stack_args,
+    command_line,
+    create_tenant,
+    environment_note,
+    loadavg,
+    md_table,
+    stack_from_args,
+    write_report,
+)
+from memworker.lifecycle import rules
+from memworker.sdk import Client
+
+PAIRS = Path(__file__).resolve().parent.parent / "tests" / "data" / "knowledge_updates.jsonl"
+SHAPES = ("swap", "negation", "value", "paraphrase")
+
+
+def load_pairs() -> list[dict[str, str]]:
+    return [json.loads(line) for line in PAIRS.read_text().splitlines() if line.strip()]
+
+
+def rule_rates(pairs: list[dict[str, str]]) -> tuple[list[list[Any]], list[str]]:
+    """Per shape: the share judged right by rules.changed and by contradiction() alone."""
+    rows, misses = [], []
+    for shape in SHAPES:
+        mine = [p for p in pairs if p["shape"] == shape]
+        want = shape != "paraphrase"
+        now = sum((rules.changed(p["older"], p["newer"]) is not None) == want for p in mine)
+        before = sum((rules.contradiction(p["older"], p["newer"]) is not None) == want for p in mine)
+        misses += [
+            f"{shape}: {p['older']!r} -> {p['newer']!r}"
+            for p in mine
+            if (rules.changed(p["older"], p["newer"]) is not None) != want
+        ]
+        rows.append([shape, len(mine), f"{100 * now / len(mine):.1f} %", f"{100 * before / len(mine):.1f} %"])
+    return rows, misses
+
+
+def outcome(c: Client, agent: str, subject: str, older: str, newer: str) -> str:
+    """superseded, reviewed, confirmed, both live, or no item (the reflector kept none)."""
+    first = c.add_episode(agent, older, subject=subject, metadata={"kind": "older"})
+    old_ids = c.wait_for_episode(agent, first["episode_id"])["memory_ids"]
+    second = c.add_episode(agent, newer, subject=subject, metadata={"kind": "newer"})
+    new_ids = c.wait_for_episode(agent, second["episode_id"])["memory_ids"]
+    if not old_ids or not new_ids:
+        return "no item"
+    old = old_ids[0]
+    if old in new_ids:
+        return "confirmed"
+    if c.get_memory(agent, old)["superseded_by"]:
+        return "superseded"
+    if any(r["older"]["id"] == old for r in c.reviews(agent, limit=500)):
+        return "reviewed"
+    return "both live"
+
+
+def api_rates(pairs: list[dict[str, str]], args: argparse.Namespace) -> tuple[list[list[Any]], str]:
+    with stack_from_args(args) as stack:
+        _, key = create_tenant(stack, "knowledge-updates")
+        c = Client(stack.api_url, key)
+        got: dict[str, Counter[str]] = {s: Counter() for s in SHAPES}
+        for i, p in enumerate(pairs):
+            got[p["shape"]][outcome(c, "ku-bench", f"pair-{i}", p["older"], p["newer"])] += 1
+        c.close()
+        note = environment_note(args.load_before, command_line(), stack)
+    rows = []
+    for shape in SHAPES:
+        n = sum(got[shape].values())
+        right = got[shape]["confirmed"] if shape == "paraphrase" else got[shape]["superseded"] + got[shape]["reviewed"]
+        rows.append(
+            [shape, n, f"{100 * right / n:.1f} %"]
+            + [got[shape][k] for k in ("superseded", "reviewed", "confirmed", "both live", "no item")]
+        )
+    return rows, note
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rules-only", action="store_true", help="skip the run through the API")
+    add_stack_args(parser)
+    args = parser.parse_args()
+    args.load_before = loadavg()
+    pairs = load_pairs()
+    rows, misses = rule_rates(pairs)
+    out = [
+        "# Knowledge updates",
+        "",
+        f"{len(pairs)} pairs from tests/data/knowledge_updates.jsonl. Right: an update (swap, negation, "
+        "value) judged a change; a paraphrase judged the same.",
+        "",
+        "## The rules",
+        "",
+        md_table(["shape", "pairs", "right (rules.changed)", "right (contradiction alone, before)"], rows),
+        "",
+        "Misses: " + ("; ".join(misses) if misses else "none"),
+    ]
+    print("\n".join(out), flush=True)
+    if not args.rules_only:
+        api_rows, note = api_rates(pairs, args)
+        part = [
+            "",
+            "## Through the API (ingest: dedup, then supersede or review)",
+            "",
+            "Right: an update superseded or reviewed; a paraphrase confirmed (folded into the older memory).",
+            "",
+            md_table(
+                ["shape", "pairs", "right", "superseded", "reviewed", "confirmed", "both live", "no item"], api_rows
+            ),
+            "",
+            note,
+        ]
+        print("\n".join(part), flush=True)
+        out += part
+    path = write_report("knowledge_updates.md", "\n".join(out))
+    print(f"\nwritten {path}")
+
+
+if __name__ == "__main__":
+    main()

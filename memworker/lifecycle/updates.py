@@ -1,0 +1,242 @@
+"""Knowledge updates: when a new statement says the opposite of a live memory, it is a
+change of what is true, never a confirmation (dedup) or a near-duplicate (merge). Pure and
+lexical, like memworker.lifecycle.rules (which asks `change` besides its own contradiction
+rule): with no LLM in the loop it must be deterministic, and it must not mistake a true
+paraphrase for an update. Three shapes:
+
+- swap: the same words with two parts exchanged across a word that orders them ("email
+  over phone" / "phone over email", "by phone, never by email" / "by email, never by
+  phone", "Alice reports to Bob" / "Bob reports to Alice"). Parts exchanged across nothing
+  or across "and"/"or" are a list or a moved phrase ("Python and Go" / "Go and Python",
+  "on Mondays the team meets" / "the team meets on Mondays"): the same meaning.
+- negation: the same content words, one of the two negated ("does not want weekly
+  reports" / "wants weekly reports").
+- value: the same sentence with a number, date, month, weekday or proper name (a place, a
+  person, a plan) changed after a verb or preposition that introduces a value ("is on
+  March 3" / "is on March 5", "plan is Enterprise" / "plan is Starter"). A changed word
+  before any such anchor changes what the sentence is about ("Ticket 4411 is ..." /
+  "Ticket 4412 is ..."): two facts, not an update.
+
+See docs/subjects.md ("Knowledge updates") and bench/knowledge_updates.py for the measured
+rates on tests/data/knowledge_updates.jsonl."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+
+_TOKEN = re.compile(r"\d+(?:[.:/,-]\d+)*[A-Za-z%]*|[^\W_]+")
+_NEGATIONS = frozenset({"not", "no", "never", "cannot", "nobody", "nothing", "neither", "nor"})
+# Words that carry no content of their own here: articles, auxiliaries of a negation ("does
+# not use"), and adverbs that change how a thing is said, not what.
+_SKIP = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "do",
+        "does",
+        "did",
+        "now",
+        "currently",
+        "still",
+        "already",
+        "officially",
+        "definitely",
+        "certainly",
+        "actually",
+        "really",
+        "also",
+        "just",
+        "recently",
+        "indeed",
+        "always",
+        "anymore",
+        "longer",  # "no longer uses" is a negation of "uses"
+    }
+)
+# Between two exchanged parts, only these leave the meaning alone (a list).
+_SYMMETRIC = frozenset({"and", "or", "plus", "as", "well", "both", "either"})
+# Words after which a changed number, date or name is a changed value.
+_ANCHORS = frozenset(
+    {
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "prefer",
+        "preferred",
+        "live",
+        "lived",
+        "located",
+        "based",
+        "hosted",
+        "deployed",
+        "called",
+        "named",
+        "scheduled",
+        "moved",
+        "move",
+        "switched",
+        "changed",
+        "became",
+        "become",
+        "equal",
+        "set",
+        "target",
+        "run",
+        "use",
+        "using",
+        "cost",
+        "require",
+        "has",
+        "have",
+        "had",
+        "need",
+        "take",
+        "start",
+        "begin",
+        "end",
+        "expire",
+        "due",
+        "on",
+        "at",
+        "in",
+        "to",
+        "from",
+        "until",
+        "by",
+        "for",
+        "pay",
+        "paid",
+        "charge",
+        "charged",
+        "earn",
+        "owe",
+        "weigh",
+        "last",
+    }
+)
+_CALENDAR = frozenset(
+    "january february march april may june july august september october november december "
+    "jan feb mar apr jun jul aug sep sept oct nov dec "
+    "monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays "
+    "thursdays fridays saturdays sundays today tomorrow yesterday morning afternoon evening".split()
+)
+# Negations whose first half is a word of its own: "cannot share" is "can" + "not share".
+_EXPANDED = {"cannot": "can not", "can't": "can not", "won't": "will not", "shan't": "shall not"}
+_CONTRACTIONS = re.compile(r"\b(?:cannot|can't|won't|shan't)\b", re.I)
+_MAX_VALUE_WORDS = 4  # a changed value: at most a few words ("New York", "March 3")
+
+
+@dataclass(frozen=True)
+class _Word:
+    form: str  # case-folded and lightly stemmed: what is compared
+    proper: bool  # capitalised where it stands, not as the sentence's first word
+    value: bool  # a number, a date word, or a proper name
+
+
+def _stem(word: str) -> str:
+    """A plural or third-person -s dropped ('prefers' ~ 'prefer'), nothing more."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+_NOT = _Word("\N{NOT SIGN}", proper=False, value=False)  # every negation word reads as one
+
+
+@lru_cache(maxsize=16_384)
+def _parse(text: str) -> tuple[_Word, ...]:
+    """The words that carry content, negations as _NOT (they order things too: 'phone,
+    never email')."""
+    norm = unicodedata.normalize("NFKC", text).replace("\N{RIGHT SINGLE QUOTATION MARK}", "'")
+    norm = _CONTRACTIONS.sub(lambda m: _EXPANDED[m.group(0).casefold()], norm)
+    norm = re.sub(r"n't\b", " not", norm, flags=re.I)
+    words: list[_Word] = []
+    for i, raw in enumerate(_TOKEN.findall(norm)):
+        folded = raw.casefold()
+        if folded in _NEGATIONS:
+            words.append(_NOT)
+            continue
+        if folded in _SKIP:
+            continue
+        proper = i > 0 and raw[:1].isupper()
+        value = any(c.isdigit() for c in folded) or folded in _CALENDAR or proper
+        words.append(_Word(_stem(folded), proper, value))
+    return tuple(words)
+
+
+def _forms(words: tuple[_Word, ...]) -> tuple[str, ...]:
+    return tuple(w.form for w in words)
+
+
+def change(older: str, newer: str) -> str | None:
+    """How newer says the opposite of older: 'swap', 'negation', 'value', or None (the
+    same thing, or two unrelated things)."""
+    words_a, words_b = _parse(older), _parse(newer)
+    a, b = _forms(words_a), _forms(words_b)
+    core_a, core_b = [w for w in a if w != _NOT.form], [w for w in b if w != _NOT.form]
+    if not core_a or not core_b:
+        return None
+    if (len(a) - len(core_a)) % 2 != (len(b) - len(core_b)) % 2:
+        return "negation" if core_a == core_b else None
+    if a == b:
+        return None
+    if sorted(a) == sorted(b):
+        return "swap" if _swapped(a, b) else None
+    return "value" if _value_changed(words_a, words_b) else None
+
+
+def reordered(older: str, newer: str) -> bool:
+    """The same words in another order that says the same thing: a list reordered or a
+    phrase moved ('Python and Go' / 'Go and Python'), not parts exchanged across a word that
+    orders them (that is a 'swap')."""
+    a, b = _forms(_parse(older)), _forms(_parse(newer))
+    return a != b and sorted(a) == sorted(b) and not _swapped(a, b)
+
+
+def _trimmed(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[int, int]:
+    """(common prefix length, common suffix length) of two sequences, not overlapping."""
+    p = 0
+    while p < min(len(a), len(b)) and a[p] == b[p]:
+        p += 1
+    s = 0
+    while s < min(len(a), len(b)) - p and a[-1 - s] == b[-1 - s]:
+        s += 1
+    return p, s
+
+
+def _swapped(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """b is a with two parts X and Y exchanged (P X M Y S -> P Y M X S) across a middle M
+    that orders them: not empty, and not only list words."""
+    p, s = _trimmed(a, b)
+    inner_a, inner_b = a[p : len(a) - s], b[p : len(b) - s]
+    n = len(inner_a)
+    for lx in range(1, n):
+        for ly in range(1, n - lx + 1):
+            x, y, m = inner_a[:lx], inner_a[n - ly :], inner_a[lx : n - ly]
+            if inner_b == y + m + x and x != y:
+                return any(w not in _SYMMETRIC for w in m)
+    return False
+
+
+def _value_changed(words_a: tuple[_Word, ...], words_b: tuple[_Word, ...]) -> bool:
+    """One stretch of value words replaced by another after an anchor; with equal lengths,
+    the words between changed values may stay ('Enterprise with 40 seats' / 'Starter with
+    3 seats')."""
+    a, b = _forms(words_a), _forms(words_b)
+    p, s = _trimmed(a, b)
+    if not any(w in _ANCHORS for w in a[:p]):
+        return False  # what changed is what the sentence is about, or nothing anchors a value
+    mid_a, mid_b = words_a[p : len(a) - s], words_b[p : len(b) - s]
+    if not mid_a or not mid_b:
+        return False  # one adds words the other lacks: more detail, not a different value
+    if len(mid_a) == len(mid_b):
+        changed = [(x, y) for x, y in zip(mid_a, mid_b, strict=True) if x.form != y.form]
+        return len(changed) <= _MAX_VALUE_WORDS and all(x.value and y.value for x, y in changed)
+    return (
+        max(len(mid_a), len(mid_b)) <= _MAX_VALUE_WORDS and all(w.value for w in mid_a) and all(w.value for w in mid_b)
+    )

@@ -1,0 +1,160 @@
+"""The distillation step of a consolidation pass, inside its transaction: the window's turns
+become 'summary' memories (memworker.sleep.distil says how), each turn they carry points at its
+summary (carried_by, read by retention's forgetting by value), and a reflected fact or event a
+summary says in full is merged into it (the summary is the same knowledge with its context).
+
+Windows are grouped by (subject, episode): no summary mixes two subjects or two conversations."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from memworker import memories, tokens
+from memworker.lifecycle import governance
+from memworker.sleep import distil, profile
+from memworker.sleep.synthesis import Item
+from memworker.storage import sleep_db, store
+
+if TYPE_CHECKING:
+    from memworker.sleep.consolidation import _Pass
+
+ABSORBED_KINDS = (memories.Kind.FACT, memories.Kind.EVENT)  # descriptive items; preferences, decisions, methods stay apart
+ABSORB_MIN_SHARE = 0.8  # of an item's terms a summary of its messages must hold
+_SOURCE = re.compile(r"^(episode:[^#]+)(?:#m(\d+(?:,\d+)*))?$")
+
+
+def distil_window(run: _Pass, window: list[Item]) -> None:
+    """Summarise the window's turns, mark what they carry, absorb what they repeat."""
+    r = run.report
+    turns = [t for t in (_turn(i) for i in window if i.kind == memories.Kind.TURN) if t is not None]
+    if not turns:
+        r.steps["distil"] = "none: no turns in the window"
+        return
+    if run.client is None:
+        made, how = distil.distil(turns), "rules"
+    else:
+        made, how = distil.with_llm(turns, lambda system, user: run._ask("distil", system, user))
+    r.steps["distil"] = how
+    if not made:
+        return
+    vectors = run.embedder.embed([s.text for s in made])
+    carried_turns: list[str] = []
+    carried_by: list[str] = []
+    written: list[tuple[distil.Summary, UUID]] = []
+    for n, (s, vec) in enumerate(zip(made, vectors, strict=True)):
+        sid = _write(run, s, vec, n, "llm" if how == "llm" else "rules")
+        written.append((s, sid))
+        carried_turns += s.carried
+        carried_by += [str(sid)] * len(s.carried)
+    r.summary_ids = [str(sid) for _, sid in written]
+    r.summaries_written = len(written)
+    r.turns_distilled = sleep_db.distil_carry(run.conn, turn_ids=carried_turns, summary_ids=carried_by, **run.ids)
+    r.items_absorbed = _absorb(run, window, written)
+
+
+def _turn(item: Item) -> distil.Turn | None:
+    return distil.turn_of(item.id, item.text, item.provenance, item.metadata, item.subject)
+
+
+def _write(run: _Pass, s: distil.Summary, vector: Any, n: int, how: str) -> UUID:
+    draft = memories.Draft(
+        text=s.text,
+        kind=memories.Kind.SUMMARY,
+        tier=memories.Tier.L1,
+        salience=distil.SALIENCE,
+        confidence=distil.CONFIDENCE,
+        provenance=(s.provenance,),
+        flags=memories.flags_for(s.text),
+        trust="consolidation",
+        metadata={
+            "run_id": str(run.run_id),
+            "by": how,
+            "speakers": s.speakers,
+            "turns": len(s.carried),
+            **({"occurred_at": s.occurred_at.isoformat()} if s.occurred_at else {}),
+        },
+        expires_at=None,  # the semantic layer is durable (docs/lifecycle.md)
+        subject=run.subject,  # a pass's window is one subject's (memworker.sleep.subjects)
+    )
+    mid, written = store.write_memory(
+        run.conn,
+        draft=draft,
+        embedding=vector,
+        source_key=f"consolidation:{run.run_id}:summary:{n}",
+        reason=f"consolidation:{run.run_id}",
+        **run.ids,
+    )
+    if not written:  # one run's own keys inside its own transaction: cannot repeat
+        raise RuntimeError(f"summary {n} of run {run.run_id} already exists")
+    return mid
+
+
+def _absorb(run: _Pass, window: list[Item], written: list[tuple[distil.Summary, UUID]]) -> int:
+    """Merge each descriptive item of the window into the summary that names all its messages
+    and holds most of its words; what an item says is then found through its summary."""
+    by_message: dict[tuple[str, int], list[tuple[set[str], UUID, set[int]]]] = defaultdict(list)
+    for s, sid in written:
+        entry = (set(tokens.tokenize(s.text)), sid, set(s.messages))
+        for m in set(s.messages):
+            by_message[(s.episode, m)].append(entry)
+    now = datetime.now(UTC)
+    absorbed = 0
+    for item in window:
+        if item.kind not in ABSORBED_KINDS or profile.section_of(item) is not None or "instruction" in item.flags:
+            continue
+        target = _container(item, by_message)
+        if target is not None and governance.merge(
+            run.conn,
+            survivor_id=target,
+            other_id=UUID(item.id),
+            reason=f"said in full by the sleep summary {target}",
+            actor="consolidation",
+            now=now,
+            **run.ids,
+        ):
+            absorbed += 1
+    return absorbed
+
+
+def _container(item: Item, by_message: dict[tuple[str, int], list[tuple[set[str], UUID, set[int]]]]) -> UUID | None:
+    sources = [_SOURCE.match(p) for p in item.provenance]
+    if not sources or any(m is None or m.group(2) is None for m in sources):
+        return None
+    wanted = [(m.group(1), int(x)) for m in sources if m is not None for x in (m.group(2) or "").split(",")]
+    terms = set(tokens.tokenize(item.text))
+    if not terms:
+        return None
+    episodes = {e for e, _ in wanted}
+    if len(episodes) != 1:
+        return None
+    messages = {i for _, i in wanted}
+    for summary_terms, sid, named in by_message.get(wanted[0], []):
+        if messages <= named and len(terms & summary_terms) >= ABSORB_MIN_SHARE * len(terms):
+            return sid
+    return None
+
+
+def sources(window: Iterable[Item], evidence: Iterable[str]) -> tuple[str, ...]:
+    """The episode messages the evidence came from, one 'episode:<id>#m<i,j>' per episode."""
+    wanted = set(evidence)
+    whole: set[str] = set()
+    named: dict[str, set[int]] = defaultdict(set)
+    for item in window:
+        if item.id not in wanted:
+            continue
+        for p in item.provenance:
+            m = _SOURCE.match(p)
+            if m is None:
+                continue
+            if m.group(2) is None:
+                whole.add(m.group(1))
+            else:
+                named[m.group(1)].update(int(x) for x in m.group(2).split(","))
+    out = sorted(whole)
+    out += [f"{e}#m{','.join(str(i) for i in sorted(ms))}" for e, ms in sorted(named.items()) if e not in whole]
+    return tuple(out)

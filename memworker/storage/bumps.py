@@ -1,0 +1,102 @@
+"""Access bumps of reads a replica served: queued in Redis, applied on the primary in batches.
+
+A replica cannot write, so a recall it serves counts its hits in one Redis hash (field
+"<tenant>:<memory id>", value: how many recalls found it). The hash is bounded (MAX_PENDING
+memories): past it, further bumps are dropped and counted, as the primary's own bump drops
+one that meets a locked row. A drain (the beat task memworker.drain_access, every
+MEMWORKER_ACCESS_DRAIN_EVERY_S) renames the hash to a batch with its own timestamp and
+applies it tenant by tenant (core.sql access_apply). Only one drain runs at a time (a Redis
+lock). A drain that dies leaves its batch behind; the next one applies it again, and rows the
+first already counted carry the batch's time in last_access_at, so they are not counted twice."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import cast
+from uuid import UUID
+
+import psycopg_pool
+import redis
+
+from memworker import metrics
+from memworker.storage import core_db, db
+
+logger = logging.getLogger(__name__)
+
+PENDING = "memworker:bumps:pending"
+BATCH = "memworker:bumps:batch"  # the batch being applied ...
+BATCH_AT = "memworker:bumps:batch_at"  # ... and its time (epoch seconds)
+LOCK = "memworker:bumps:lock"
+MAX_PENDING = 200_000  # memories with bumps waiting; about 20 MB of Redis at most
+LOCK_S = 120  # a drain holds the lock at most this long (a dead drain's lock lapses)
+
+_QUEUE = """
+if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+for i = 2, #ARGV do redis.call('HINCRBY', KEYS[1], ARGV[i], 1) end
+return #ARGV - 1
+"""
+# The batch to apply: the one a dead drain left, else the pending hash renamed (atomically, so
+# a bump queued meanwhile lands in a fresh pending hash), else none.
+_TAKE = """
+if redis.call('EXISTS', KEYS[2]) == 1 then return redis.call('GET', KEYS[3]) end
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('RENAME', KEYS[1], KEYS[2])
+redis.call('SET', KEYS[3], ARGV[1])
+return ARGV[1]
+"""
+_UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+
+
+def queue(client: redis.Redis, tenant_id: UUID, memory_ids: Iterable[UUID | str]) -> int:
+    """Count one access of each memory, for the next drain. Returns how many were queued (0
+    when the queue is full or Redis failed: access counts are best effort)."""
+    fields = [f"{tenant_id}:{m}" for m in memory_ids]
+    if not fields:
+        return 0
+    try:
+        n = int(cast(int, client.eval(_QUEUE, 1, PENDING, str(MAX_PENDING), *fields)))
+    except redis.RedisError as exc:
+        logger.warning("access bumps lost (Redis): %s", exc)
+        n = 0
+    metrics.ACCESS_BUMPS.labels("queued").inc(n)
+    if n < len(fields):
+        metrics.ACCESS_BUMPS.labels("dropped").inc(len(fields) - n)
+    return n
+
+
+def drain(pool: psycopg_pool.ConnectionPool, client: redis.Redis) -> int:
+    """Apply the queued bumps on the primary (pool); returns the memory rows updated, 0 when
+    another drain holds the lock or nothing waits."""
+    token = secrets.token_hex(8)
+    if not client.set(LOCK, token, nx=True, ex=LOCK_S):
+        return 0
+    try:
+        at = client.eval(_TAKE, 3, PENDING, BATCH, BATCH_AT, repr(time.time()))
+        if at is None:
+            return 0
+        batch = cast("dict[bytes, bytes]", client.hgetall(BATCH))
+        updated = _apply(pool, batch, datetime.fromtimestamp(float(cast(bytes, at)), UTC))
+        client.delete(BATCH, BATCH_AT)
+        metrics.ACCESS_BUMPS.labels("applied").inc(sum(int(v) for v in batch.values()))
+        return updated
+    finally:
+        client.eval(_UNLOCK, 1, LOCK, token)
+
+
+def _apply(pool: psycopg_pool.ConnectionPool, batch: dict[bytes, bytes], at: datetime) -> int:
+    by_tenant: dict[str, tuple[list[UUID], list[int]]] = defaultdict(lambda: ([], []))
+    for key, count in batch.items():
+        tenant, _, memory = key.decode().partition(":")
+        ids, counts = by_tenant[tenant]
+        ids.append(UUID(memory))
+        counts.append(int(count))
+    updated = 0
+    for tenant, (ids, counts) in sorted(by_tenant.items()):
+        with db.tenant_tx(pool, tenant) as conn:
+            updated += core_db.access_apply(conn, tenant_id=UUID(tenant), ids=ids, counts=counts, at=at)
+    return updated

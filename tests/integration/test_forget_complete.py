@@ -1,0 +1,252 @@
+"""One erase removes the text from everything that can return it. A marker (an account
+number that PII redaction does not recognise) is put in every place a session can hold
+text: an episode's messages (so its reflected item and its turns), a direct memory, the
+session's goal and metadata, working memory, plan title, milestone, step output and note,
+a logged context call (and its pre_turn webhook payload), and an archive (and the archive's
+summary episode, reflected into memories). Then one forget (by memory id, by session, by
+episode) and every GET route of the API and every console page is read over HTTP and must
+not contain it, nor any row of the tenant in the database; re-archiving and recall must not
+bring it back. Each tenant holds the same marker: a forget in one leaves the others whole."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from memworker.sdk import ApiError, Client
+from tests.conftest import start_worker, stop_worker
+
+MARKER = "ZK-7741-QX-3309"
+AGENT = "fc-bot"
+SID = "s-forget"
+HOOK_URL = "http://93.184.216.34/hook"  # public; no sender consumes the webhooks queue here
+
+
+@pytest.fixture(scope="module")
+def ingest_worker(stack: dict[str, Any]) -> Iterator[Any]:
+    proc = start_worker(stack["settings"], "fc", queues="ingest")
+    yield proc
+    stop_worker(proc)
+
+
+@pytest.fixture(scope="module")
+def clients(api: str, tenants: dict[str, Any]) -> Iterator[dict[str, Client]]:
+    out = {name: Client(api, t["key"]) for name, t in tenants.items()}
+    yield out
+    for c in out.values():
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def seeded(clients: dict[str, Client], ingest_worker: Any) -> dict[str, dict[str, Any]]:
+    """The marker everywhere, in each tenant's same-named agent and session."""
+    return {name: seed(c) for name, c in clients.items()}
+
+
+def seed(c: Client) -> dict[str, Any]:
+    c.add_webhook(HOOK_URL, ["pre_turn", "post_turn", "archive"])
+    c.create_session(AGENT, SID, goal=f"Close account {MARKER} for the user", metadata={"account": MARKER})
+    ep = c.add_episode(
+        AGENT,
+        messages=[
+            {"role": "user", "content": f"My account number is {MARKER} and the branch is Leeds."},
+            {"role": "assistant", "content": "Thanks, I have noted the branch and the account number."},
+        ],
+        session_id=SID,
+    )
+    c.wait_for_episode(AGENT, ep["episode_id"])
+    direct = c.add_memory(AGENT, f"The user's savings account is {MARKER}.")
+    c.update_working(
+        AGENT, SID, add=[{"kind": "constraint", "text": f"Never read {MARKER} aloud"}], intent=f"Check {MARKER}"
+    )
+    c.set_plan(
+        AGENT,
+        SID,
+        [{"id": "m1", "title": f"Verify {MARKER}", "steps": [{"id": "s1", "title": f"Look up {MARKER}"}]}],
+        title=f"Closing {MARKER}",
+    )
+    c.update_step(AGENT, SID, "s1", progress=50, output=f"Found {MARKER} in the ledger", note=f"{MARKER} is old")
+    c.context(AGENT, f"what do we know about {MARKER}", session_id=SID)
+    first = c.archive_session(AGENT, SID)
+    c.wait_for_episode(AGENT, first["distill_episode_id"])  # the summary: memories that quote the goal
+    c.restore_session(AGENT, SID)
+    return {"episode_id": ep["episode_id"], "direct_id": direct["id"], "memory_ids": all_memory_ids(c)}
+
+
+def all_memory_ids(c: Client) -> list[str]:
+    return [m["id"] for m in c.list_memories(AGENT, limit=500)["memories"]]
+
+
+def console(api: str, key: str) -> httpx.Client:
+    """A console session over plain HTTP: the sign-in form, its token and cookie."""
+    http = httpx.Client(base_url=api, timeout=30, follow_redirects=False)
+    form = http.get("/console/login")
+    token = re.search(r'name="login_token" value="([^"]+)"', form.text)
+    assert token is not None
+    signed = http.post("/console/login", data={"login_token": token.group(1), "key": key})
+    assert signed.status_code == 303, signed.text
+    return http
+
+
+def texts_served(api: str, key: str, c: Client, ids: dict[str, Any]) -> dict[str, str]:
+    """Every GET of the API and the console that can show this agent's data, by path."""
+    a, s = f"/v1/agents/{AGENT}", f"/v1/agents/{AGENT}/sessions/{SID}"
+    paths = [
+        f"{a}/memories?limit=500",
+        f"{s}",
+        f"{s}/working",
+        f"{s}/plan",
+        f"{s}/context_calls",
+        f"{s}/archives",
+        f"{a}/sessions",
+        f"{a}/episodes/{ids['episode_id']}",
+        "/v1/episodes?limit=1000",
+        "/v1/usage",
+        f"{a}/review?status=open",
+        f"{a}/review?status=resolved",
+        f"{a}/profile",
+        f"{a}/consolidation",
+        f"{a}/consolidation/runs",
+        f"{a}/retention",
+        f"{a}/policy",
+        "/v1/webhooks",
+    ]
+    paths += [f"{a}/memories/{m}" for m in ids["memory_ids"]]
+    paths += [f"{a}/memories/{m}/history" for m in ids["memory_ids"]]
+    http = httpx.Client(base_url=api, timeout=30, headers={"Authorization": f"Bearer {key}"})
+    out = {p: http.get(p).text for p in paths}
+    for hook in c.webhooks():
+        out[f"deliveries {hook['webhook_id']}"] = http.get(f"/v1/webhooks/{hook['webhook_id']}/deliveries").text
+    for arc in c.archives(AGENT, SID) if http.get(s).status_code == 200 else []:
+        out[f"archive {arc['version']}"] = str(c.read_archive(AGENT, SID, arc["version"]))
+    out["recall"] = str(c.recall(AGENT, MARKER, k=50))
+    out["context"] = str(c.context(AGENT, "the user account number")["sections"])  # logged: no marker
+    http.close()
+    page = console(api, key)
+    try:
+        pages = ["/console", f"/console/agents/{AGENT}/memories", "/console/episodes", "/console/usage"]
+        pages += [f"/console/agents/{AGENT}/{x}" for x in ("consolidation", "review")]
+        pages += [f"/console/agents/{AGENT}/memories/{m}" for m in ids["memory_ids"]]
+        pages.append(f"/console/agents/{AGENT}/episodes/{ids['episode_id']}")
+        for p in pages:
+            answer = page.get(p)
+            assert answer.status_code in (200, 404), (p, answer.status_code)
+            out[p] = answer.text
+    finally:
+        page.close()
+    return out
+
+
+def leaks(api: str, key: str, c: Client, ids: dict[str, Any]) -> list[str]:
+    return [p for p, text in texts_served(api, key, c, ids).items() if MARKER.lower() in text.lower()]
+
+
+def rows_with_marker(stack: dict[str, Any], tenant_id: Any) -> dict[str, int]:
+    """Every row of the tenant, in every table, whose text form holds the marker."""
+    found = {}
+    with psycopg.connect(stack["owner_url"]) as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.columns WHERE table_schema = 'memworker' "
+                "AND column_name = 'tenant_id' ORDER BY 1"
+            ).fetchall()
+        ]
+        for t in tables:
+            row = conn.execute(
+                f"SELECT count(*) FROM memworker.{t} x WHERE x.tenant_id = %s AND strpos(lower(x::text), %s) > 0",
+                (tenant_id, MARKER.lower()),
+            ).fetchone()
+            if row and row[0]:
+                found[t] = int(row[0])
+    return found
+
+
+def test_the_marker_is_everywhere_before_any_forget(
+    api: str, tenants: dict[str, Any], clients: dict[str, Client], seeded: dict[str, Any]
+) -> None:
+    c, ids = clients["alice"], seeded["alice"]
+    kinds = {m["kind"] for m in c.list_memories(AGENT, limit=500)["memories"] if MARKER in m["text"]}
+    assert "turn" in kinds and len(kinds) >= 2  # the turn and the reflected item (and the summary's)
+    shown = leaks(api, tenants["alice"]["key"], c, ids)
+    for where in ("working", "plan", "context_calls", "archive 1", "recall", f"/console/agents/{AGENT}/memories"):
+        assert any(p.endswith(where) or p == where for p in shown), (where, shown)
+
+
+def forget_and_check(
+    api: str,
+    stack: dict[str, Any],
+    tenants: dict[str, Any],
+    clients: dict[str, Client],
+    seeded: dict[str, Any],
+    name: str,
+    others: list[str],
+    **selector: Any,
+) -> dict[str, Any]:
+    c, ids = clients[name], seeded[name]
+    receipt = c.forget(AGENT, **selector)
+    assert MARKER.lower() not in str(receipt).lower()  # the receipt names ids and counts, never the text
+    assert leaks(api, tenants[name]["key"], c, ids) == []
+    assert rows_with_marker(stack, tenants[name]["id"]) == {}
+    for other in others:  # the same marker in other tenants is untouched
+        assert rows_with_marker(stack, tenants[other]["id"]), other
+        assert any(MARKER in h["text"] for h in clients[other].recall(AGENT, MARKER, k=50)["memories"])
+    return receipt
+
+
+def test_forget_by_memory_id_takes_the_turns_copies_session_texts_and_archives(
+    api: str, stack: dict[str, Any], tenants: dict[str, Any], clients: dict[str, Client], seeded: dict[str, Any]
+) -> None:
+    c, ids = clients["alice"], seeded["alice"]
+    items = [
+        m
+        for m in c.list_memories(AGENT, limit=500)["memories"]
+        if m["kind"] != "turn" and f"episode:{ids['episode_id']}" in " ".join(m["provenance"])
+    ]
+    assert items, "the episode was reflected into at least one item"
+    receipt = forget_and_check(
+        api, stack, tenants, clients, seeded, "alice", ["bob", "charlie"], memory_ids=[items[0]["id"]]
+    )
+    assert receipt["memories"]["count"] == 1 and receipt["turns"]["count"] >= 1
+    assert receipt["episodes"]["count"] >= 1 and ids["direct_id"] in receipt["copies"]["ids"]
+    scrubbed = receipt["scrubbed"]
+    assert scrubbed["sessions"] == 1 and scrubbed["working_texts"] >= 2 and scrubbed["plan_texts"] >= 4
+    assert scrubbed["context_calls"] == 1 and scrubbed["archives"] == 1 and scrubbed["webhook_deliveries"] >= 1
+    # what stays of the session is usable, and re-archiving does not bring the text back
+    working = c.working(AGENT, SID)
+    assert working["goal"] is None and working["constraints"] == []
+    again = c.archive_session(AGENT, SID)
+    if again["distill_episode_id"]:
+        c.wait_for_episode(AGENT, again["distill_episode_id"])
+    c.restore_session(AGENT, SID, version=1)
+    assert leaks(api, tenants["alice"]["key"], c, {**ids, "memory_ids": all_memory_ids(c) + ids["memory_ids"]}) == []
+    assert rows_with_marker(stack, tenants["alice"]["id"]) == {}
+
+
+def test_forget_by_session_deletes_the_session_and_everything_it_left(
+    api: str, stack: dict[str, Any], tenants: dict[str, Any], clients: dict[str, Client], seeded: dict[str, Any]
+) -> None:
+    receipt = forget_and_check(api, stack, tenants, clients, seeded, "bob", ["charlie"], session_id=SID)
+    assert receipt["sessions"]["count"] == 1 and receipt["sessions"]["archives"] == 1
+    assert receipt["sessions"]["context_calls"] == 1  # restored from the archive, then erased with it
+    assert seeded["bob"]["direct_id"] in receipt["copies"]["ids"]  # written outside the session, same text
+    with pytest.raises(ApiError) as gone:
+        clients["bob"].session(AGENT, SID)
+    assert gone.value.status == 404
+
+
+def test_forget_by_episode_provenance(
+    api: str, stack: dict[str, Any], tenants: dict[str, Any], clients: dict[str, Client], seeded: dict[str, Any]
+) -> None:
+    ep = seeded["charlie"]["episode_id"]
+    receipt = forget_and_check(api, stack, tenants, clients, seeded, "charlie", [], provenance=f"episode:{ep}")
+    assert ep in receipt["episodes"]["ids"] and receipt["memories"]["count"] >= 2  # the item and the turn
+    assert receipt["scrubbed"]["archives"] == 1 and receipt["scrubbed"]["context_calls"] == 1
+    with pytest.raises(ApiError) as gone:
+        clients["charlie"].get_episode(AGENT, ep)
+    assert gone.value.status == 404

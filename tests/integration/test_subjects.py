@@ -1,0 +1,245 @@
+"""Subjects: one agent serving many people. Every governance decision stays within one
+subject (dedup and confirmation, supersede, review, merge), and every read for a subject
+(recall, context, listing, profile) returns that subject's memories and the agent's general
+ones, never another subject's. Real API, worker, Postgres and Redis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from memworker import keys
+from memworker.sdk import ApiError, Client
+from memworker.storage import db
+
+AGENT = "support-bot"
+EMAIL_FIRST = "The customer prefers to be contacted by email, never by phone."
+PHONE_FIRST = "The customer prefers to be contacted by phone, never by email."
+PLAN_A = "The customer's account plan is Enterprise with 40 seats."
+PLAN_B = "The customer's account plan is Starter with 3 seats."
+
+
+@pytest.fixture(scope="module")
+def clients(api: str, tenants: dict[str, Any]) -> dict[str, Client]:
+    return {name: Client(api, t["key"]) for name, t in tenants.items()}
+
+
+@pytest.fixture(scope="module")
+def fleet(clients: dict[str, Client], worker: Any) -> dict[str, Any]:
+    """Two customers of one agent, told opposite things, plus one general memory."""
+    c = clients["alice"]
+    episodes = [
+        c.add_episode(AGENT, f"{EMAIL_FIRST} {PLAN_A}", subject="cust-a"),
+        c.add_episode(AGENT, f"{PHONE_FIRST} {PLAN_B}", subject="cust-b"),
+    ]
+    for ep in episodes:
+        stored = c.wait_for_episode(AGENT, ep["episode_id"])
+        assert stored["status"] == "stored", stored["last_error"]
+    general = c.add_memory(AGENT, "Support hours are 9 to 17 on weekdays.", kind="fact")
+    return {"general": general}
+
+
+def _texts(memories: list[dict[str, Any]]) -> dict[str, str | None]:
+    return {m["text"]: m["subject"] for m in memories}
+
+
+def test_opposite_statements_of_two_subjects_are_two_memories(clients: dict[str, Client], fleet: Any) -> None:
+    c = clients["alice"]
+    a = c.list_memories(AGENT, subject="cust-a")["memories"]
+    b = c.list_memories(AGENT, subject="cust-b")["memories"]
+    assert {EMAIL_FIRST, PLAN_A} <= set(_texts(a)) and set(_texts(a).values()) == {"cust-a"}
+    assert {PHONE_FIRST, PLAN_B} <= set(_texts(b)) and set(_texts(b).values()) == {"cust-b"}
+    items = [m for m in a + b if m["kind"] != "turn"]  # turns (L0) are the messages as said
+    assert len(items) == 4
+    for m in items:  # neither confirmed the other: one source each, still L1
+        assert len(m["provenance"]) == 1 and m["tier"] == "L1", m
+    assert c.reviews(AGENT) == []  # the two plans are two customers' facts, not a contradiction
+
+
+def test_recall_for_a_subject_returns_its_memories_and_general_ones_only(
+    clients: dict[str, Client], fleet: Any
+) -> None:
+    c = clients["alice"]
+    for subject, own, other in (("cust-a", EMAIL_FIRST, PHONE_FIRST), ("cust-b", PHONE_FIRST, EMAIL_FIRST)):
+        hits = c.recall(AGENT, "how does the customer prefer to be contacted", k=20, subject=subject)["memories"]
+        texts = _texts(hits)
+        assert own in texts and other not in texts
+        assert set(texts.values()) <= {subject, None}
+        hours = c.recall(AGENT, "support hours weekdays", k=3, subject=subject)["memories"]
+        assert hours[0]["id"] == fleet["general"]["id"] and hours[0]["subject"] is None
+    general_only = c.recall(AGENT, "support hours: customer prefers email or phone, plan seats", k=20)["memories"]
+    assert general_only and all(h["subject"] is None for h in general_only)
+
+
+def test_context_for_a_subject_never_packs_another_subjects_memory(clients: dict[str, Client], fleet: Any) -> None:
+    c = clients["alice"]
+    ctx = c.context(AGENT, "how should we contact the customer and what plan do they have", subject="cust-a")
+    assert EMAIL_FIRST in ctx["context"] and PLAN_A in ctx["context"]
+    assert PHONE_FIRST not in ctx["context"] and PLAN_B not in ctx["context"]
+    session = c.create_session(AGENT, "chat-b", subject="cust-b")
+    assert session["subject"] == "cust-b"
+    ctx = c.context(AGENT, "how should we contact the customer and what plan do they have", session_id="chat-b")
+    assert PHONE_FIRST in ctx["context"] and EMAIL_FIRST not in ctx["context"] and PLAN_A not in ctx["context"]
+
+
+def test_subject_profile_lists_only_that_subjects_memories(clients: dict[str, Client], fleet: Any) -> None:
+    c = clients["alice"]
+    prof = c.profile(AGENT, subject="cust-a")
+    listed = [e["text"] for s in prof["sections"].values() for e in s]
+    assert prof["subject"] == "cust-a" and EMAIL_FIRST in listed
+    assert PHONE_FIRST not in listed and PLAN_B not in listed
+    agent_profile = c.profile(AGENT)
+    assert not [e for s in agent_profile["sections"].values() for e in s if e["text"] in (EMAIL_FIRST, PHONE_FIRST)]
+
+
+def test_a_changed_preference_supersedes_within_its_subject_only(clients: dict[str, Client], fleet: Any) -> None:
+    c = clients["alice"]
+    ep = c.add_episode(AGENT, PHONE_FIRST, subject="cust-a")
+    stored = c.wait_for_episode(AGENT, ep["episode_id"])
+    assert stored["status"] == "stored"
+    a = c.list_memories(AGENT, subject="cust-a")["memories"]
+    assert PHONE_FIRST in _texts(a) and EMAIL_FIRST not in _texts(a)  # the old one is superseded, not confirmed
+    old = next(m for m in c.list_memories(AGENT, subject="cust-a", limit=500)["memories"] if m["text"] == PHONE_FIRST)
+    assert len(old["provenance"]) == 1
+    b = c.list_memories(AGENT, subject="cust-b")["memories"]
+    assert PHONE_FIRST in _texts(b)  # customer B's own memory is untouched
+    hits = c.recall(AGENT, "how does the customer prefer to be contacted", k=10, subject="cust-a")["memories"]
+    assert EMAIL_FIRST not in _texts(hits)
+
+
+def test_direct_writes_supersede_and_review_within_a_subject(clients: dict[str, Client]) -> None:
+    c = clients["alice"]
+    agent = "desk"
+    berlin = c.add_memory(agent, "Dana's office is in Berlin.", subject="dana", confidence=0.95)
+    lisbon = c.add_memory(agent, "Dana's office is in Lisbon.", subject="eve", confidence=0.95)
+    porto = c.add_memory(agent, "Dana's office is in Porto.", subject="dana", confidence=0.95)
+    assert c.get_memory(agent, berlin["id"])["superseded_by"] == porto["id"]
+    assert c.get_memory(agent, lisbon["id"])["superseded_by"] is None
+    unsure = c.add_memory(agent, "Dana's office is in Madrid.", subject="eve", confidence=0.5)
+    reviews = c.reviews(agent)
+    assert [(r["newer"]["id"], r["older"]["id"]) for r in reviews] == [(unsure["id"], lisbon["id"])]
+
+
+def test_message_subjects_name_the_items_they_give(clients: dict[str, Client], worker: Any) -> None:
+    c = clients["alice"]
+    ep = c.add_episode(
+        "group-bot",
+        messages=[
+            {
+                "role": "user",
+                "name": "kim",
+                "subject": "kim",
+                "content": "I live in Oslo and work on the billing team.",
+            },
+            {
+                "role": "user",
+                "name": "lee",
+                "subject": "lee",
+                "content": "I live in Turin and work on the search team.",
+            },
+        ],
+    )
+    assert c.wait_for_episode("group-bot", ep["episode_id"])["status"] == "stored"
+    kim = " ".join(m["text"] for m in c.list_memories("group-bot", subject="kim")["memories"])
+    lee = " ".join(m["text"] for m in c.list_memories("group-bot", subject="lee")["memories"])
+    assert "Oslo" in kim and "Turin" not in kim and "Turin" in lee and "Oslo" not in lee
+
+
+def test_bad_subjects_are_422_and_change_nothing(api: str, clients: dict[str, Client], tenants: Any) -> None:
+    c = clients["alice"]
+    headers = {"Authorization": f"Bearer {tenants['alice']['key']}"}
+    before = len(c.list_memories(AGENT, limit=500)["memories"])
+    for bad in ("", " x", "a/b", "x" * 129, "-lead"):
+        for method, path, body in (
+            ("POST", f"/v1/agents/{AGENT}/memories", {"text": "A fact.", "subject": bad}),
+            ("POST", f"/v1/agents/{AGENT}/episodes", {"content": "A fact.", "subject": bad}),
+            ("POST", f"/v1/agents/{AGENT}/recall", {"query": "fact", "subject": bad}),
+            ("POST", f"/v1/agents/{AGENT}/context", {"query": "fact", "subject": bad}),
+        ):
+            r = httpx.request(method, api + path, json=body, headers=headers)
+            assert r.status_code == 422, (path, bad, r.text)
+        for path in (f"/v1/agents/{AGENT}/memories", f"/v1/agents/{AGENT}/profile"):
+            r = httpx.get(api + path, params={"subject": bad}, headers=headers)
+            assert r.status_code == 422, (path, bad, r.text)
+    assert len(c.list_memories(AGENT, limit=500)["memories"]) == before
+
+
+def test_subjects_never_cross_tenants(clients: dict[str, Client], fleet: Any) -> None:
+    bob = clients["bob"]
+    bob.add_memory(AGENT, "The customer prefers carrier pigeons.", subject="cust-a")
+    hits = bob.recall(AGENT, "how does the customer prefer to be contacted", k=20, subject="cust-a")["memories"]
+    assert _texts(hits) == {"The customer prefers carrier pigeons.": "cust-a"}
+    assert [m["text"] for m in bob.list_memories(AGENT, subject="cust-a")["memories"]] == [
+        "The customer prefers carrier pigeons."
+    ]
+    listed = [e["text"] for s in bob.profile(AGENT, subject="cust-a")["sections"].values() for e in s]
+    assert EMAIL_FIRST not in listed and PHONE_FIRST not in listed
+    with pytest.raises(ApiError) as err:
+        clients["charlie"].profile(AGENT, subject="cust-a")
+    assert err.value.status == 404
+
+
+# --- recall across agents --------------------------------------------------------------------------
+
+
+def _key(stack: dict[str, Any], tenant_id: Any, **kw: Any) -> str:
+    with db.connect(stack["owner_url"]) as conn:
+        db.bind_tenant(conn, tenant_id)
+        key, _ = keys.create(conn, tenant_id=tenant_id, **kw)
+    return key
+
+
+@pytest.fixture(scope="module")
+def shifts(clients: dict[str, Client]) -> dict[str, str]:
+    """Three agents of one tenant, each knowing something about the same incident."""
+    c = clients["charlie"]
+    ids = {
+        "night-bot": c.add_memory("night-bot", "The checkout outage started at 02:10 after the cache flush.")["id"],
+        "day-bot": c.add_memory("day-bot", "The checkout outage was fixed by rolling back the cache config.")["id"],
+        "ops-bot": c.add_memory("ops-bot", "Checkout latency alerts page the payments on-call.")["id"],
+    }
+    c.add_memory("day-bot", "Customer Zed asked about the checkout outage refund.", subject="zed")
+    c.add_memory("night-bot", "Customer Yan asked about the checkout outage refund.", subject="yan")
+    return ids
+
+
+def test_recall_across_agents_is_one_ranked_list_naming_each_agent(
+    clients: dict[str, Client], shifts: dict[str, str]
+) -> None:
+    c = clients["charlie"]
+    out = c.recall_agents(["night-bot", "day-bot", "ops-bot"], "checkout outage cache", k=10, explain=True)
+    hits = out["memories"]
+    assert {h["agent_id"] for h in hits} == {"night-bot", "day-bot", "ops-bot"}
+    assert {h["id"]: h["agent_id"] for h in hits if h["id"] in shifts.values()} == {v: k for k, v in shifts.items()}
+    scores = [h["score"] for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert all(h["subject"] is None for h in hits)  # no subject asked: general memories only
+    one = c.recall_agents(["day-bot"], "checkout outage cache", k=10)["memories"]
+    assert [h["id"] for h in one] == [h["id"] for h in hits if h["agent_id"] == "day-bot"]
+    zed = c.recall_agents(["night-bot", "day-bot"], "checkout outage refund", k=10, subject="zed")["memories"]
+    texts = {h["text"] for h in zed}
+    assert "Customer Zed asked about the checkout outage refund." in texts
+    assert "Customer Yan asked about the checkout outage refund." not in texts
+
+
+def test_recall_across_agents_respects_agent_limited_keys_and_tenants(
+    api: str, stack: dict[str, Any], tenants: dict[str, Any], clients: dict[str, Client], shifts: dict[str, str]
+) -> None:
+    limited = Client(api, _key(stack, tenants["charlie"]["id"], agent_ids=["night-bot", "day-bot"]))
+    hits = limited.recall_agents(["night-bot", "day-bot"], "checkout outage", k=10)["memories"]
+    assert hits and {h["agent_id"] for h in hits} <= {"night-bot", "day-bot"}
+    for agents in (["night-bot", "ops-bot"], ["ops-bot"]):
+        with pytest.raises(ApiError) as err:
+            limited.recall_agents(agents, "checkout outage", k=10)
+        assert err.value.status == 404
+    with pytest.raises(ApiError) as err:  # another tenant's agents do not exist here
+        clients["alice"].recall_agents(["night-bot"], "checkout outage", k=10)
+    assert err.value.status == 404
+    with pytest.raises(ApiError) as err:
+        clients["charlie"].recall_agents([], "checkout outage")
+    assert err.value.status == 422
+    with pytest.raises(ApiError) as err:
+        clients["charlie"].recall_agents(["a/b"], "checkout outage")
+    assert err.value.status == 422
