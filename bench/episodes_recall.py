@@ -1,5 +1,4 @@
-"""The product's main path on LoCoMo: episodes in, recall out, and what 60 days of the beat's
-lifecycle leave of it. Three writes of the same conversations, side by side, through the HTTP
+"""The product's main path on LoCoMo: episodes in, recall out. Three writes of the same conversations, side by side, through the HTTP
 API of one `memworker up` (default settings, default workers, recall k=10, no tuning):
 
   direct-<conv>    every turn written directly (POST memories/batch), text
@@ -12,7 +11,6 @@ API of one `memworker up` (default settings, default workers, recall k=10, no tu
 
 Run:  python bench/episodes_recall.py                      # all 10 conversations (target: under 40 min)
       python bench/episodes_recall.py --conversations 1    # a quick run (said so in the report)
-      python bench/episodes_recall.py --days 7             # a shorter simulated lifecycle
 
 Without --api-url it starts `memworker up` (one worker, API rate limits raised out of the way)
 on a temporary data dir and free ports, creates one tenant, and stops it at the end. Data:
@@ -47,27 +45,13 @@ for conversations 1-5, 6-10 and all:
            recall's collapse should remove);
   rows/turn     memories the agent holds (GET memories, live) / turns posted.
 
-Lifecycle (c only). After the day-0 recall the (a) and (b) agents get retention and
-consolidation switched off through their policy (they are not aged; this keeps the simulated
-sweeps to the (c) agents). Then, for day d = 1..days, the beat's two tasks are sent through the
-product's publisher with the window start + d days (start = the current hour):
-tasks.publish.Publisher.sweep("consolidation_sweep", W) and .sweep("retention_tick", W). The
-retention sweep judges every rule at W (memworker/lifecycle/retention.py: sweep_agent's `now`,
-the SQL takes it as a parameter); the consolidation sweep claims at W (claim_due_agents'
-p_window) while the pass itself stamps the real clock (sleep.sql: last_pass_at = now()). The
-bench waits until each (c) agent's retention run of that clock is finished (GET .../retention)
-and none of its consolidation runs is queued or running (GET .../consolidation/runs). Then it
-recalls every question again: rows kept (count, % change vs day 0) and R@10 kept (ratio).
-The stack's own beat keeps running on the real clock meanwhile; passes it triggers are counted.
-One consolidation sweep per simulated day (the real beat sweeps every minute) means at most one
-pass per agent per day, 20 memories each: an agent's backlog is consolidated over days, not
-minutes. A day that does not finish within --day-timeout is noted and the next one sent; two
-such days in a row stop the aging (the worker is stuck) and the report says so.
+Options: --conversations N (the first N; the report says it is a subset), --timeout S (wait for
+a variant's episodes), --data PATH, and the stack options of bench/_common
+(--api-url/--api-key/--data-dir/--admin-database-url, --keep). Writes
+bench/results/episodes_recall.md.
 
-Options: --conversations N (the first N; the report says it is a subset), --days D (60; 0 = no
-lifecycle), --timeout S (wait for a variant's episodes), --day-timeout S, --data PATH, and the
-stack options of bench/_common (--api-url/--api-key/--data-dir/--admin-database-url, --keep).
-Writes bench/results/episodes_recall.md."""
+What the lifecycle leaves of the episodes path after 60 simulated days, measured against a
+frozen twin with questions never asked before the end, is bench/lifecycle.py."""
 
 from __future__ import annotations
 
@@ -83,7 +67,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +92,6 @@ from _common import (  # noqa: E402
 from reflect_vs_raw import CATEGORIES, evidence_ids  # noqa: E402
 
 from memworker import Client  # noqa: E402
-from memworker.lifecycle import retention  # noqa: E402
 from memworker.sdk import ApiError  # noqa: E402
 
 DATA = Path("/work/shared/benchdata/locomo/locomo10.json")
@@ -119,8 +102,6 @@ MAX_MESSAGES = 500  # schemas.EpisodeIn.messages max_length
 _PROVENANCE = re.compile(r"^episode:([0-9a-fA-F-]{36})(?:#m(\d+(?:,\d+)*))?$")
 DATE_FORMAT = "%I:%M %p on %d %B, %Y"  # LoCoMo's session_<n>_date_time: "1:56 pm on 8 May, 2023"
 SCOPES = (("all", None), ("conversations 1-5", range(0, 5)), ("conversations 6-10", range(5, 10)))
-FINAL_RETENTION = {"done", "partial", "skipped", "failed", "duplicate"}
-OPEN_RUNS = {"queued", "running"}
 
 
 class ProductNotReady(SystemExit):
@@ -423,10 +404,6 @@ class Run:
     write_s: dict[str, float] = field(default_factory=dict)
     reflector: str = "unknown"
     passes_day0: dict[str, Counter[str]] = field(default_factory=dict)
-    aging: list[dict[str, Any]] = field(default_factory=list)
-    aging_notes: list[str] = field(default_factory=list)
-    aging_s: float = 0.0
-    days: int = 0
 
 
 def client_for(stack: Stack, key: str) -> Client:
@@ -557,114 +534,6 @@ def consolidation_passes(client: Client, agents: Sequence[str]) -> Counter[str]:
     return out
 
 
-# --- the lifecycle ----------------------------------------------------------------------------
-
-
-def redis_url_of(stack: Stack) -> str | None:
-    from memworker.settings import Settings
-
-    return stack.info.get("redis_url") or Settings.from_env(os.environ).redis_url
-
-
-def age(stack: Stack, key: str, run: Run, days: int, day_timeout: float) -> None:
-    """Days 1..days of beat-scheduled passes at a simulated clock, waited for through the API."""
-    from memworker.settings import Settings
-    from tasks.publish import Publisher
-
-    redis_url = redis_url_of(stack)
-    if not redis_url:
-        raise SystemExit("the lifecycle needs the stack's Redis URL: give --data-dir or set MEMWORKER_REDIS_URL")
-    aged = list(run.agents["episodes"].values())
-    started = time.perf_counter()
-    with client_for(stack, key) as client:
-        # (a) and (b) are not aged: their sweeps would only cost time
-        for conv in run.convs:
-            client.set_policy(
-                {"retention_enabled": False, "consolidation_enabled": False},
-                agent_id=run.agents["direct"][conv.sample_id],
-            )
-            client.set_policy(
-                {"episodic_layer": False, "retention_enabled": False, "consolidation_enabled": False},
-                agent_id=run.agents["reflect"][conv.sample_id],
-            )
-        known_runs = {r["run_id"] for a in aged for r in client.consolidation_runs(a, limit=200)}
-        start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-        publisher = Publisher.for_settings(Settings(redis_url=redis_url))
-        try:
-            late = 0
-            for day in progress(range(1, days + 1), desc="simulated days", unit="day"):
-                window = start + timedelta(days=day)
-                iso = window.isoformat()
-                publisher.sweep("consolidation_sweep", iso)
-                publisher.sweep("retention_tick", iso)
-                record: dict[str, Any] = {"day": day, "window": iso, "retention": Counter(), "status": Counter()}
-                deadline = time.monotonic() + day_timeout
-                pending = set(aged)
-                while pending and time.monotonic() < deadline:
-                    for agent in sorted(pending):
-                        mine = [
-                            r
-                            for r in client.retention_runs(agent, limit=5)
-                            if r.get("clock") and datetime.fromisoformat(r["clock"]) == window
-                        ]
-                        if mine and mine[0]["status"] in FINAL_RETENTION:
-                            pending.discard(agent)
-                            record["status"][mine[0]["status"]] += 1
-                            record["sweep_ms"] = record.get("sweep_ms", 0) + int(mine[0].get("duration_ms") or 0)
-                            for k in retention.COUNTS:
-                                record["retention"][k] += int(mine[0].get(k) or 0)
-                    if pending:
-                        time.sleep(0.3)
-                if pending:
-                    run.aging_notes.append(f"day {day}: no finished retention run at {iso} for {len(pending)} agent(s)")
-                # consolidation: the sweep was sent first, so by now it has claimed (or not); wait for the passes
-                open_runs = 1
-                while time.monotonic() < deadline:
-                    runs = [r for a in aged for r in client.consolidation_runs(a, limit=20)]
-                    open_runs = sum(r["status"] in OPEN_RUNS for r in runs)
-                    if not open_runs:
-                        break
-                    time.sleep(0.5)
-                if open_runs:
-                    run.aging_notes.append(f"day {day}: {open_runs} consolidation run(s) still open after the wait")
-                record["seconds"] = time.monotonic() - (deadline - day_timeout)
-                run.aging.append(record)
-                late = late + 1 if pending or open_runs else 0
-                if late >= 2:  # the worker is stuck: more windows would only queue behind it
-                    run.aging_notes.append(
-                        f"**aging stopped after day {day}: two days in a row did not finish within --day-timeout "
-                        f"{day_timeout:.0f} s** (see the stack's worker log: --keep)"
-                    )
-                    break
-        finally:
-            publisher.close()
-        passes: Counter[str] = Counter()
-        for a in aged:
-            for r in client.consolidation_runs(a, limit=200):
-                if r["run_id"] in known_runs:
-                    continue
-                simulated = str(r.get("run_key") or "").startswith("beat:") and _run_window(r) > datetime.now(UTC)
-                passes[f"{'simulated' if simulated else 'real-clock'} {r['trigger']} {r['status']}"] += 1
-                passes["insights written"] += int(r.get("insights_written") or 0)
-                passes["conclusions written"] += int(r.get("conclusions_written") or 0)
-        run.aging_notes.append(
-            "consolidation runs during the aging: "
-            + (", ".join(f"{k} {v}" for k, v in sorted(passes.items())) or "none")
-        )
-    run.aging_s = time.perf_counter() - started
-    run.days = run.aging[-1]["day"] if run.aging else 0
-
-
-def _run_window(r: dict[str, Any]) -> datetime:
-    try:
-        return datetime.strptime(str(r["run_key"])[5:], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return datetime.min.replace(tzinfo=UTC)
-
-
-# --- report -----------------------------------------------------------------------------------
-
-
 def cell(values: Sequence[float], digits: int = 3) -> str:
     return " / ".join(fmt(v, digits) for v in values)
 
@@ -777,116 +646,6 @@ def summary_rows(run: Run) -> list[list[Any]]:
     return rows
 
 
-def lifecycle_section(run: Run, scopes: Sequence[tuple[str, range | None]]) -> list[str]:
-    if not run.days:
-        return ["## Lifecycle", "", "Not run (--days 0)."]
-    end = run.days
-    rows = []
-    for label, scope in scopes:
-        before, after = store_rows(run, "episodes", 0, scope), store_rows(run, "episodes", end, scope)
-        a0 = select(run.answers[("episodes", 0)], scope, None)
-        a1 = select(run.answers[("episodes", end)], scope, None)
-        r0, r1 = mean([a.recall_at(10) for a in a0]), mean([a.recall_at(10) for a in a1])
-        change = (after.rows - before.rows) / before.rows * 100 if before.rows else float("nan")
-        rows.append(
-            [
-                label,
-                f"{before.rows:,}",
-                f"{after.rows:,}",
-                f"{change:+.1f} %",
-                fmt(r0, 3),
-                fmt(r1, 3),
-                fmt(r1 / r0, 3) if r0 else "n/a",
-                fmt(reachable(run, "episodes", end, scope), 3),
-                ", ".join(f"{k} {n}" for k, n in sorted(after.kinds.items())),
-            ]
-        )
-    cats = []
-    for c, n in CATEGORIES.items():
-        a0 = select(run.answers[("episodes", 0)], None, c)
-        a1 = select(run.answers[("episodes", end)], None, c)
-        if a0:
-            r0, r1 = mean([a.recall_at(10) for a in a0]), mean([a.recall_at(10) for a in a1])
-            cats.append([f"{c} {n}", len(a0), fmt(r0, 3), fmt(r1, 3), fmt(r1 / r0, 3) if r0 else "n/a"])
-    marks = sorted({1, 2, 7, 8, 14, 30, 31, 45, end} & set(range(1, end + 1)))
-    days_rows = []
-    for rec in run.aging:
-        if rec["day"] in marks:
-            r = rec["retention"]
-            days_rows.append(
-                [
-                    rec["day"],
-                    f"{r['scanned']:,}",
-                    r["expired"],
-                    r["forgotten_age"] + r["forgotten_unused"] + r["forgotten_cap"],
-                    r["promoted"],
-                    r["merged"],
-                    r["superseded"],
-                    r["decayed"],
-                    ", ".join(f"{k} {v}" for k, v in sorted(rec["status"].items())),
-                    fmt(rec.get("sweep_ms", 0) / 1000.0),
-                    fmt(rec["seconds"]),
-                ]
-            )
-    totals: Counter[str] = Counter()
-    for rec in run.aging:
-        totals.update(rec["retention"])
-    return [
-        f"## Lifecycle: {end} simulated days of beat passes on (c)",
-        "",
-        f"Day d's window = the hour the aging started + d days; {end} retention ticks and {end} consolidation "
-        f"sweeps sent through tasks.publish.Publisher, each day waited for through the API; "
-        f"{run.aging_s:.0f} s of wall time (a simulated day: median "
-        f"{fmt(percentile([r['seconds'] for r in run.aging], 50))} s, max {fmt(max(r['seconds'] for r in run.aging))} s).",
-        "",
-        md_table(
-            [
-                "conversations",
-                "rows day 0",
-                f"rows day {end}",
-                "change",
-                "R@10 day 0",
-                f"R@10 day {end}",
-                "R@10 kept",
-                f"reachable day {end}",
-                f"kinds day {end}",
-            ],
-            rows,
-        ),
-        "",
-        md_table(["questions (all conversations)", "n", "R@10 day 0", f"R@10 day {end}", "kept"], cats),
-        "",
-        "Retention per simulated day (sums over the (c) agents; scanned = live rows at the window before the sweep;",
-        "sweeps s = the retention runs' own durations; day wall s = from sending the day's tasks to all finished):",
-        "",
-        md_table(
-            [
-                "day",
-                "scanned",
-                "expired",
-                "forgotten",
-                "promoted",
-                "merged",
-                "superseded",
-                "decayed",
-                "runs",
-                "sweeps s",
-                "day wall s",
-            ],
-            days_rows,
-        ),
-        "",
-        f"- totals over {end} days: " + ", ".join(f"{k} {v:,}" for k, v in sorted(totals.items()) if k != "scanned"),
-        *[f"- {n}" for n in run.aging_notes],
-        "- the clock: a retention sweep judges every rule at the window (tasks/retention_tasks.py hands it to",
-        "  retention.sweep_agent as `now`); a consolidation sweep claims at the window, but the pass stamps the",
-        "  real clock (last_pass_at, consolidated_at = SQL now() in storage/queries/sleep.sql); forget-by-age of a",
-        "  turn only asks that it be consolidated, not when.",
-        "- the day-0 recall counts as use: every memory it returned had its access count bumped, which",
-        "  exempts it from forget-by-age and, at 3 recalls, qualifies it for promotion to L2.",
-    ]
-
-
 def report(run: Run, args: argparse.Namespace, total_convs: int, load_before: str, stack: Stack) -> str:
     convs = run.convs
     turns = turns_in(run, None)
@@ -983,8 +742,6 @@ def report(run: Run, args: argparse.Namespace, total_convs: int, load_before: st
         '  process right after (c) was stored, over every turn text ("Speaker: text"), after a warm-up batch;',
         "  a worker embeds more than one text per message when it writes turns and items (rows/turn above).",
         "",
-        *lifecycle_section(run, scopes),
-        "",
         "- LoCoMo: Maharana et al., ACL 2024, CC BY-NC 4.0 (/work/shared/benchdata/locomo/SOURCE.md).",
         "",
         "## Environment",
@@ -1002,14 +759,7 @@ def headline(run: Run) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--conversations", type=int, default=None, help="only the first N conversations (a quick run)")
-    p.add_argument("--days", type=int, default=60, help="simulated days of beat passes on (c) (0: no lifecycle)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for a variant's episodes")
-    p.add_argument(
-        "--day-timeout",
-        type=float,
-        default=600.0,
-        help="seconds to wait for one simulated day (two late days in a row stop the aging)",
-    )
     p.add_argument("--data", type=Path, default=DATA)
     add_stack_args(p)
     args = p.parse_args(argv)
@@ -1033,10 +783,6 @@ def main(argv: list[str] | None = None) -> int:
                 run.passes_day0[v] = consolidation_passes(client, list(run.agents[v].values()))
         evaluate(stack, key, run, VARIANTS, 0)
         print(f"day 0: {headline(run)}", flush=True)
-        if args.days > 0:
-            age(stack, key, run, args.days, args.day_timeout)
-            if run.days:
-                evaluate(stack, key, run, ["episodes"], run.days)
         text = report(run, args, total_convs, load_before, stack)
     print()
     print(text)

@@ -56,8 +56,6 @@ from _common import (  # noqa: E402
 )
 from episodes_recall import (  # noqa: E402
     DATA,
-    FINAL_RETENTION,
-    OPEN_RUNS,
     Answer,
     Conversation,
     K,
@@ -67,7 +65,6 @@ from episodes_recall import (  # noqa: E402
     mean,
     post_episodes,
     read_store,
-    redis_url_of,
     wait_stored,
 )
 from reflect_vs_raw import CATEGORIES  # noqa: E402
@@ -75,6 +72,8 @@ from reflect_vs_raw import CATEGORIES  # noqa: E402
 from memworker import Client  # noqa: E402
 from memworker.lifecycle import retention  # noqa: E402
 
+FINAL_RETENTION = {"done", "partial", "skipped", "failed", "duplicate"}
+OPEN_RUNS = {"queued", "running"}
 ASKED_DAYS = (0, 15, 30, 45)
 SNAPSHOT_DAYS = (0, 7, 30)
 SLEEP_COUNTS = ("summaries_written", "turns_distilled", "items_absorbed", "insights_written", "conclusions_written")
@@ -167,6 +166,12 @@ def wait_day(client: Client, agents: Sequence[str], window: datetime, deadline: 
             return not pending
         time.sleep(0.5)
     return False
+
+
+def redis_url_of(stack: Stack) -> str | None:
+    from memworker.settings import Settings
+
+    return stack.info.get("redis_url") or Settings.from_env(os.environ).redis_url
 
 
 def age(stack: Stack, key: str, run: Run, days: int, day_timeout: float) -> None:
@@ -341,6 +346,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         write(stack, key, run, args, max_bytes)
         with Client(stack.api_url, key, timeout=600) as client:
+            early = Counter(r["status"] for a in run.live.values() for r in client.consolidation_runs(a, limit=200))
+            run.notes.append(
+                f"consolidation runs before the day-0 snapshot (the stack's beat): {dict(early) or 'none'}"
+            )
             snapshot(client, run, 0)
             evaluate(client, run, "twin", 0, ["asked", "never"])
             evaluate(client, run, "live", 0, ["asked"])

@@ -14,7 +14,9 @@ Sections (in this order; the default sizes are the full ones):
   retention       bench/retention.py: 1,000 agents x 1,000 memories, first/hourly/daily sweep
   locomo_recall   bench/locomo_recall.py: LoCoMo turn-level recall vs baselines
   episodes_recall bench/episodes_recall.py: LoCoMo through episodes (direct / reflect-only / two
-                  layers), ingest vs the embedder, then 60 simulated days of the lifecycle
+                  layers), ingest vs the embedder
+  lifecycle       bench/lifecycle.py: LoCoMo, 60 simulated days of sleep and retention beside a
+                  frozen twin (rows kept, R@10 of asked and never-asked questions)
 
 Each bench runs in its own process group with MEMWORKER_BENCH_RESULTS pointing at a scratch
 folder (bench/_common.write_report honours it; locomo_recall gets --out), so the curated
@@ -149,6 +151,13 @@ def _episodes_headline(md: str) -> str:
     return out
 
 
+def _lifecycle_headline(md: str) -> str:
+    found = re.findall(
+        r"^\| (live rows day \d+ / day 0|never-asked R@10, live / twin|asked R@10, live / twin) \| ([^|]+)\|", md, re.M
+    )
+    return "; ".join(f"{k} {v.strip()}" for k, v in found)
+
+
 SECTIONS = [
     Section(
         "ingest",
@@ -227,12 +236,21 @@ SECTIONS = [
     ),
     Section(
         "episodes_recall",
-        "Episodes in, recall out: LoCoMo through the main path, then 60 simulated days",
+        "Episodes in, recall out: LoCoMo through the main path",
         "episodes_recall.py",
         full=(),
-        quick=("--conversations", "1", "--days", "7"),
+        quick=("--conversations", "1"),
         result="episodes_recall.md",
         headline=_episodes_headline,
+    ),
+    Section(
+        "lifecycle",
+        "The lifecycle: 60 simulated days beside a frozen twin",
+        "lifecycle.py",
+        full=(),
+        quick=("--conversations", "1", "--days", "15"),
+        result="lifecycle.md",
+        headline=_lifecycle_headline,
     ),
 ]
 BY_NAME = {s.name: s for s in SECTIONS}

@@ -69,11 +69,15 @@ READS = Counter(
     ["target", "reason"],
 )
 REPLICA_UP = Gauge(
-    "memworker_replica_up", "1 while a replica is served from, 0 while skipped (down or lagging)", ["replica"],
+    "memworker_replica_up",
+    "1 while a replica is served from, 0 while skipped (down or lagging)",
+    ["replica"],
     multiprocess_mode="mostrecent",
 )
 REPLICA_LAG_SECONDS = Gauge(
-    "memworker_replica_lag_seconds", "How far a replica's replay is behind the primary", ["replica"],
+    "memworker_replica_lag_seconds",
+    "How far a replica's replay is behind the primary",
+    ["replica"],
     multiprocess_mode="mostrecent",
 )
 ACCESS_BUMPS = Counter(

@@ -25,6 +25,10 @@ class Policy:
     # A hit whose source messages are all covered by higher-ranked hits (an item and the turn it
     # came from) gives up its slot: explain lists it under the hit that covers it.
     recall_collapse: bool = True
+    # fleet: the tenant's shared pools (memworker/fleet/pools.py) this agent's recall and context read
+    # beside its own memories, and those it may share (promote) its memories into
+    pools_read: tuple[str, ...] = ()
+    pools_write: tuple[str, ...] = ()
     # ingest: the episodic layer (docs/episodes.md). On, every informative message of an episode
     # is also kept as a 'turn' memory (L0) beside the reflected items; off, only the items.
     episodic_layer: bool = True
@@ -84,21 +88,24 @@ class Policy:
     rumination_enabled: bool = False  # the daily pass over yesterday's archived sessions
 
     @classmethod
-    def resolve(cls, *layers: dict[str, Any] | None) -> Policy:
-        """Defaults, then each override layer in turn. Raises InvalidInput naming the field."""
+    def resolve(cls, *layers: dict[str, Any] | None, stored: bool = False) -> Policy:
+        """Defaults, then each override layer in turn. Raises InvalidInput naming the field.
+        stored: the layers were saved before the knobs had upper bounds; a number past its
+        bound then reads as the bound instead of failing every use of the agent."""
         values: dict[str, Any] = {}
         for layer in layers:
             values.update(layer or {})
-        return cls.validated(values)
+        return cls.validated(values, clamp=stored)
 
     @classmethod
-    def validated(cls, values: dict[str, Any]) -> Policy:
+    def validated(cls, values: dict[str, Any], *, clamp: bool = False) -> Policy:
         fields = {f.name: f for f in dataclasses.fields(cls)}
         clean: dict[str, Any] = {}
         for name, value in values.items():
             if name not in fields:
                 raise errors.InvalidInput(f"policy: unknown field {name!r}")
-            clean[name] = _check(name, value, getattr(cls, name))
+            default = getattr(cls, name)
+            clean[name] = _check(name, _clamped(name, value, default) if clamp else value, default)
         policy = cls(**clean)
         if policy.working_prune_to >= policy.working_max_items:
             raise errors.InvalidInput("policy: working_prune_to must be below working_max_items")
@@ -154,7 +161,38 @@ DAYS_MAX = 36_500.0
 TTL_HOURS_MAX = 1_000_000.0
 
 
+def _ceiling(name: str, default: Any) -> float | None:
+    """The upper bound of a numeric knob, or None (no bound: booleans, shares in [0, 1])."""
+    if name in _LIFECYCLE_DAYS:
+        return DAYS_MAX
+    if name.startswith("ttl_"):
+        return TTL_HOURS_MAX
+    if isinstance(default, int) and not isinstance(default, bool):
+        return _INT_MAX.get(name, INT_CEILING)
+    return None
+
+
+def _clamped(name: str, value: Any, default: Any) -> Any:
+    ceiling = _ceiling(name, default)
+    if ceiling is None or isinstance(value, bool) or not isinstance(value, int | float) or value <= ceiling:
+        return value
+    return int(ceiling) if isinstance(default, int) else ceiling
+
+
+MAX_POOLS = 20  # pools one agent reads or writes
+
+
 def _check(name: str, value: Any, default: Any) -> Any:
+    if name in ("pools_read", "pools_write"):
+        if (
+            not isinstance(value, (list, tuple))
+            or len(value) > MAX_POOLS
+            or any(not isinstance(v, str) or not memories.AGENT_ID.match(v) for v in value)
+        ):
+            raise errors.InvalidInput(
+                f"policy: {name} must be a list of at most {MAX_POOLS} pool names (letters, digits and ._:@-)"
+            )
+        return tuple(dict.fromkeys(value))
     if name == "recall_tiers":
         if not isinstance(value, (list, tuple)) or not value or any(t not in memories.TIERS for t in value):
             raise errors.InvalidInput(f"policy: {name} must be a non-empty list of {list(memories.TIERS)}")
@@ -175,7 +213,9 @@ def _check(name: str, value: Any, default: Any) -> Any:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= TTL_HOURS_MAX:
-            raise errors.InvalidInput(f"policy: {name} must be a positive number of hours up to {TTL_HOURS_MAX:.0f}, or null")
+            raise errors.InvalidInput(
+                f"policy: {name} must be a positive number of hours up to {TTL_HOURS_MAX:.0f}, or null"
+            )
         return float(value)
     if isinstance(default, bool):
         if not isinstance(value, bool):

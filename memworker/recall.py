@@ -1,24 +1,47 @@
 """Hybrid recall: one SQL statement (storage/queries/core.sql: recall) per call, over the
-query vector the caller embedded (models/embeddings.CachedQueryEmbedder). The plan is an exact
-per-agent scan for both BM25 and cosine, so every agent gets its own true top-k and never
-another agent's rows; see docs/recall.md."""
+query vector the caller embedded (models/embeddings.CachedQueryEmbedder). Up to EXACT_MAX live
+memories the plan is an exact per-agent scan for both BM25 and cosine, so every agent gets its
+own true top-k and never another agent's rows; see docs/recall.md. A larger agent's statement
+reads a bounded candidate set instead (recall_candidates: each query term's best postings by
+impact, the nearest memories from the HNSW index) scored with the agent's own BM25 statistics,
+so its cost stops growing with the agent (docs/scaling.md, "Large agents")."""
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 import numpy as np
 import psycopg_pool
 
 from memworker import errors, tokens
+from memworker.fleet import pools
 from memworker.memories import KINDS, SUBJECT, TIERS
 from memworker.policy import Policy
-from memworker.storage import bumps, core_db, db, replicas
+from memworker.storage import bumps, core_db, db, replicas, sessions_db
 
 MAX_K = 100
+
+# The switch: an agent with more live memories than this gets the bounded statement. Below it
+# the exact scan is as fast (bench/agent_size.py) and needs no statistics from elsewhere.
+EXACT_MAX = 5_000
+# Postings read per query term, best impact first: enough that the true BM25 candidates of
+# the exact statement are among them (the bench agrees on >= 0.98 of the top 10).
+POSTINGS_PER_TERM = 300
+# HNSW breadth for the vector candidates (at least the candidates asked for).
+EF_SEARCH = 200
+# A large agent's document count and average length are read once per process and minute:
+# BM25 over a bounded candidate set needs them for the whole agent.
+STATS_TTL_S = 60.0
+_STATS_MAX = 4_096
+
+Plan = Literal["auto", "exact", "bounded"]
+_stats: dict[tuple[UUID, str, str | None], tuple[float, core_db.RecallStats]] = {}
+_stats_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -57,13 +80,67 @@ def recall(
     query: Query,
     policy: Policy,
     bump: bool = True,
+    path: Plan = "auto",
 ) -> list[dict[str, Any]]:
     """The agent's top-k live memories for the query, best first, with their signals, inside
     the caller's transaction. qvec is the query's embedding (the caller embeds it before it
     takes a connection, so no pooled connection waits on the model). Without the bump the
-    statement is read-only, so a replica can run it."""
-    rows = core_db.recall(conn, **_params(qvec, tenant_id, agent_id, query, policy, bump), read_only=not bump)
+    statement is read-only, so a replica can run it. path: "auto" picks the exact or the
+    bounded statement by the agent's size (EXACT_MAX); the others force one (tests, benches)."""
+    if policy.pools_read:  # the agent's memories and its pools' (memworker/fleet/pools.py), one ranked list
+        return _with_pools(conn, qvec, tenant_id, agent_id, query, policy, bump)
+    rows = _rows(conn, _params(qvec, tenant_id, agent_id, query, policy, bump), read_only=not bump, path=path)
     return _hits(rows, query.explain)
+
+
+def _rows(conn: Any, params: dict[str, Any], *, read_only: bool, path: Plan = "auto") -> list[core_db.RecallRow]:
+    return core_db.recall(conn, **params, **_bounded(conn, params, path), read_only=read_only)
+
+
+def _bounded(conn: Any, params: dict[str, Any], path: Plan) -> dict[str, Any]:
+    """The recall statement's bounded-candidate parameters for a large agent, {} for the exact
+    statement. Filters other than tiers and subject (kinds, time, metadata) keep the exact
+    statement: they may reject most of a bounded candidate set. The vector candidates come
+    from the HNSW index, which holds an agent once large_agents.index has put it in
+    (ann_ready); until then it keeps the exact statement."""
+    if path == "exact" or any(params[f] is not None for f in ("kinds", "since", "until", "metadata")):
+        return {}
+    stats = agent_stats(conn, params["tenant_id"], params["agent_id"], params["subject"])
+    if path == "auto" and (stats.n <= EXACT_MAX or not stats.ann_ready):
+        return {}
+    core_db.recall_ann_settings(conn, ef_search=max(EF_SEARCH, params["candidates"]))
+    found = core_db.recall_candidates(
+        conn,
+        tenant_id=params["tenant_id"],
+        agent_id=params["agent_id"],
+        terms=params["terms"],
+        qvec=params["qvec"],
+        per_term=POSTINGS_PER_TERM,
+        candidates=params["candidates"],
+    )
+    return dict(ids=found.ids, n=float(stats.n), avgdl=stats.avgdl, dfs=found.dfs)
+
+
+def agent_stats(conn: Any, tenant_id: UUID, agent_id: str, subject: str | None) -> core_db.RecallStats:
+    """The agent's live-memory count and average length as recall sees them, at most
+    STATS_TTL_S old (one scan of the agent per process and minute)."""
+    key = (tenant_id, agent_id, subject)
+    now = time.monotonic()
+    cached = _stats.get(key)
+    if cached is not None and now - cached[0] < STATS_TTL_S:
+        return cached[1]
+    stats = core_db.recall_stats(conn, tenant_id=tenant_id, agent_id=agent_id, subject=subject)
+    with _stats_lock:
+        if len(_stats) >= _STATS_MAX:
+            _stats.clear()
+        _stats[key] = (now, stats)
+    return stats
+
+
+def forget_stats() -> None:
+    """Drop the cached agent statistics (tests that grow an agent and recall at once)."""
+    with _stats_lock:
+        _stats.clear()
 
 
 def serve(
@@ -82,16 +159,37 @@ def serve(
     replicas (reads), on one that has replayed the caller's last write (client_lsn, or the
     one Redis remembers), else on the primary; either way the hits' access bumps are queued
     for the primary (storage/bumps.py)."""
-    if reads is None:
+    if reads is None or policy.pools_read:
         with db.tenant_tx(pool, tenant_id, durable=False) as conn:
             return recall(conn, qvec, tenant_id=tenant_id, agent_id=agent_id, query=query, policy=policy)
     params = _params(qvec, tenant_id, agent_id, query, policy, False)
     rows = reads.read(
-        tenant_id, lambda conn: core_db.recall(conn, **params, read_only=True), agent_id=agent_id, client_lsn=client_lsn
+        tenant_id, lambda conn: _rows(conn, params, read_only=True), agent_id=agent_id, client_lsn=client_lsn
     )
     # what the primary's statement bumps: the hits and the memories collapsed into them
     bumps.queue(reads.client, tenant_id, [i for r in rows for i in [r.id, *(r.collapsed or [])]])
     return _hits(rows, query.explain)
+
+
+def _with_pools(
+    conn: Any, qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy, bump: bool
+) -> list[dict[str, Any]]:
+    """The agent's recall with the pools it reads: the statement over several agents (BM25
+    over the union), each pool hit naming its pool; the agent's own hits count as accessed."""
+    owners = [agent_id, *pools.readable(policy)]
+    params = _params(qvec, tenant_id, agent_id, query, policy, False)
+    for unused in ("agent_id", "pool", "collapse", "bump"):
+        params.pop(unused)
+    rows = core_db.recall_agents(conn, agent_ids=owners, **params)
+    if bump:
+        own = [r.id for r in rows if r.agent_id == agent_id]
+        if own:
+            sessions_db.context_bump_access(conn, tenant_id=tenant_id, agent_id=agent_id, ids=own)
+    hits = _hits(list(rows), query.explain)
+    for r, hit in zip(rows, hits, strict=True):
+        if r.agent_id != agent_id:
+            hit["pool"] = pools.name_of(r.agent_id)
+    return hits
 
 
 def serve_agents(
@@ -103,7 +201,8 @@ def serve_agents(
     query: Query,
     policy: Policy,
 ) -> list[dict[str, Any]]:
-    """One ranked list over several agents' memories, each hit naming its agent_id. BM25's
+    """One ranked list over several agents' (and pools') memories, each hit naming its
+    agent_id (or its pool; agent_ids holds pools as their owner ids, memworker/fleet/pools.py). BM25's
     statistics are those of the union of the agents' live memories (one corpus), and the
     weights and thresholds are `policy`'s (the tenant's), so scores compare across agents.
     A read only: no access counts are bumped."""
@@ -112,7 +211,10 @@ def serve_agents(
         params.pop(unused)
     with db.tenant_tx(pool, tenant_id, durable=False) as conn:
         rows = core_db.recall_agents(conn, agent_ids=agent_ids, **params)
-    return [{"agent_id": r.agent_id, **hit} for r, hit in zip(rows, _hits(list(rows), query.explain), strict=True)]
+    return [
+        {"agent_id": r.agent_id, **hit} if pools.name_of(r.agent_id) is None else {"pool": pools.name_of(r.agent_id), **hit}
+        for r, hit in zip(rows, _hits(list(rows), query.explain), strict=True)
+    ]
 
 
 def _params(

@@ -197,4 +197,11 @@ AgentIdText = Annotated[str, StringConstraints(pattern=memories.AGENT_ID.pattern
 class AgentsRecallIn(RecallIn):
     """A recall over several agents (POST /v1/recall): one ranked list, each hit naming its agent."""
 
-    agents: list[AgentIdText] = Field(min_length=1, max_length=50)
+    agents: list[AgentIdText] = Field(default_factory=list, max_length=50)
+    pools: list[AgentIdText] = Field(default_factory=list, max_length=20, description="shared pools to rank in too")
+
+    @model_validator(mode="after")
+    def _something(self) -> AgentsRecallIn:
+        if not self.agents and not self.pools:
+            raise ValueError("name at least one agent or pool")
+        return self

@@ -12,6 +12,7 @@ from urllib.parse import quote
 import httpx
 
 from memworker import errors
+from memworker.memories import EpisodeStatus
 
 
 class ApiError(errors.MemworkerError):
@@ -117,7 +118,7 @@ class Client:
         deadline = time.monotonic() + timeout
         while True:
             ep = self.get_episode(agent_id, episode_id)
-            if ep["status"] in ("stored", "dead"):
+            if ep["status"] in (EpisodeStatus.STORED, EpisodeStatus.DEAD):  # done, one way or the other
                 return ep
             if time.monotonic() > deadline:
                 raise TimeoutError(f"episode {episode_id} still {ep['status']} after {timeout}s")

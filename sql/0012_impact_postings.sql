@@ -31,7 +31,26 @@ ALTER TABLE memworker.memory_terms ALTER COLUMN impact SET NOT NULL;
 
 CREATE INDEX memory_terms_impact ON memworker.memory_terms (tenant_id, agent_id, term, impact DESC, memory_id);
 
--- Vector candidates for large agents: HNSW over live memories, scanned with pgvector's
--- iterative scans so a filter on one agent still yields enough rows.
-CREATE INDEX memories_embedding_hnsw ON memworker.memories USING hnsw (embedding vector_cosine_ops)
-    WHERE valid_to IS NULL;
+-- Vector candidates for large agents: HNSW, scanned with pgvector's iterative scans so a
+-- filter on one agent still yields enough rows. Only large agents' rows are in it: an HNSW
+-- insert costs about as much as the rest of a memory's write, which small agents (the exact
+-- scan serves them) should not pay. agents.ann: the agent's new memories go into the index
+-- (memories.ann, set by the trigger below); ann_ready: its older ones are in too, so recall
+-- may take its vector candidates from the index (memworker/large_agents.py fills it).
+ALTER TABLE memworker.agents ADD COLUMN ann boolean NOT NULL DEFAULT false;
+ALTER TABLE memworker.agents ADD COLUMN ann_ready boolean NOT NULL DEFAULT false;
+ALTER TABLE memworker.memories ADD COLUMN ann boolean NOT NULL DEFAULT false;
+
+CREATE FUNCTION memworker.memories_ann() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  NEW.ann := coalesce((SELECT a.ann FROM memworker.agents a
+                       WHERE a.tenant_id = NEW.tenant_id AND a.id = NEW.agent_id), false);
+  RETURN NEW;
+END $$;
+CREATE TRIGGER memories_ann BEFORE INSERT ON memworker.memories
+    FOR EACH ROW WHEN (NOT NEW.ann) EXECUTE FUNCTION memworker.memories_ann();
+
+CREATE INDEX memories_ann ON memworker.memories USING hnsw (embedding vector_cosine_ops)
+    WHERE ann AND valid_to IS NULL;

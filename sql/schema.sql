@@ -49,6 +49,14 @@ CREATE FUNCTION memworker.authenticate(p_prefix text) RETURNS TABLE(key_id uuid,
 $$;
 
 --
+-- Name: bm25_impact(integer, integer); Type: FUNCTION; Schema: memworker; Owner: -
+--
+
+CREATE FUNCTION memworker.bm25_impact(p_tf integer, p_dl integer) RETURNS real
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT (p_tf * 2.2 / (p_tf + 1.2 * (0.25 + 0.75 * greatest(p_dl, 1) / 8.0)))::real $$;
+
+--
 -- Name: claim_due_agents(timestamp with time zone, jsonb, integer, integer); Type: FUNCTION; Schema: memworker; Owner: -
 --
 
@@ -143,6 +151,19 @@ CREATE FUNCTION memworker.due_webhook_deliveries(p_before timestamp with time zo
 $$;
 
 --
+-- Name: memories_ann(); Type: FUNCTION; Schema: memworker; Owner: -
+--
+
+CREATE FUNCTION memworker.memories_ann() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  NEW.ann := coalesce((SELECT a.ann FROM memworker.agents a
+                       WHERE a.tenant_id = NEW.tenant_id AND a.id = NEW.agent_id), false);
+  RETURN NEW;
+END $$;
+
+--
 -- Name: memory_estimates(); Type: FUNCTION; Schema: memworker; Owner: -
 --
 
@@ -157,6 +178,19 @@ CREATE FUNCTION memworker.memory_estimates() RETURNS TABLE(attribute text, value
   CROSS JOIN LATERAL unnest(s.most_common_vals::text::text[], s.most_common_freqs) AS v(value, freq)
   WHERE s.schemaname = 'memworker' AND s.tablename = 'memories' AND s.attname IN ('tier', 'kind')
 $$;
+
+--
+-- Name: memory_terms_impact(); Type: FUNCTION; Schema: memworker; Owner: -
+--
+
+CREATE FUNCTION memworker.memory_terms_impact() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  NEW.impact := memworker.bm25_impact(NEW.tf, (SELECT m.doc_len FROM memworker.memories m
+                                               WHERE m.tenant_id = NEW.tenant_id AND m.id = NEW.memory_id));
+  RETURN NEW;
+END $$;
 
 --
 -- Name: policy_value(jsonb, jsonb, jsonb, text); Type: FUNCTION; Schema: memworker; Owner: -
@@ -271,7 +305,9 @@ CREATE TABLE memworker.agents (
     last_pass_at timestamp with time zone,
     consolidation_last_error text,
     retention_at timestamp with time zone,
-    retention_done_at timestamp with time zone
+    retention_done_at timestamp with time zone,
+    ann boolean DEFAULT false NOT NULL,
+    ann_ready boolean DEFAULT false NOT NULL
 );
 
 ALTER TABLE ONLY memworker.agents FORCE ROW LEVEL SECURITY;
@@ -375,6 +411,7 @@ CREATE TABLE memworker.episodes (
     tokens_in integer DEFAULT 0 NOT NULL,
     tokens_out integer DEFAULT 0 NOT NULL,
     llm_ms integer DEFAULT 0 NOT NULL,
+    subject text,
     CONSTRAINT episodes_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'processing'::text, 'stored'::text, 'failed'::text, 'dead'::text])))
 );
 
@@ -416,6 +453,9 @@ CREATE TABLE memworker.memories (
     confirmations integer DEFAULT 0 NOT NULL,
     confirmed_at timestamp with time zone,
     decayed_at timestamp with time zone,
+    subject text,
+    carried_by uuid,
+    ann boolean DEFAULT false NOT NULL,
     CONSTRAINT memories_confidence_check CHECK (((confidence >= (0)::double precision) AND (confidence <= (1)::double precision))),
     CONSTRAINT memories_salience_check CHECK (((salience >= (0)::double precision) AND (salience <= (1)::double precision))),
     CONSTRAINT memories_text_check CHECK (((length(text) >= 1) AND (length(text) <= 281))),
@@ -533,6 +573,7 @@ CREATE TABLE memworker.memory_terms (
     term text NOT NULL,
     memory_id uuid NOT NULL,
     tf integer NOT NULL,
+    impact real NOT NULL,
     CONSTRAINT memory_terms_tf_check CHECK ((tf > 0))
 );
 
@@ -566,6 +607,7 @@ CREATE TABLE memworker.retention_runs (
     duration_ms integer,
     skipped_reason text,
     error text,
+    forgotten_distilled integer DEFAULT 0 NOT NULL,
     CONSTRAINT retention_runs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'done'::text, 'partial'::text, 'skipped'::text, 'failed'::text])))
 );
 
@@ -632,6 +674,7 @@ CREATE TABLE memworker.sessions (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     archived_at timestamp with time zone,
     restored_at timestamp with time zone,
+    subject text,
     CONSTRAINT sessions_id_check CHECK (((length(id) >= 1) AND (length(id) <= 128))),
     CONSTRAINT sessions_status_check CHECK ((status = ANY (ARRAY['open'::text, 'archived'::text]))),
     CONSTRAINT sessions_window_tokens_check CHECK ((window_tokens > 0))
@@ -755,6 +798,13 @@ ALTER TABLE ONLY memworker.episodes
     ADD CONSTRAINT episodes_pkey PRIMARY KEY (tenant_id, id);
 
 --
+-- Name: episodes episodes_subject_check; Type: CHECK CONSTRAINT; Schema: memworker; Owner: -
+--
+
+ALTER TABLE memworker.episodes
+    ADD CONSTRAINT episodes_subject_check CHECK ((subject ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'::text)) NOT VALID;
+
+--
 -- Name: episodes episodes_tenant_id_agent_id_idempotency_key_key; Type: CONSTRAINT; Schema: memworker; Owner: -
 --
 
@@ -767,6 +817,13 @@ ALTER TABLE ONLY memworker.episodes
 
 ALTER TABLE ONLY memworker.memories
     ADD CONSTRAINT memories_pkey PRIMARY KEY (tenant_id, id);
+
+--
+-- Name: memories memories_subject_check; Type: CHECK CONSTRAINT; Schema: memworker; Owner: -
+--
+
+ALTER TABLE memworker.memories
+    ADD CONSTRAINT memories_subject_check CHECK ((subject ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'::text)) NOT VALID;
 
 --
 -- Name: memories memories_tenant_id_source_key_key; Type: CONSTRAINT; Schema: memworker; Owner: -
@@ -860,6 +917,13 @@ ALTER TABLE ONLY memworker.sessions
     ADD CONSTRAINT sessions_pkey PRIMARY KEY (tenant_id, agent_id, id);
 
 --
+-- Name: sessions sessions_subject_check; Type: CHECK CONSTRAINT; Schema: memworker; Owner: -
+--
+
+ALTER TABLE memworker.sessions
+    ADD CONSTRAINT sessions_subject_check CHECK ((subject ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'::text)) NOT VALID;
+
+--
 -- Name: tenants tenants_name_key; Type: CONSTRAINT; Schema: memworker; Owner: -
 --
 
@@ -924,6 +988,12 @@ CREATE INDEX episodes_open ON memworker.episodes USING btree (status, lease_unti
 CREATE INDEX episodes_queued ON memworker.episodes USING btree (tenant_id, created_at) WHERE (status = 'queued'::text);
 
 --
+-- Name: episodes_subject; Type: INDEX; Schema: memworker; Owner: -
+--
+
+CREATE INDEX episodes_subject ON memworker.episodes USING btree (tenant_id, agent_id, subject, created_at) WHERE (subject IS NOT NULL);
+
+--
 -- Name: episodes_tenant_id_agent_id_created_at_idx; Type: INDEX; Schema: memworker; Owner: -
 --
 
@@ -934,6 +1004,18 @@ CREATE INDEX episodes_tenant_id_agent_id_created_at_idx ON memworker.episodes US
 --
 
 CREATE INDEX memories_agent ON memworker.memories USING btree (tenant_id, agent_id, created_at);
+
+--
+-- Name: memories_ann; Type: INDEX; Schema: memworker; Owner: -
+--
+
+CREATE INDEX memories_ann ON memworker.memories USING hnsw (embedding public.vector_cosine_ops) WHERE (ann AND (valid_to IS NULL));
+
+--
+-- Name: memories_carried_by; Type: INDEX; Schema: memworker; Owner: -
+--
+
+CREATE INDEX memories_carried_by ON memworker.memories USING btree (tenant_id, carried_by) WHERE (carried_by IS NOT NULL);
 
 --
 -- Name: memories_expiry; Type: INDEX; Schema: memworker; Owner: -
@@ -952,6 +1034,12 @@ CREATE INDEX memories_hash ON memworker.memories USING btree (tenant_id, agent_i
 --
 
 CREATE INDEX memories_session ON memworker.memories USING btree (tenant_id, agent_id, session_id);
+
+--
+-- Name: memories_subject; Type: INDEX; Schema: memworker; Owner: -
+--
+
+CREATE INDEX memories_subject ON memworker.memories USING btree (tenant_id, agent_id, subject, created_at) WHERE (subject IS NOT NULL);
 
 --
 -- Name: memories_superseded_by; Type: INDEX; Schema: memworker; Owner: -
@@ -1006,6 +1094,12 @@ CREATE INDEX memory_reviews_open ON memworker.memory_reviews USING btree (tenant
 --
 
 CREATE INDEX memory_reviews_other ON memworker.memory_reviews USING btree (other_id);
+
+--
+-- Name: memory_terms_impact; Type: INDEX; Schema: memworker; Owner: -
+--
+
+CREATE INDEX memory_terms_impact ON memworker.memory_terms USING btree (tenant_id, agent_id, term, impact DESC, memory_id);
 
 --
 -- Name: memory_terms_memory_id_idx; Type: INDEX; Schema: memworker; Owner: -
@@ -1066,6 +1160,18 @@ CREATE INDEX webhook_deliveries_session ON memworker.webhook_deliveries USING bt
 --
 
 CREATE INDEX webhooks_tenant ON memworker.webhooks USING btree (tenant_id);
+
+--
+-- Name: memories memories_ann; Type: TRIGGER; Schema: memworker; Owner: -
+--
+
+CREATE TRIGGER memories_ann BEFORE INSERT ON memworker.memories FOR EACH ROW WHEN ((NOT new.ann)) EXECUTE FUNCTION memworker.memories_ann();
+
+--
+-- Name: memory_terms memory_terms_impact; Type: TRIGGER; Schema: memworker; Owner: -
+--
+
+CREATE TRIGGER memory_terms_impact BEFORE INSERT ON memworker.memory_terms FOR EACH ROW WHEN ((new.impact IS NULL)) EXECUTE FUNCTION memworker.memory_terms_impact();
 
 --
 -- Name: agent_profiles agent_profiles_run_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -

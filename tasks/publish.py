@@ -34,7 +34,7 @@ class Publisher:
     def __init__(self, app: Celery, *, ingest_batch_max: int) -> None:
         self._app = app
         self._batch = ingest_batch_max
-        self._redis: redis.Redis | None = None  # for urgent_ingest_waiting, made on first use
+        self._redis: redis.Redis | None = None  # the broker, to read queue lengths; made on first use
 
     @classmethod
     def for_settings(cls, settings: Settings) -> Publisher:

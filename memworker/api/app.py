@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from memworker import errors, keys, metrics, runtime, tracing
 from memworker.api import deps, limits, ratelimit
 from memworker.api.console import pages as console
-from memworker.api.routes import archives, consolidation, episodes, hooks, lifecycle, memories, recall, sessions
+from memworker.api.routes import archives, consolidation, episodes, hooks, lifecycle, memories, pools, recall, sessions
 from memworker.settings import Settings
 from memworker.storage import db, replicas
 from tasks.publish import Publisher
@@ -34,6 +34,7 @@ ROUTERS = [episodes.router, memories.router, recall.router]
 ROUTERS.append(consolidation.router)  # sleep
 ROUTERS.append(lifecycle.router)  # lifecycle governance
 ROUTERS += [sessions.router, archives.router, hooks.router]  # sessions
+ROUTERS.append(pools.router)  # fleet: shared pools
 _STATUS = {
     errors.NotFound: 404,
     errors.InvalidInput: 422,

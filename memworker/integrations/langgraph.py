@@ -21,6 +21,7 @@ with memworker.sdk.Client, `abatch` with an httpx.AsyncClient, so both sides beh
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 from collections.abc import Generator, Iterable, Mapping
@@ -106,9 +107,15 @@ class MemworkerStore(BaseStore):
         tier: WritableTier = Tier.L2,
         timeout: float = 30.0,
         retries: int = 3,
+        subject: str | None = None,
     ) -> None:
         if agent_id is not None:
             _check_agent(agent_id, "agent_id")
+        if subject is not None and not memories.SUBJECT.match(subject):
+            raise ValueError(f"subject {subject!r}: 1-128 letters, digits and ._:@-")
+        # One subject per store, never a namespace label: labels are the application's own
+        # layout, and a label that silently became a subject would move items between scopes.
+        self._subject = subject
         self._base_url = base_url.rstrip("/")
         self._api_key = api_key
         self._agent_id = agent_id
@@ -319,7 +326,8 @@ class MemworkerStore(BaseStore):
             return
         # The idempotency key makes (namespace, key) one memory even when two puts race: the
         # second gets the first's memory back, and then replaces it like any existing item.
-        idem = "lg:" + hashlib.sha256(json.dumps([list(op.namespace), op.key]).encode()).hexdigest()
+        scope = [list(op.namespace), op.key] + ([self._subject] if self._subject else [])  # one item per subject
+        idem = "lg:" + hashlib.sha256(json.dumps(scope).encode()).hexdigest()
         body = {"text": text, "kind": self._kind, "tier": self._tier, "metadata": metadata, "idempotency_key": idem}
         path = self._path(op.namespace, "memories")
         memory = yield _Call("POST", path, body=body)
@@ -433,6 +441,17 @@ class MemworkerStore(BaseStore):
     def _path(self, namespace: tuple[str, ...], rest: str) -> str:
         return f"/v1/agents/{self._agent(namespace)}/{rest}"
 
+    def _scoped(self, call: _Call) -> _Call:
+        """The call for the store's subject: its writes are about it, its searches recall its
+        memories and the agent's general ones, its lists and gets read its memories only."""
+        if self._subject is None:
+            return call
+        if call.method == "POST" and call.path.endswith(("/memories", "/recall")) and isinstance(call.body, dict):
+            return dataclasses.replace(call, body={**call.body, "subject": self._subject})
+        if call.method == "GET" and call.path.endswith("/memories"):
+            return dataclasses.replace(call, params={**(call.params or {}), "subject": self._subject})
+        return call
+
     # --- drivers -----------------------------------------------------------------------------
 
     def _drive(self, plan: Plan[T]) -> T:
@@ -440,6 +459,7 @@ class MemworkerStore(BaseStore):
             call = next(plan)
             while True:
                 try:
+                    call = self._scoped(call)
                     answer = self._client.request(call.method, call.path, params=call.params, json=call.body)
                 except ApiError as exc:
                     call = plan.throw(exc)
@@ -453,7 +473,7 @@ class MemworkerStore(BaseStore):
             call = next(plan)
             while True:
                 try:
-                    answer = await self._arequest(call)
+                    answer = await self._arequest(self._scoped(call))
                 except ApiError as exc:
                     call = plan.throw(exc)
                 else:

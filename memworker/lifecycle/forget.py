@@ -42,6 +42,7 @@ from uuid import UUID
 import psycopg
 
 from memworker import errors, memories
+from memworker.fleet import pools
 from memworker.lifecycle import governance, needles, rules
 from memworker.sessions import archive, session
 from memworker.storage import db, lifecycle_db, sessions_db, store
@@ -143,6 +144,7 @@ def forget(
     profile_needles = [str(i) for i in everything] + texts + list(plan.found.terms)
     profiles = lifecycle_db.forget_profiles(conn, **base, needles=profile_needles) if profile_needles else []
     deleted = set(lifecycle_db.forget_delete_memories(conn, **base, ids=everything))
+    pooled = pools.forget_copies(conn, tenant_id=tenant_id, agent_id=agent_id, memory_ids=sorted(deleted))
     erased = lifecycle_db.forget_delete_episodes(conn, **base, ids=list(plan.episodes | plan.copy_episodes))
     gone_sessions = _forget_sessions(conn, base, plan.sessions)
     scrubbed = _scrub(conn, base, plan.found, erased)
@@ -157,6 +159,7 @@ def forget(
             "policy": "kept (keep_turns)" if request.keep_turns else "erased with their episode",
         },
         "copies": _ids(plan.copies & deleted),
+        "pool_copies": _ids(set(pooled)),  # shared into the tenant's pools (memworker/fleet/pools.py)
         "derived": {
             **_ids(plan.derived & deleted),
             "policy": "removed; their remaining evidence is re-queued for consolidation",
@@ -208,7 +211,7 @@ def _find(conn: psycopg.Connection, base: dict[str, Any], request: Request, reso
     siblings = lifecycle_db.forget_turns(conn, **base, sources=[f"episode:{e}" for e in episode_ids])
     turns = {r.id for r in siblings} - forgotten
     kept_turns = turns if request.keep_turns else set()
-    turns -= kept_turns
+    turns = turns - kept_turns
     said = lifecycle_db.forget_texts(conn, **base, ids=list(forgotten | turns))
     found = needles.Needles.of(said + lifecycle_db.forget_episode_texts(conn, **base, ids=list(episode_ids)))
     copies: set[UUID] = set()

@@ -8,7 +8,8 @@ contains, case-insensitively,
 - an identifier from one: a token of at least MIN_IDENT characters that is an email
   address or holds at least MIN_DIGITS digits (account, ticket, card, phone and national
   id numbers, keys), and is not a date, a time or a plain number (1,000,000 or 3.14159),
-  which recur everywhere without identifying anything."""
+  which recur everywhere without identifying anything; or a number written in groups
+  ('0151 496 0000', '4111 1111 1111 1111') of at least MIN_GROUPED_DIGITS digits."""
 
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ from typing import Any
 MIN_TEXT = 12
 MIN_IDENT = 5
 MIN_DIGITS = 5
+MIN_GROUPED_DIGITS = 8  # '0151 496 0000': digits in groups, as phone and card numbers are written
 PLACEHOLDER = "[forgotten]"
 
 _TOKEN = re.compile(r"[\w@.+:/#-]+")
+_SPACED = re.compile(r"\+?\(?\d[\d ().-]{6,}\d")  # a phone or card number written in groups
 _EDGE = ".:/#-+"
 _EMAIL = re.compile(r"^[\w.+-]+@[\w-]+(?:\.[\w-]+)+$")
 _NOT_IDS = (
@@ -37,6 +40,10 @@ _NOT_IDS = (
 def identifiers(text: str) -> set[str]:
     """The identifiers in a text (lower-cased): see the module docstring."""
     out: set[str] = set()
+    for raw in _SPACED.findall(text):
+        spaced = " ".join(raw.split())
+        if " " in spaced and sum(ch.isdigit() for ch in spaced) >= MIN_GROUPED_DIGITS:
+            out.add(spaced)
     for raw in _TOKEN.findall(text.casefold()):
         token = raw.strip(_EDGE)
         if len(token) < MIN_IDENT or any(p.match(token) for p in _NOT_IDS):

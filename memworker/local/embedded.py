@@ -25,7 +25,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import psycopg
 
@@ -338,24 +338,32 @@ def _wait_postgres(child: Child, url: str, log: Path, timeout: float = 60.0) -> 
 REPLICA_PORT = 5433  # the replica's socket name (.s.PGSQL.5433): it may share the primary's folder
 
 
-def start_replica(data_dir: Path, primary_url: str) -> tuple[Child, str]:
+def start_replica(data_dir: Path, primary_url: str, *, fresh: bool = True) -> tuple[Child, str]:
     """A hot standby of the embedded Postgres at primary_url (its owner URL, with passfile=),
-    in data_dir/pg-replica: a fresh pg_basebackup -R copy at every start (no slot holds WAL on
-    the primary for a replica that is gone), then Postgres's own streaming replication.
-    Returns the child and the replica's owner URL: the same roles and passwords, a copy."""
+    in data_dir/pg-replica: a pg_basebackup -R copy, then Postgres's own streaming
+    replication. fresh (what `memworker up` does): a new copy at every start, since no slot
+    keeps WAL on the primary for a replica that is gone; else the copy there resumes
+    streaming. Returns the child and the replica's owner URL: the same roles and passwords."""
     info = psycopg.conninfo.conninfo_to_dict(primary_url)
     passfile = Path(str(info["passfile"]))
-    password = _read_passfile(passfile)[PG_OWNER]
     pgdata = (data_dir / "pg-replica").resolve()
     user = _run_as()
     sock = _socket_dir(pgdata)
     _private_dir(sock, user)
-    shutil.rmtree(pgdata, ignore_errors=True)
-    _private_dir(pgdata, user)
     if user:
         _open_prefix(sock)
+    if fresh or not (pgdata / "standby.signal").exists():
+        shutil.rmtree(pgdata, ignore_errors=True)
+        _private_dir(pgdata, user)
+        _base_backup(pgdata, primary_url, info, user)
+    elif (pgdata / "postmaster.pid").exists():
+        _clear_stale_pid(pgdata / "postmaster.pid")
+    return _start_standby(pgdata, sock, user, passfile)
+
+
+def _base_backup(pgdata: Path, primary_url: str, info: dict[str, Any], user: str | None) -> None:
     # As the caller (who may read the pgpass file), then handed to the server's user. No fsync
-    # and no manifest: the copy is made afresh at every start, never restored from.
+    # and no manifest: a copy whose machine crashed is made again, never restored from.
     argv = [str(_pg_bin() / "pg_basebackup"), "-d", primary_url, "-D", str(pgdata), "-R", "-X", "stream"]
     done = subprocess.run(
         argv + ["-c", "fast", "--no-sync", "--no-manifest"],
@@ -364,6 +372,7 @@ def start_replica(data_dir: Path, primary_url: str) -> tuple[Child, str]:
     )
     if done.returncode != 0:
         raise errors.StorageError(f"pg_basebackup failed: {done.stderr.decode(errors='replace')[-2000:]}")
+    password = _read_passfile(Path(str(info["passfile"])))[PG_OWNER]
     # The standby's WAL receiver runs as the server's user, who may not read the caller's
     # pgpass: its password goes in the 0600 config of its own 0700 data folder instead.
     auto = pgdata / "postgresql.auto.conf"
@@ -377,15 +386,16 @@ def start_replica(data_dir: Path, primary_url: str) -> tuple[Child, str]:
             for name in dirs + files:
                 shutil.chown(Path(root) / name, user, user)
         shutil.chown(pgdata, user, user)
+
+
+def _start_standby(pgdata: Path, sock: Path, user: str | None, passfile: Path) -> tuple[Child, str]:
     log = _private_log(pgdata.parent / "postgres-replica.log")
     argv = [str(_pg_bin() / "postgres"), "-D", str(pgdata), "-k", str(sock), "-h", "", "-p", str(REPLICA_PORT)]
     argv += ["-c", "unix_socket_permissions=0700", "-c", "max_connections=200", "-c", "shared_buffers=128MB"]
     # feedback: the primary's vacuum keeps rows a standby query still reads, so a long recall
     # is not cancelled by a conflict with recovery
     argv += ["-c", "hot_standby=on", "-c", "hot_standby_feedback=on"]
-    proc = subprocess.Popen(
-        argv, user=user, stdout=log, stderr=log, preexec_fn=lambda: die_with_parent(signal.SIGINT)
-    )
+    proc = subprocess.Popen(argv, user=user, stdout=log, stderr=log, preexec_fn=lambda: die_with_parent(signal.SIGINT))
     log.close()
     child = Child("postgres-replica", proc, signal.SIGINT)
     url = f"postgresql://{PG_OWNER}@/postgres?host={sock}&port={REPLICA_PORT}&passfile={passfile}"

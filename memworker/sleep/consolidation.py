@@ -302,7 +302,7 @@ class _Pass:
             r.salience_rerated = len(rerated)
         else:
             r.steps["rerate"] = "off"
-        summaries.distil_window(self, window)
+        self._distil(window)
         new_ids = [i for i in [r.insight_id, *r.conclusion_ids, *r.summary_ids] if i]
         sleep_db.consolidation_mark(conn, ids=[i.id for i in window] + new_ids, **self.ids)
         if self.subject is None:  # the agent's profile is its general knowledge only
@@ -418,6 +418,14 @@ class _Pass:
         )
         return out
 
+    def _distil(self, window: list[Item]) -> None:
+        ask = None if self.client is None else (lambda system, user: self._ask("distil", system, user))
+        done = summaries.distil_window(self.conn, self.embedder, ask, run_id=self.run_id, ids=self.ids, window=window)
+        r = self.report
+        r.steps["distil"] = done.how
+        r.summary_ids, r.summaries_written = done.summary_ids, len(done.summary_ids)
+        r.turns_distilled, r.items_absorbed = done.turns_distilled, done.items_absorbed
+
     def _profile(self, window: list[Item]) -> None:
         conn, p = self.conn, self.policy
         current = profile.load(conn, **self.ids)
@@ -486,7 +494,7 @@ class _Pass:
             flags=memories.flags_for(text),
             trust="consolidation",
             metadata={"run_id": str(self.run_id), "by": how, **meta},
-            # durable on purpose: insights and conclusions are never forgotten by decay (DESIGN §7)
+            # durable on purpose: insights and conclusions are never forgotten by decay
             expires_at=None,
             subject=self.subject,
         )

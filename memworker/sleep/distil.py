@@ -76,6 +76,11 @@ class Turn:
     occurred_at: datetime | None
     group: Hashable  # (subject, episode): summaries never cross it
 
+    @property
+    def subject(self) -> str | None:
+        key = self.group
+        return key[0] if isinstance(key, tuple) and key and isinstance(key[0], str) else None
+
 
 @dataclass
 class Summary:
@@ -85,6 +90,7 @@ class Summary:
     carried: list[str] = field(default_factory=list)  # turn ids this summary answers for
     occurred_at: datetime | None = None
     speakers: list[str] = field(default_factory=list)
+    subject: str | None = None
 
     @property
     def provenance(self) -> str:
@@ -203,7 +209,7 @@ def _carry_split_turns(out: list[Summary]) -> None:
 
 
 def _new(t: Turn, text: str) -> Summary:
-    return Summary(text, t.episode, [t.message], [], t.occurred_at, [t.speaker])
+    return Summary(text, t.episode, [t.message], [], t.occurred_at, [t.speaker], t.subject)
 
 
 def _head(t: Turn) -> str:
@@ -266,6 +272,7 @@ def parse(raw: str, turns: Sequence[Turn]) -> list[Summary]:
                     [t.id for t in members],
                     first.occurred_at,
                     sorted({t.speaker for t in members}),
+                    first.subject,
                 )
             )
     if not out:

@@ -54,8 +54,8 @@ def empty() -> dict[str, Any]:
 
 
 def orient(window: list[Item]) -> list[str]:
-    """The pass's focus: the window's commonest topics (recorded with the profile). Unlike the
-    seed's deep/shallow scope, every pass gathers every section: a window is consolidated only
+    """The pass's focus: the window's commonest topics (recorded with the profile). Every
+    pass gathers every section (no deep/shallow scope): a window is consolidated only
     once, so whatever a shallow pass skipped would never reach the profile."""
     counts = Counter(t for item in window for t in item.topics)
     return [t for t, n in counts.most_common(3) if n >= 2] or [t for t, _ in counts.most_common(1)]

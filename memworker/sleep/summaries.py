@@ -9,59 +9,73 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from memworker import memories, tokens
 from memworker.lifecycle import governance
+from memworker.models.embeddings import Embedder
 from memworker.sleep import distil, profile
 from memworker.sleep.synthesis import Item
 from memworker.storage import sleep_db, store
 
-if TYPE_CHECKING:
-    from memworker.sleep.consolidation import _Pass
-
-ABSORBED_KINDS = (memories.Kind.FACT, memories.Kind.EVENT)  # descriptive items; preferences, decisions, methods stay apart
+# Descriptive items; preferences, decisions and methods stay apart.
+ABSORBED_KINDS = (memories.Kind.FACT, memories.Kind.EVENT)
 ABSORB_MIN_SHARE = 0.8  # of an item's terms a summary of its messages must hold
 _SOURCE = re.compile(r"^(episode:[^#]+)(?:#m(\d+(?:,\d+)*))?$")
 
 
-def distil_window(run: _Pass, window: list[Item]) -> None:
-    """Summarise the window's turns, mark what they carry, absorb what they repeat."""
-    r = run.report
+@dataclass
+class Distilled:
+    """What the step did, for the pass's report."""
+
+    how: str  # rules | llm | rules (llm ...): why the rules stood in | none: why
+    summary_ids: list[str] = field(default_factory=list)
+    turns_distilled: int = 0
+    items_absorbed: int = 0
+
+
+def distil_window(
+    conn: Any,
+    embedder: Embedder,
+    ask: Callable[[str, str], str | None] | None,
+    *,
+    run_id: UUID,
+    ids: dict[str, Any],
+    window: list[Item],
+) -> Distilled:
+    """Summarise the window's turns, mark what they carry, absorb what they repeat. `ask` is
+    the pass's one LLM call (None offline)."""
     turns = [t for t in (_turn(i) for i in window if i.kind == memories.Kind.TURN) if t is not None]
     if not turns:
-        r.steps["distil"] = "none: no turns in the window"
-        return
-    if run.client is None:
-        made, how = distil.distil(turns), "rules"
-    else:
-        made, how = distil.with_llm(turns, lambda system, user: run._ask("distil", system, user))
-    r.steps["distil"] = how
+        return Distilled("none: no turns in the window")
+    made, how = distil.with_llm(turns, ask) if ask is not None else (distil.distil(turns), "rules")
+    out = Distilled(how)
     if not made:
-        return
-    vectors = run.embedder.embed([s.text for s in made])
+        return out
+    vectors = embedder.embed([s.text for s in made])
     carried_turns: list[str] = []
     carried_by: list[str] = []
     written: list[tuple[distil.Summary, UUID]] = []
     for n, (s, vec) in enumerate(zip(made, vectors, strict=True)):
-        sid = _write(run, s, vec, n, "llm" if how == "llm" else "rules")
+        sid = _write(conn, run_id, ids, s, vec, n, "llm" if how == "llm" else "rules")
         written.append((s, sid))
         carried_turns += s.carried
         carried_by += [str(sid)] * len(s.carried)
-    r.summary_ids = [str(sid) for _, sid in written]
-    r.summaries_written = len(written)
-    r.turns_distilled = sleep_db.distil_carry(run.conn, turn_ids=carried_turns, summary_ids=carried_by, **run.ids)
-    r.items_absorbed = _absorb(run, window, written)
+    out.summary_ids = [str(sid) for _, sid in written]
+    out.turns_distilled = sleep_db.distil_carry(conn, turn_ids=carried_turns, summary_ids=carried_by, **ids)
+    out.items_absorbed = _absorb(conn, ids, window, written)
+    return out
 
 
 def _turn(item: Item) -> distil.Turn | None:
     return distil.turn_of(item.id, item.text, item.provenance, item.metadata, item.subject)
 
 
-def _write(run: _Pass, s: distil.Summary, vector: Any, n: int, how: str) -> UUID:
+def _write(conn: Any, run_id: UUID, ids: dict[str, Any], s: distil.Summary, vector: Any, n: int, how: str) -> UUID:
     draft = memories.Draft(
         text=s.text,
         kind=memories.Kind.SUMMARY,
@@ -72,29 +86,29 @@ def _write(run: _Pass, s: distil.Summary, vector: Any, n: int, how: str) -> UUID
         flags=memories.flags_for(s.text),
         trust="consolidation",
         metadata={
-            "run_id": str(run.run_id),
+            "run_id": str(run_id),
             "by": how,
             "speakers": s.speakers,
             "turns": len(s.carried),
             **({"occurred_at": s.occurred_at.isoformat()} if s.occurred_at else {}),
         },
         expires_at=None,  # the semantic layer is durable (docs/lifecycle.md)
-        subject=run.subject,  # a pass's window is one subject's (memworker.sleep.subjects)
+        subject=s.subject,  # a summary never mixes subjects (distil groups by it)
     )
     mid, written = store.write_memory(
-        run.conn,
+        conn,
         draft=draft,
         embedding=vector,
-        source_key=f"consolidation:{run.run_id}:summary:{n}",
-        reason=f"consolidation:{run.run_id}",
-        **run.ids,
+        source_key=f"consolidation:{run_id}:summary:{n}",
+        reason=f"consolidation:{run_id}",
+        **ids,
     )
     if not written:  # one run's own keys inside its own transaction: cannot repeat
-        raise RuntimeError(f"summary {n} of run {run.run_id} already exists")
+        raise RuntimeError(f"summary {n} of run {run_id} already exists")
     return mid
 
 
-def _absorb(run: _Pass, window: list[Item], written: list[tuple[distil.Summary, UUID]]) -> int:
+def _absorb(conn: Any, ids: dict[str, Any], window: list[Item], written: list[tuple[distil.Summary, UUID]]) -> int:
     """Merge each descriptive item of the window into the summary that names all its messages
     and holds most of its words; what an item says is then found through its summary."""
     by_message: dict[tuple[str, int], list[tuple[set[str], UUID, set[int]]]] = defaultdict(list)
@@ -109,13 +123,13 @@ def _absorb(run: _Pass, window: list[Item], written: list[tuple[distil.Summary, 
             continue
         target = _container(item, by_message)
         if target is not None and governance.merge(
-            run.conn,
+            conn,
             survivor_id=target,
             other_id=UUID(item.id),
             reason=f"said in full by the sleep summary {target}",
             actor="consolidation",
             now=now,
-            **run.ids,
+            **ids,
         ):
             absorbed += 1
     return absorbed

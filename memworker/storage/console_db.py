@@ -93,8 +93,9 @@ def console_memories(
     flag: str | None,
     include_inactive: bool,
     limit: int,
+    subject: str | None = None,
 ) -> list[memories.Memory]:
-    """Newest first."""
+    """Newest first; subject: only that subject's."""
     rows = _sql.all_(
         conn,
         "console_memories",
@@ -105,6 +106,7 @@ def console_memories(
         flag=flag,
         include_inactive=include_inactive,
         limit=limit,
+        subject=subject,
     )
     return [memories.Memory.from_row(r) for r in rows]
 

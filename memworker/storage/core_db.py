@@ -527,10 +527,17 @@ def memory_by_source_key(conn: Conn, *, tenant_id: UUID, source_key: str) -> UUI
 
 
 def insert_terms(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID, terms: list[str], tfs: list[int]
+    conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID, terms: list[str], tfs: list[int], doc_len: int
 ) -> int:
     return _sql.run(
-        conn, "insert_terms", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id, terms=terms, tfs=tfs
+        conn,
+        "insert_terms",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        memory_id=memory_id,
+        terms=terms,
+        tfs=tfs,
+        doc_len=doc_len,
     )
 
 
@@ -698,6 +705,10 @@ def recall(
     bump: bool,
     subject: str | None = None,
     read_only: bool = False,
+    ids: list[UUID] | None = None,
+    n: float | None = None,
+    avgdl: float | None = None,
+    dfs: list[float] | None = None,
 ) -> list[RecallRow]:
     """The hybrid recall statement (see queries/core.sql); best first. read_only: its form
     without the access bump, which a hot standby can run (the caller queues the bump)."""
@@ -724,9 +735,70 @@ def recall(
         collapse=collapse,
         bump=bump,
         subject=subject,
+        ids=ids,
+        n=n,
+        avgdl=avgdl,
+        dfs=dfs,
     )
     return [RecallRow(**r) for r in rows]
 
+
+@dataclass(frozen=True, slots=True)
+class RecallCandidates:
+    """A large agent's bounded recall candidates, and each query term's document frequency
+    (in the order of the terms given)."""
+
+    ids: list[UUID]
+    dfs: list[float]
+
+
+def recall_candidates(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, terms: list[str], qvec: np.ndarray, per_term: int, candidates: int
+) -> RecallCandidates:
+    row = _sql.one(
+        conn,
+        "recall_candidates",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        terms=terms,
+        qvec=qvec,
+        per_term=per_term,
+        candidates=candidates,
+    )
+    assert row is not None  # one row of two arrays, whatever matched
+    return RecallCandidates(**row)
+
+
+def recall_ann_settings(conn: Conn, *, ef_search: int) -> None:
+    _sql.one(conn, "recall_ann_settings", ef_search=ef_search)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallStats:
+    n: int
+    avgdl: float
+    ann_ready: bool
+
+
+def recall_stats(conn: Conn, *, tenant_id: UUID, agent_id: str, subject: str | None) -> RecallStats:
+    row = _sql.one(conn, "recall_stats", tenant_id=tenant_id, agent_id=agent_id, subject=subject)
+    assert row is not None  # an aggregate: always one row
+    return RecallStats(**row)
+
+
+
+def ann_enable(conn: Conn, *, tenant_id: UUID, agent_id: str) -> bool | None:
+    """Whether the agent's older memories are in the index already; None: no such agent."""
+    row = _sql.one(conn, "ann_enable", tenant_id=tenant_id, agent_id=agent_id)
+    return None if row is None else bool(row["ann_ready"])
+
+
+def ann_fill(conn: Conn, *, tenant_id: UUID, agent_id: str, batch: int) -> int:
+    return _sql.run(conn, "ann_fill", tenant_id=tenant_id, agent_id=agent_id, batch=batch)
+
+
+def ann_ready(conn: Conn, *, tenant_id: UUID, agent_id: str) -> None:
+    _sql.run(conn, "ann_ready", tenant_id=tenant_id, agent_id=agent_id)
 
 # --- read replicas: access bumps -----------------------------------------------------------------
 
@@ -788,3 +860,44 @@ def recall_agents(
         subject=subject,
     )
     return [AgentsRecallRow(**r) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSource:
+    """An agent's memory as it is copied into a pool."""
+
+    id: UUID
+    text: str
+    kind: str
+    tier: str
+    salience: float
+    confidence: float
+    entities: list[str]
+    topics: list[str]
+    provenance: list[str]
+    metadata: dict[str, Any]
+    flags: list[str]
+    subject: str | None
+    embedding: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRow:
+    owner: str  # the pool's row in agents: 'pool~<name>'
+    created_at: datetime
+    memories: int
+
+
+def pool_source(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> PoolSource | None:
+    row = _sql.one(conn, "pool_source", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    return PoolSource(**row) if row else None
+
+
+def pool_list(conn: Conn, *, tenant_id: UUID) -> list[PoolRow]:
+    return [PoolRow(**r) for r in _sql.all_(conn, "pool_list", tenant_id=tenant_id)]
+
+
+def pool_forget_copies(conn: Conn, *, tenant_id: UUID, owners: list[str], sources: list[str]) -> list[UUID]:
+    """The ids of the pool memories deleted because their provenance names one of sources."""
+    rows = _sql.all_(conn, "pool_forget_copies", tenant_id=tenant_id, owners=owners, sources=sources)
+    return [r["id"] for r in rows]

@@ -103,9 +103,7 @@ class Reads:
     _thread: threading.Thread | None = None
 
     @classmethod
-    def open(
-        cls, primary: psycopg_pool.ConnectionPool, urls: list[str], client: redis.Redis, **options: Any
-    ) -> Reads:
+    def open(cls, primary: psycopg_pool.ConnectionPool, urls: list[str], client: redis.Redis, **options: Any) -> Reads:
         """Probe every replica once, then keep probing in a daemon thread."""
         reads = cls(primary, [Replica(f"replica{i}", u) for i, u in enumerate(urls, 1)], client, **options)
         reads.probe_once()

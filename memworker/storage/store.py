@@ -29,7 +29,7 @@ def policy_for(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str | Non
         raise errors.NotFound("agent not found")
     if row is None:
         return Policy()
-    return Policy.resolve(row.tenant_policy, row.agent_policy)
+    return Policy.resolve(row.tenant_policy, row.agent_policy, stored=True)
 
 
 def ensure_agent(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str) -> None:
@@ -102,17 +102,25 @@ def write_memory(
         existing = core_db.memory_by_source_key(conn, tenant_id=tenant_id, source_key=source_key)
         assert existing is not None  # the insert conflicted on this key, in this tenant
         return existing, False
-    _write_terms(conn, tenant_id, agent_id, memory_id, tf)
+    _write_terms(conn, tenant_id, agent_id, memory_id, tf, doc_len)
     event(
         conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id, event="created", reason=reason, actor=actor
     )
     return memory_id, True
 
 
-def _write_terms(conn: psycopg.Connection, tenant_id: UUID, agent_id: str, memory_id: UUID, tf: dict[str, int]) -> None:
+def _write_terms(
+    conn: psycopg.Connection, tenant_id: UUID, agent_id: str, memory_id: UUID, tf: dict[str, int], doc_len: int
+) -> None:
     if tf:
         core_db.insert_terms(
-            conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id, terms=list(tf), tfs=list(tf.values())
+            conn,
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            memory_id=memory_id,
+            terms=list(tf),
+            tfs=list(tf.values()),
+            doc_len=doc_len,
         )
 
 
@@ -222,7 +230,7 @@ def update_memory(
         raise errors.NotFound("memory not found")
     if text is not None:
         core_db.delete_terms(conn, memory_id=memory_id)
-        _write_terms(conn, tenant_id, agent_id, memory_id, tf)
+        _write_terms(conn, tenant_id, agent_id, memory_id, tf, doc_len or 0)
     event(
         conn,
         tenant_id=tenant_id,

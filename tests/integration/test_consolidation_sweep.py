@@ -252,6 +252,11 @@ def test_a_backlog_keeps_the_agent_due_until_it_is_drained(
 ) -> None:
     bob = tenants["bob"]["id"]
     _agent(pool, stack, bob, "busy-day", 45, age_min=120)
+    with psycopg.connect(stack["owner_url"]) as conn:  # a window smaller than the backlog
+        conn.execute(
+            "UPDATE memworker.agents SET policy = policy || %s WHERE tenant_id = %s AND id = 'busy-day'",
+            (Jsonb({"consolidation_window_size": 20}), bob),
+        )
     window = datetime.now(UTC) + timedelta(minutes=20)
     passes = []
     for _ in range(5):

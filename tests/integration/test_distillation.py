@@ -1,7 +1,9 @@
 """Sleep that distils, against the real database and embedding model: a pass turns a window's
 turns into summaries naming exactly the messages they carry, merges the reflected facts they
 say in full, and retention then forgets by value: a carried turn goes (however often it was
-recalled), a turn nothing carries stays until it is long unused, the semantic layer stays."""
+recalled), a turn nothing carries stays until it is long unused, the semantic layer stays.
+With an LLM (a real HTTP server speaking the OpenAI protocol) one call distils the window and
+the offline rule stands in when the answer is unusable."""
 
 from __future__ import annotations
 
@@ -16,17 +18,27 @@ import pytest
 
 from memworker import episodic, memories
 from memworker.lifecycle import governance, retention
+from memworker.models.llm import OpenAICompatible
 from memworker.sleep import consolidation
 from memworker.storage import db, store
+from memworker.testing import FakeLLM
 
 DAY = timedelta(days=1)
 WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 CHAT = [
     {"role": "user", "name": "Caroline", "content": "Hey Mel! Good to see you! How have you been?"},
     {"role": "user", "name": "Melanie", "content": "I'm swamped with the kids & work. What's up with you?"},
-    {"role": "user", "name": "Caroline", "content": "I went to a LGBTQ support group yesterday and it was so powerful."},
+    {
+        "role": "user",
+        "name": "Caroline",
+        "content": "I went to a LGBTQ support group yesterday and it was so powerful.",
+    },
     {"role": "user", "name": "Melanie", "content": "Wow, that's cool, Caroline!"},
-    {"role": "user", "name": "Caroline", "content": "We meet every Tuesday at 7 pm in the Riverside library, room 204."},
+    {
+        "role": "user",
+        "name": "Caroline",
+        "content": "We meet every Tuesday at 7 pm in the Riverside library, room 204.",
+    },
 ]
 
 
@@ -47,7 +59,12 @@ def _write(pool: Any, embedder: Any, tenant: UUID, agent: str, draft: memories.D
     with db.tenant_tx(pool, tenant) as conn:
         store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
         mid, _ = store.write_memory(
-            conn, tenant_id=tenant, agent_id=agent, draft=draft, embedding=embedder.embed([draft.text])[0], source_key=key
+            conn,
+            tenant_id=tenant,
+            agent_id=agent,
+            draft=draft,
+            embedding=embedder.embed([draft.text])[0],
+            source_key=key,
         )
     return mid
 
@@ -71,7 +88,9 @@ def _seed_episode(pool: Any, embedder: Any, tenant: UUID, agent: str) -> tuple[s
         provenance=(f"{episode}#m2",),
     )
     pref = memories.Draft(
-        text="Melanie prefers quiet evenings with the kids.", kind=memories.Kind.PREFERENCE, provenance=(f"{episode}#m1",)
+        text="Melanie prefers quiet evenings with the kids.",
+        kind=memories.Kind.PREFERENCE,
+        provenance=(f"{episode}#m1",),
     )
     return (
         episode,
@@ -81,10 +100,14 @@ def _seed_episode(pool: Any, embedder: Any, tenant: UUID, agent: str) -> tuple[s
     )
 
 
-def _pass(pool: Any, embedder: Any, settings: Any, tenant: UUID, agent: str) -> consolidation.Report:
+def _pass(
+    pool: Any, embedder: Any, settings: Any, tenant: UUID, agent: str, *, client: Any = None, force: bool = False
+) -> consolidation.Report:
     with db.tenant_tx(pool, tenant) as conn:
         run_id = consolidation.request_run(conn, tenant_id=tenant, agent_id=agent, trigger="test")
-    return consolidation.run_pass(pool, embedder, None, settings, tenant_id=tenant, agent_id=agent, run_id=run_id)
+    return consolidation.run_pass(
+        pool, embedder, client, settings, tenant_id=tenant, agent_id=agent, run_id=run_id, force=force
+    )
 
 
 def test_a_pass_distils_turns_and_retention_forgets_by_value(
@@ -149,7 +172,9 @@ def test_a_pass_distils_turns_and_retention_forgets_by_value(
     retention.sweep_agent(pool, tenant_id=alice, agent_id=agent, now=t0 + 60 * DAY)
     assert {r[0] for r in _owner(stack, "SELECT id FROM memworker.memories WHERE agent_id = %s", agent)} == live
     retention.sweep_agent(pool, tenant_id=alice, agent_id=agent, now=t0 + 91 * DAY)
-    assert {r[0] for r in _owner(stack, "SELECT id FROM memworker.memories WHERE agent_id = %s", agent)} == live - {late}
+    assert {r[0] for r in _owner(stack, "SELECT id FROM memworker.memories WHERE agent_id = %s", agent)} == live - {
+        late
+    }
 
 
 def test_a_turn_whose_summary_is_forgotten_is_kept(
@@ -166,3 +191,34 @@ def test_a_turn_whose_summary_is_forgotten_is_kept(
     report = retention.sweep_agent(pool, tenant_id=bob, agent_id=agent, now=t0 + 30 * DAY)
     assert report.forgotten_distilled == 0
     assert len(_owner(stack, "SELECT 1 FROM memworker.memories WHERE id = ANY(%s)", turn_ids)) == len(turn_ids)
+
+
+def test_with_an_llm_one_call_distils_the_window_and_the_rules_stand_in_when_it_fails(
+    pool: Any, embedder: Any, stack: dict[str, Any], tenants: dict[str, Any]
+) -> None:
+    charlie = tenants["charlie"]["id"]
+    note = '[{"text": "Caroline joined an LGBTQ support group: Tuesdays 7 pm, Riverside library room 204.", "messages": [3, 5]}]'
+    fake = FakeLLM(default=note)
+    try:
+        settings = stack["settings"].replace(llm_base_url=fake.url)
+        client = OpenAICompatible(fake.url, "m", None, 10)
+        episode, turn_ids, _, _ = _seed_episode(pool, embedder, charlie, "llm-sleeper")
+        fake.script("[]", "[]", "[]")  # metadata, connections, insight: nothing useful
+        r = _pass(pool, embedder, settings, charlie, "llm-sleeper", client=client, force=True)
+        assert r.status == "done" and r.steps["distil"] == "llm", r
+        distil_calls = [q for q in fake.requests if "condense a conversation" in q["messages"][0]["content"]]
+        assert len(distil_calls) == 1 and r.tokens_in > 0 and r.llm_calls == len(fake.requests)
+        (prov,) = _owner(stack, "SELECT provenance FROM memworker.memories WHERE id = %s", UUID(r.summary_ids[0]))[0]
+        assert prov[0] == f"{episode}#m2,4"
+        carried = _owner(
+            stack, "SELECT id FROM memworker.memories WHERE carried_by IS NOT NULL AND agent_id = 'llm-sleeper'"
+        )
+        assert {c[0] for c in carried} == {turn_ids[2], turn_ids[4]}  # what the note does not carry stays
+
+        fake.default = "this is not JSON"
+        _seed_episode(pool, embedder, charlie, "llm-fallback")
+        r = _pass(pool, embedder, settings, charlie, "llm-fallback", client=client, force=True)
+        assert r.status == "done" and r.steps["distil"].startswith("rules (llm answer malformed"), r
+        assert r.summaries_written == 1 and r.turns_distilled == 5
+    finally:
+        fake.close()

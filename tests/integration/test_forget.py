@@ -17,6 +17,7 @@ from memworker import errors, ingest, memories, recall
 from memworker.lifecycle import forget, governance
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
+from memworker.sessions import session
 from memworker.storage import db, store
 from memworker.testing import FakeEmbedder
 from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)
@@ -31,10 +32,15 @@ def pool(stack: dict[str, Any]) -> Iterator[Any]:
     p.close()
 
 
-def episode(pool: Any, tenant: UUID, agent: str, content: str, session: str | None = None) -> UUID:
+def episode(
+    pool: Any, tenant: UUID, agent: str, content: str, session: str | None = None, subject: str | None = None
+) -> UUID:
     with db.tenant_tx(pool, tenant) as conn:
         ((eid, _),) = ingest.accept(
-            conn, tenant_id=tenant, agent_id=agent, episodes=[ingest.NewEpisode(content, session_id=session)]
+            conn,
+            tenant_id=tenant,
+            agent_id=agent,
+            episodes=[ingest.NewEpisode(content, session_id=session, subject=subject)],
         )
     return eid
 
@@ -48,6 +54,7 @@ def memory(
     sources: tuple[str, ...] = ("api",),
     kind: str = "fact",
     session: str | None = None,
+    subject: str | None = None,
 ) -> UUID:
     with db.tenant_tx(pool, tenant) as conn:
         store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
@@ -56,7 +63,7 @@ def memory(
             tenant_id=tenant,
             agent_id=agent,
             embedding=EMB.embed([text])[0],
-            draft=memories.Draft(text=text, kind=kind, provenance=sources),
+            draft=memories.Draft(text=text, kind=kind, provenance=sources, subject=subject),
             source_key=f"f:{agent}:{text}",
             session_id=session,
         )
@@ -224,6 +231,8 @@ def test_a_forget_request_needs_exactly_one_selector_and_stays_in_its_tenant(
         {"provenance": "  "},
         {"memory_ids": ()},
         {"before": datetime(2020, 1, 1)},
+        {"subject": "not a subject!"},
+        {"subject": "cust-1", "session_id": "s-1"},
     ):
         with pytest.raises(errors.InvalidInput):
             do_forget(pool, alice, "rtbf", **bad)
@@ -236,3 +245,56 @@ def test_a_forget_request_needs_exactly_one_selector_and_stays_in_its_tenant(
     assert count(stack, "SELECT count(*) FROM memworker.memories WHERE id = %s", mine) == 1
     with pytest.raises(errors.NotFound):
         do_forget(pool, alice, "no-such-agent", provenance="api")
+
+
+def test_forget_by_subject_takes_its_memories_episodes_and_sessions(
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any]
+) -> None:
+    charlie = tenants["charlie"]["id"]
+    a = "rtbf-subj"
+    ep_one = episode(pool, charlie, a, "Customer one works nights at the depot.", subject="cust-1")
+    ep_two = episode(pool, charlie, a, "Customer two works days at the port.", subject="cust-2")
+    one = memory(pool, charlie, a, "Customer one works nights.", sources=(f"episode:{ep_one}",), subject="cust-1")
+    two = memory(pool, charlie, a, "Customer two works days.", sources=(f"episode:{ep_two}",), subject="cust-2")
+    general = memory(pool, charlie, a, "The depot opens at eight.")
+    with db.tenant_tx(pool, charlie) as conn:
+        for sid, subject in (("s-one", "cust-1"), ("s-two", "cust-2")):
+            session.create(
+                conn,
+                tenant_id=charlie,
+                agent_id=a,
+                session_id=sid,
+                goal=f"Talk to {subject}",
+                window_tokens=None,
+                metadata={},
+                subject=subject,
+            )
+    in_session = memory(pool, charlie, a, "Asked about the night bus.", session="s-one")  # the subject's session
+    receipt = do_forget(pool, charlie, a, subject="cust-1")
+    assert set(receipt["memories"]["ids"]) == {str(one), str(in_session)}
+    assert receipt["episodes"]["ids"] == [str(ep_one)]
+    assert receipt["sessions"]["ids"] == ["s-one"] and receipt["sessions"]["count"] == 1
+    assert count(stack, "SELECT count(*) FROM memworker.memories WHERE id = ANY(%s)", [two, general]) == 2
+    assert count(stack, "SELECT count(*) FROM memworker.episodes WHERE id = %s", ep_two) == 1
+    assert count(stack, "SELECT count(*) FROM memworker.sessions WHERE agent_id = %s", a) == 1
+
+
+def test_the_turns_of_an_erased_episode_go_unless_the_caller_keeps_them(
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any]
+) -> None:
+    bob = tenants["bob"]["id"]
+    for agent, keep in (("rtbf-turns", False), ("rtbf-keep", True)):
+        ep = episode(pool, bob, agent, "I moved to Porto last spring.")
+        turn = memory(
+            pool,
+            bob,
+            agent,
+            "user (1 May 2025): I moved to Porto last spring.",
+            sources=(f"episode:{ep}#m0",),
+            kind="turn",
+        )
+        item = memory(pool, bob, agent, "The user lives in Porto.", sources=(f"episode:{ep}#m0",))
+        receipt = do_forget(pool, bob, agent, memory_ids=(item,), keep_turns=keep)
+        assert receipt["memories"]["ids"] == [str(item)] and receipt["episodes"]["ids"] == [str(ep)]
+        assert receipt["turns"]["ids"] == ([] if keep else [str(turn)])
+        assert count(stack, "SELECT count(*) FROM memworker.memories WHERE id = %s", turn) == (1 if keep else 0)

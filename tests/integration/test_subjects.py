@@ -5,12 +5,17 @@ ones, never another subject's. Real API, worker, Postgres and Redis."""
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
 import httpx
 import pytest
+from mcp.server.mcpserver.exceptions import ToolError
 
 from memworker import keys
+from memworker.integrations import mcp_server
+from memworker.integrations.langgraph import MemworkerStore
 from memworker.sdk import ApiError, Client
 from memworker.storage import db
 
@@ -92,6 +97,56 @@ def test_subject_profile_lists_only_that_subjects_memories(clients: dict[str, Cl
     assert PHONE_FIRST not in listed and PLAN_B not in listed
     agent_profile = c.profile(AGENT)
     assert not [e for s in agent_profile["sections"].values() for e in s if e["text"] in (EMAIL_FIRST, PHONE_FIRST)]
+
+
+def test_console_search_and_list_for_a_subject(api: str, tenants: dict[str, Any], fleet: Any) -> None:
+    http = httpx.Client(base_url=api, timeout=30, follow_redirects=False)
+    form = http.get("/console/login")
+    token = re.search(r'name="login_token" value="([^"]+)"', form.text)
+    assert token is not None
+    assert http.post("/console/login", data={"login_token": token.group(1), "key": tenants["alice"]["key"]}).is_redirect
+    path = f"/console/agents/{AGENT}/memories"
+    searched = http.get(path, params={"q": "how does the customer prefer to be contacted", "subject": "cust-a"})
+    listed = http.get(path, params={"subject": "cust-b"})
+    assert searched.status_code == listed.status_code == 200
+    assert html.escape(EMAIL_FIRST) in searched.text and html.escape(PHONE_FIRST) not in searched.text
+    assert html.escape(PHONE_FIRST) in listed.text and html.escape(EMAIL_FIRST) not in listed.text
+    assert http.get(path, params={"subject": "a/b"}).status_code == 422
+    http.close()
+
+
+def test_mcp_tools_bound_to_a_subject_read_and_write_only_for_it(api: str, tenants: Any, fleet: Any) -> None:
+    with Client(api, tenants["alice"]["key"]) as client:
+        tools = mcp_server.Tools(client, AGENT, "cust-a")
+        hits = tools.recall(agent=AGENT, query="how does the customer prefer to be contacted", k=20)["memories"]
+        assert EMAIL_FIRST in _texts(hits) and PHONE_FIRST not in _texts(hits)
+        ctx = tools.context(agent=AGENT, query="how should we contact the customer")["context"]
+        assert EMAIL_FIRST in ctx and PHONE_FIRST not in ctx
+        with pytest.raises(ToolError, match="bound to subject"):
+            tools.recall(agent=AGENT, query="contact", subject="cust-b")
+        written = tools.remember(agent=AGENT, text="The customer's renewal date is June 30.")
+        assert written["subject"] == "cust-a"
+        free = mcp_server.Tools(client, AGENT)  # unbound: each call may name its subject
+        hits = free.recall(agent=AGENT, query="how does the customer prefer to be contacted", k=20, subject="cust-b")
+        assert PHONE_FIRST in _texts(hits["memories"]) and EMAIL_FIRST not in _texts(hits["memories"])
+
+
+def test_langgraph_store_with_a_subject_keeps_to_it(api: str, tenants: Any) -> None:
+    ns = ("support-bot", "prefs")
+    with (
+        MemworkerStore(api, tenants["alice"]["key"], subject="u-1") as one,
+        MemworkerStore(api, tenants["alice"]["key"], subject="u-2") as two,
+    ):
+        one.put(ns, "contact", {"text": "Prefers email over phone calls."})
+        two.put(ns, "contact", {"text": "Prefers phone calls over email."})
+        got_one, got_two = one.get(ns, "contact"), two.get(ns, "contact")
+        assert got_one is not None and got_two is not None
+        assert got_one.value["text"].startswith("Prefers email") and got_two.value["text"].startswith("Prefers phone")
+        assert [h.value["text"] for h in one.search(ns, query="how to contact them", limit=5)] == [
+            "Prefers email over phone calls."
+        ]
+    with pytest.raises(ValueError):
+        MemworkerStore(api, tenants["alice"]["key"], subject="a/b")
 
 
 def test_a_changed_preference_supersedes_within_its_subject_only(clients: dict[str, Client], fleet: Any) -> None:
@@ -243,3 +298,35 @@ def test_recall_across_agents_respects_agent_limited_keys_and_tenants(
     with pytest.raises(ApiError) as err:
         clients["charlie"].recall_agents(["a/b"], "checkout outage")
     assert err.value.status == 422
+
+
+# --- sleep ------------------------------------------------------------------------------------------
+
+
+def test_consolidation_passes_never_mix_subjects(clients: dict[str, Client], worker: Any) -> None:
+    c = clients["charlie"]
+    agent = "sleeper"
+    subject_of: dict[str, str | None] = {}
+    for subject in ("ann", "ben", None):
+        who = subject or "the team"
+        texts = [
+            f"Deploys of the billing service for {who} fail on Fridays.",
+            f"The billing service deploy for {who} failed after the schema migration.",
+            f"The billing service rollback for {who} took forty minutes.",
+            f"{who.capitalize()} prefers deploys of the billing service on Tuesdays.",
+        ]
+        extra = {"subject": subject} if subject else {}
+        for m in c.add_memories(agent, [{"text": t, **extra} for t in texts]):
+            subject_of[m["id"]] = subject
+    for _ in range(3):  # one subject (or the general memories) per pass
+        run = c.wait_for_run(agent, c.consolidate(agent))
+        assert run["status"] == "done", run
+    derived = [
+        m for kind in ("insight", "conclusion") for m in c.list_memories(agent, kind=kind, limit=100)["memories"]
+    ]
+    assert derived
+    for m in derived:
+        evidence = [e for e in m["metadata"].get("evidence", []) if e in subject_of]
+        assert evidence and {subject_of[e] for e in evidence} == {m["subject"]}, m
+    listed = [e["memory_id"] for s in c.profile(agent)["sections"].values() for e in s]
+    assert listed and all(subject_of.get(i) is None for i in listed)

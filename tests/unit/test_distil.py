@@ -85,7 +85,9 @@ def test_the_llm_answer_is_validated_and_the_rules_stand_in() -> None:
     window = turns(CHAT)
     good = '[{"text": "Caroline joined an LGBTQ support group (Tuesdays 7 pm, room 204).", "messages": [3, 5]}]'
     out, how = distil.with_llm(window, lambda s, u: good)
-    assert how == "llm" and out[0].provenance == "episode:e1#m2,4" and out[0].carried == ["episode:e1-2", "episode:e1-4"]
+    assert (
+        how == "llm" and out[0].provenance == "episode:e1#m2,4" and out[0].carried == ["episode:e1-2", "episode:e1-4"]
+    )
     for bad in ("not json", '[{"text": "x", "messages": [99]}]', '{"text": "x"}'):
         out, how = distil.with_llm(window, lambda s, u, bad=bad: bad)
         assert how.startswith("rules (llm answer malformed") and out == distil.distil(window)

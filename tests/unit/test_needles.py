@@ -17,7 +17,7 @@ def test_identifiers_are_emails_and_long_digit_runs_not_dates_times_or_numbers()
         "ssn 078051120 on 2025-03-01 at 12:30:45 and 2025-03-01T12:30:00+01:00; total 1,000,000 or 3.14159, "
         "version 2.0.1, year 2024, room 12345."
     )
-    assert needles.identifiers(text) == {"zk-7741-qx-3309", "a.b@example.org", "078051120", "12345"}
+    assert needles.identifiers(text) == {"zk-7741-qx-3309", "0151 496 0000", "a.b@example.org", "078051120", "12345"}
 
 
 def test_needles_keep_whole_texts_of_some_length_and_drop_ones_another_covers() -> None:

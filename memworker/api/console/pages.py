@@ -24,7 +24,7 @@ from memworker import errors, keys, recall, schemas
 from memworker.api import deps
 from memworker.api.console import auth, charts, samples
 from memworker.lifecycle import governance
-from memworker.memories import AGENT_ID, EPISODE_STATUSES, KINDS, TIERS, EpisodeStatus
+from memworker.memories import AGENT_ID, EPISODE_STATUSES, KINDS, SUBJECT, TIERS, EpisodeStatus
 from memworker.sleep import consolidation, profile
 from memworker.sleep.reports import run_json, status_json
 from memworker.storage import console_db, core_db, sleep_db, store
@@ -235,10 +235,13 @@ def memories_page(request: Request, agent_id: str) -> Response:
     q = qp.get("q", "").strip()[:1000]
     tier, kind, flag = choice(qp.get("tier"), TIERS), choice(qp.get("kind"), KINDS), choice(qp.get("flag"), FLAGS)
     inactive = qp.get("inactive") == "1"
+    subject = qp.get("subject", "").strip() or None
+    if subject is not None and not SUBJECT.match(subject):
+        raise errors.InvalidInput("subject must be 1-128 characters of letters, digits and . _ : @ -")
     hits: list[dict[str, Any]] | None = None
     items = []
-    if q:
-        query = recall.Query(q, 50, (tier,) if tier else None, (kind,) if kind else None)
+    if q:  # with a subject: its memories and the general ones, as recall serves it
+        query = recall.Query(q, 50, (tier,) if tier else None, (kind,) if kind else None, subject=subject)
         query.validate()
         res = deps.resources(request)
         qvec = res.query_embedder.embed_one(q)  # before a connection is taken, as the recall route does
@@ -261,6 +264,7 @@ def memories_page(request: Request, agent_id: str) -> Response:
                 flag=flag,
                 include_inactive=inactive,
                 limit=PAGE_SIZE,
+                subject=subject,
             )
     return render(
         request,
@@ -272,6 +276,7 @@ def memories_page(request: Request, agent_id: str) -> Response:
         kind=kind,
         flag=flag,
         inactive=inactive,
+        subject=subject,
         hits=hits,
         items=items,
         tiers=TIERS,

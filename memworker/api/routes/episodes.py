@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from memworker import errors, ingest, keys, metrics
 from memworker.api.deps import AgentId, AgentIdQuery, jsonable, principal, publisher, resources, tx
 from memworker.schemas import EpisodeBatch, EpisodeIn, EpisodeStatus
-from memworker.storage import core_db
+from memworker.storage import console_db, core_db
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["episodes"])
@@ -104,13 +104,24 @@ def list_episodes(
 
 @router.get("/v1/usage")
 def usage(request: Request, agent_id: AgentIdQuery = None, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
-    """LLM calls, tokens and latency per agent and for the tenant."""
+    """LLM calls, tokens and latency per agent and for the tenant: ingest's (the top-level
+    fields) and the sleep passes' (`sleep`: runs, llm_calls, tokens_in, tokens_out)."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
         rows = core_db.usage(conn, tenant_id=p.tenant_id, agent_id=agent_id, agent_ids=_limited_to(p))
+        wanted = [agent_id] if agent_id is not None else _limited_to(p)
+        sleep_rows = console_db.console_consolidation_usage(conn, tenant_id=p.tenant_id, agent_ids=wanted)
     fields = ("episodes", "stored", "dead", "llm_calls", "tokens_in", "tokens_out", "llm_ms")
-    agents = [{"agent_id": r.agent_id, **{f: int(getattr(r, f) or 0) for f in fields}} for r in rows]
-    return {"tenant": {f: sum(a[f] for a in agents) for f in fields}, "agents": agents}
+    sleep_fields = ("runs", "llm_calls", "tokens_in", "tokens_out")
+    sleep = {r.agent_id: {f: int(getattr(r, f) or 0) for f in sleep_fields} for r in sleep_rows}
+    counts = {r.agent_id: {f: int(getattr(r, f) or 0) for f in fields} for r in rows}
+    for name in set(sleep) - set(counts):  # passes over direct writes only
+        counts[name] = dict.fromkeys(fields, 0)
+    idle = dict.fromkeys(sleep_fields, 0)
+    agents = [{"agent_id": a, **counts[a], "sleep": sleep.get(a, idle)} for a in sorted(counts)]
+    tenant: dict[str, Any] = {f: sum(c[f] for c in counts.values()) for f in fields}
+    tenant["sleep"] = {f: sum(sleep.get(a, idle)[f] for a in counts) for f in sleep_fields}
+    return {"tenant": tenant, "agents": agents}
 
 
 def _limited_to(p: keys.Principal) -> list[str] | None:

@@ -33,7 +33,9 @@ class ForgetIn(Strict):
     memory_ids: list[UUID] | None = Field(default=None, min_length=1, max_length=forget.MAX_IDS)
     session_id: str | None = Field(default=None, min_length=1, max_length=128)
     before: datetime | None = None
-    subject: str | None = Field(default=None, pattern=memories.SUBJECT_PATTERN, description="erase everything about or with this subject")
+    subject: str | None = Field(
+        default=None, pattern=memories.SUBJECT_PATTERN, description="erase everything about or with this subject"
+    )
     keep_turns: bool = Field(
         default=False, description="keep the turns (messages kept verbatim) of the episodes this erases"
     )

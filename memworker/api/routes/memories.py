@@ -12,6 +12,7 @@ from fastapi.responses import Response
 
 from memworker import errors, keys, memories, redact
 from memworker.api.deps import AgentId, check_metadata, decode_cursor, encode_cursor, principal, read_tx, resources, tx
+from memworker.fleet import pools
 from memworker.lifecycle import governance
 from memworker.schemas import Kind, MemoryBatch, MemoryIn, MemoryPatch, Tier
 from memworker.storage import store
@@ -31,6 +32,7 @@ def check_text(text: str) -> None:
 
 
 def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[MemoryIn]) -> list[memories.Memory]:
+    """Direct writes to an agent, or to a pool (agent_id its owner id, memworker/fleet/pools.py)."""
     p.require("memories:write", agent_id)
     res = resources(request)
     if len(bodies) > res.settings.max_batch:
@@ -41,7 +43,11 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
     vectors: Any = res.embedder.embed([b.text for b in bodies])
     ids: list[UUID] = []
     with tx(request, p) as conn:
-        store.ensure_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        pool = pools.name_of(agent_id)
+        if pool is None:
+            store.ensure_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        else:
+            pools.ensure(conn, tenant_id=p.tenant_id, name=pool)
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         if policy.redact_pii:  # a direct write is redacted like an episode
             bodies, vectors = _redacted(request, bodies, vectors)
@@ -49,8 +55,11 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
         for b, vec in zip(bodies, vectors, strict=True):
             # source keys are unique per tenant: the agent is part of the key, so one agent's
             # idempotency key never answers (or blocks) another agent's write; '/' is
-            # not in the agent-id alphabet, so no agent id + key pair can spell another's
-            key = f"api:{agent_id}/{b.idempotency_key}" if b.idempotency_key else f"api:{os.urandom(12).hex()}"
+            # not in the agent-id alphabet, so no agent id + key pair can spell another's. A subject
+            # is part of it too ('~' is in neither alphabet): one subject's key never answers with
+            # another subject's memory
+            scope = f"{agent_id}~{b.subject}" if b.subject else agent_id
+            key = f"api:{scope}/{b.idempotency_key}" if b.idempotency_key else f"api:{os.urandom(12).hex()}"
             draft = memories.Draft(
                 text=b.text,
                 kind=b.kind,
@@ -192,7 +201,7 @@ def patch_memory(
         check_text(changes["text"])
         vec = resources(request).embedder.embed([changes["text"]])[0]
     with tx(request, p) as conn:
-        if store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:  # a patch is redacted like a write
+        if store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:  # like a write
             raw = changes.get("text")
             changes.update({k: redact.redact_value(changes[k]) for k in ("text", "metadata") if k in changes})
             if raw is not None and changes["text"] != raw:
@@ -211,4 +220,6 @@ def delete_memory(
     p.require("memories:write", agent_id)
     with tx(request, p) as conn:
         store.delete_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id)
+        # its copies in shared pools go with it
+        pools.forget_copies(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_ids=[memory_id])
     return Response(status_code=204)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Request
 
 from memworker import keys, metrics, recall
 from memworker.api.deps import AgentId, check_metadata, client_lsn, principal, reads, resources, tx
+from memworker.fleet import pools
 from memworker.policy import Policy
 from memworker.schemas import AgentsRecallIn, RecallIn
 from memworker.storage import store
@@ -70,7 +71,8 @@ def post_recall_agents(
     for one agent); every named agent must exist. Weights and thresholds are the tenant's
     policy; BM25's statistics are the union's (recall.serve_agents)."""
     agents = list(dict.fromkeys(body.agents))
-    for agent_id in agents:
+    owners = [pools.owner(name) for name in dict.fromkeys(body.pools)]
+    for agent_id in agents + owners:  # a key limited to some agents reads a pool only if it names it
         p.require("memories:read", agent_id)
     check_metadata(request, body.metadata, "metadata filter")
     started = time.perf_counter()
@@ -91,8 +93,12 @@ def post_recall_agents(
     with tx(request, p) as conn:
         for agent_id in agents:
             store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        for name in dict.fromkeys(body.pools):
+            pools.require(conn, tenant_id=p.tenant_id, name=name)
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=None)
-    hits = recall.serve_agents(res.pool, qvec, tenant_id=p.tenant_id, agent_ids=agents, query=q, policy=policy)
+    hits = recall.serve_agents(
+        res.pool, qvec, tenant_id=p.tenant_id, agent_ids=agents + owners, query=q, policy=policy
+    )
     took = time.perf_counter() - started
     metrics.RECALL_SECONDS.observe(took)
     return {"memories": hits, "took_ms": round(took * 1000, 3)}

@@ -27,6 +27,7 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
   AND (%(tier)s::text IS NULL OR tier = %(tier)s)
   AND (%(kind)s::text IS NULL OR kind = %(kind)s)
   AND (%(flag)s::text IS NULL OR %(flag)s = ANY(flags))
+  AND (%(subject)s::text IS NULL OR subject = %(subject)s)
   AND (%(include_inactive)s OR (valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())))
 ORDER BY created_at DESC, id DESC
 LIMIT %(limit)s;

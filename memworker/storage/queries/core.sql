@@ -168,8 +168,10 @@ RETURNING id;
 SELECT id FROM memories WHERE tenant_id = %(tenant_id)s AND source_key = %(source_key)s;
 
 -- name: insert_terms
-INSERT INTO memory_terms (tenant_id, agent_id, memory_id, term, tf)
-SELECT %(tenant_id)s, %(agent_id)s, %(memory_id)s, t.term, t.tf
+-- impact: the posting's BM25 weight at a reference length (sql/0012), given here so the
+-- trigger that fills it for other writers does not look the memory up.
+INSERT INTO memory_terms (tenant_id, agent_id, memory_id, term, tf, impact)
+SELECT %(tenant_id)s, %(agent_id)s, %(memory_id)s, t.term, t.tf, bm25_impact(t.tf, %(doc_len)s)
 FROM unnest(%(terms)s::text[], %(tfs)s::int[]) AS t(term, tf);
 
 -- name: delete_terms
@@ -253,11 +255,16 @@ WITH live AS MATERIALIZED (
     -- subjects: the asked subject's memories and the general ones, never another subject's
     -- (no subject asked: the general ones only); BM25's statistics are over these rows too
     AND (m.subject IS NULL OR m.subject = %(subject)s::text)
+    -- a large agent's bounded candidates (recall_candidates), with the statistics below
+    -- given for the whole agent; NULL: every live memory, statistics computed here
+    AND (%(ids)s::uuid[] IS NULL OR m.id = ANY(%(ids)s::uuid[]))
 ), stats AS MATERIALIZED (  -- once, not once per posting row
-  SELECT count(*)::float8 AS n, coalesce(avg(doc_len), 0)::float8 AS avgdl FROM live
+  SELECT coalesce(%(n)s::float8, count(*)::float8) AS n,
+         coalesce(%(avgdl)s::float8, avg(doc_len), 0)::float8 AS avgdl FROM live
 ), postings AS MATERIALIZED (
   SELECT t.memory_id AS id, t.tf::float8 AS tf, l.doc_len::float8 AS dl, l.wanted,
-         count(*) OVER (PARTITION BY t.term)::float8 AS df
+         coalesce((%(dfs)s::float8[])[array_position(%(terms)s::text[], t.term)],
+                  count(*) OVER (PARTITION BY t.term)::float8) AS df
   FROM memory_terms t JOIN live l ON l.id = t.memory_id
   WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = ANY(%(terms)s::text[])
 ), bm25 AS MATERIALIZED (
@@ -350,6 +357,69 @@ FROM unnest(%(ids)s::uuid[], %(counts)s::int[]) AS x(id, n)
 WHERE m.tenant_id = %(tenant_id)s AND m.id = x.id
   AND (m.last_access_at IS NULL OR m.last_access_at < %(at)s);
 
+-- name: recall_candidates
+-- A large agent's recall candidates, bounded whatever its size: each query term's best
+-- postings by impact (at most per_term each; the impact index yields them in that order),
+-- and the nearest live memories from the HNSW index (the caller turns on pgvector's
+-- iterative scan, so the agent filter still yields `candidates` rows). Also each term's
+-- document frequency, for BM25 over the whole agent: a count on the same index, of the
+-- agent's postings of that term (superseded and expired memories still count until their
+-- postings go).
+WITH q AS (
+  SELECT term, ord FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS u(term, ord)
+), lexical AS (
+  SELECT p.memory_id AS id FROM q CROSS JOIN LATERAL (
+    SELECT t.memory_id FROM memory_terms t
+    WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = q.term
+    ORDER BY t.impact DESC, t.memory_id LIMIT %(per_term)s) p
+), nearest AS (
+  SELECT m.id FROM memories m
+  WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.ann AND m.valid_to IS NULL
+  ORDER BY m.embedding <=> %(qvec)s::vector LIMIT %(candidates)s
+)
+SELECT ARRAY(SELECT id FROM lexical UNION SELECT id FROM nearest) AS ids,
+       ARRAY(SELECT (SELECT count(*) FROM memory_terms t
+                     WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = q.term)::float8
+             FROM q ORDER BY q.ord) AS dfs;
+
+-- name: recall_ann_settings
+-- For recall_candidates, in its transaction: pgvector's iterative index scan (an HNSW scan
+-- filtered to one agent goes on until it has the rows asked for, not ef_search rows before
+-- the filter), its breadth, and a plan made for these parameters (a cached generic plan of
+-- recall could not use the candidate ids' index).
+SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
+       set_config('hnsw.ef_search', %(ef_search)s::text, true),
+       set_config('plan_cache_mode', 'force_custom_plan', true);
+
+-- name: recall_stats
+-- The statistics BM25 needs over a whole agent (recall's live rows), and whether the HNSW
+-- index holds it: with its size, whether recall takes the bounded path (recall.py, which
+-- reads this once per process and minute).
+SELECT count(*)::int AS n, coalesce(avg(m.doc_len), 0)::float8 AS avgdl,
+       coalesce((SELECT a.ann_ready FROM agents a WHERE a.tenant_id = %(tenant_id)s AND a.id = %(agent_id)s),
+                false) AS ann_ready
+FROM memories m
+WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
+  AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
+  AND (m.subject IS NULL OR m.subject = %(subject)s::text);
+
+-- name: ann_enable
+-- The agent's memories go into the HNSW index from now on (sql/0012: memories_ann); returns
+-- whether its older ones are in too.
+UPDATE agents SET ann = true WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s
+RETURNING ann_ready;
+
+-- name: ann_fill
+-- One batch of the agent's live memories written before ann_enable, into the index.
+UPDATE memories SET ann = true
+WHERE tenant_id = %(tenant_id)s AND id IN (
+  SELECT id FROM memories
+  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND NOT ann AND valid_to IS NULL
+  LIMIT %(batch)s);
+
+-- name: ann_ready
+UPDATE agents SET ann_ready = true WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
+
 -- name: recall_agents
 -- One ranked list over several agents' live memories (a supervisor's or operator's recall):
 -- the same signals and fusion as `recall`, with BM25's statistics (document count, average
@@ -414,3 +484,27 @@ SELECT m.id, m.agent_id, m.text, m.kind, m.tier, m.created_at, m.metadata, m.pro
        top.freshness, NULL::uuid[] AS collapsed
 FROM top JOIN memories m ON m.id = top.id
 ORDER BY top.score DESC, top.id;
+
+-- name: pool_source
+-- An agent's live memory as a pool copy needs it (its vector included).
+SELECT id, text, kind, tier, salience, confidence, entities, topics, provenance, metadata, flags, subject,
+       embedding
+FROM memories
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(memory_id)s
+  AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now());
+
+-- name: pool_list
+-- The tenant's pools: rows of agents whose id is 'pool~<name>' (no agent id can hold '~').
+SELECT a.id AS owner, a.created_at,
+       (SELECT count(*) FROM memories m
+        WHERE m.tenant_id = a.tenant_id AND m.agent_id = a.id AND m.valid_to IS NULL)::int AS memories
+FROM agents a
+WHERE a.tenant_id = %(tenant_id)s AND starts_with(a.id, 'pool~')
+ORDER BY a.id;
+
+-- name: pool_forget_copies
+-- Pool memories copied from (or confirmed by) the given agent memories: forgetting those
+-- reaches their copies.
+DELETE FROM memories
+WHERE tenant_id = %(tenant_id)s AND agent_id = ANY(%(owners)s::text[]) AND provenance && %(sources)s::text[]
+RETURNING id;

@@ -489,7 +489,8 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s
 
 -- name: forget_match
 -- The memories a forget request names: by source (an exact provenance entry, or the episode
--- behind 'episode:<id>#m...'), by id, by session, or everything written before a time.
+-- behind 'episode:<id>#m...'), by id, by session, by subject (its own, and everything of the
+-- sessions held with it), or everything written before a time.
 SELECT id, kind, provenance FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
   AND ((%(provenance)s::text IS NOT NULL AND EXISTS (
@@ -498,7 +499,9 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
        OR id = ANY(%(memory_ids)s::uuid[])
        OR (%(session_id)s::text IS NOT NULL AND session_id = %(session_id)s)
        OR (%(before)s::timestamptz IS NOT NULL AND created_at < %(before)s)
-       OR (%(subject)s::text IS NOT NULL AND subject = %(subject)s)
+       OR (%(subject)s::text IS NOT NULL AND (subject = %(subject)s OR session_id IN (
+             SELECT s.id FROM sessions s
+             WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s AND s.subject = %(subject)s)))
        OR EXISTS (SELECT 1 FROM unnest(provenance) p WHERE split_part(p, '#', 1) = ANY(%(sources)s::text[])));
 
 -- name: forget_match_episodes
@@ -507,7 +510,9 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
   AND (id = ANY(%(episode_ids)s::uuid[])
        OR (%(session_id)s::text IS NOT NULL AND session_id = %(session_id)s)
        OR (%(before)s::timestamptz IS NOT NULL AND created_at < %(before)s)
-       OR (%(subject)s::text IS NOT NULL AND subject = %(subject)s));
+       OR (%(subject)s::text IS NOT NULL AND (subject = %(subject)s OR session_id IN (
+             SELECT s.id FROM sessions s
+             WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s AND s.subject = %(subject)s))));
 
 -- name: forget_derived
 -- Insights and conclusions whose evidence includes a forgotten memory: linked through the
@@ -570,11 +575,13 @@ FROM episodes e
 WHERE e.tenant_id = %(tenant_id)s AND e.agent_id = %(agent_id)s AND e.id = ANY(%(ids)s::uuid[]);
 
 -- name: forget_memory_copies
--- Memories, live or retired (histories show retired ones), whose text holds a needle
--- (lower-cased by the caller).
+-- Memories, live or retired (histories show retired ones), whose text, entities, topics or
+-- metadata hold a needle (lower-cased by the caller).
 SELECT id, kind, provenance FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id <> ALL(%(exclude)s::uuid[])
-  AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n WHERE strpos(lower(text), n) > 0);
+  AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n
+              WHERE strpos(lower(concat_ws(' ', text, array_to_string(entities, ' '), array_to_string(topics, ' '),
+                                           metadata::text)), n) > 0);
 
 -- name: forget_episode_copies
 -- Episodes whose content, messages or metadata hold a needle (lower-cased by the caller).

@@ -1,0 +1,162 @@
+"""Shared pools: tenant-level memories that a fleet's agents read beside their own.
+
+A pool is stored as an agent row whose id is 'pool~<name>' ('~' is in no agent id, so no
+agent route can reach a pool and no agent can be named like one): its memories are ordinary
+memories, with the one write path (BM25 postings, dedup, supersede and review within the
+pool) and the one recall statement. An agent reads the pools its policy names in
+pools_read (recall and context: one ranked list over its memories and theirs) and shares
+its memories into those named in pools_write. A key limited to some agents reaches a pool
+directly (its routes, a recall across agents) only when its agent list names 'pool~<name>'
+(`memworker key create --pools`); through an agent it reads what that agent is granted.
+
+A copy's provenance names its source ('memory:<agent>/<id>', then the source's own
+provenance): forgetting or deleting the source deletes the copies. A fact another agent
+already shared confirms the pool's memory (one more source) instead of a second copy."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from memworker import errors, memories
+from memworker.lifecycle import governance
+from memworker.policy import Policy
+from memworker.storage import core_db, store
+
+PREFIX = "pool~"
+
+
+def owner(name: str) -> str:
+    """The agents row of pool `name`. Raises InvalidInput for a bad name."""
+    if not memories.AGENT_ID.match(name):
+        raise errors.InvalidInput("a pool name must be 1-128 characters of letters, digits and . _ : @ -")
+    return PREFIX + name
+
+
+def name_of(agent_id: str) -> str | None:
+    """The pool an agents row is, or None for an agent."""
+    return agent_id[len(PREFIX) :] if agent_id.startswith(PREFIX) else None
+
+
+def readable(policy: Policy) -> list[str]:
+    """The owner ids of the pools an agent with this policy reads."""
+    return [owner(n) for n in policy.pools_read]
+
+
+def ensure(conn: psycopg.Connection, *, tenant_id: UUID, name: str) -> str:
+    """Create the pool on first use; its owner id."""
+    pool = owner(name)
+    core_db.ensure_agent(conn, tenant_id=tenant_id, agent_id=pool)
+    return pool
+
+
+def require(conn: psycopg.Connection, *, tenant_id: UUID, name: str) -> str:
+    """The pool's owner id; NotFound when nothing was ever written to it."""
+    pool = owner(name)
+    if not core_db.agent_exists(conn, tenant_id=tenant_id, agent_id=pool):
+        raise errors.NotFound("pool not found")
+    return pool
+
+
+def listing(conn: psycopg.Connection, *, tenant_id: UUID) -> list[dict[str, Any]]:
+    return [
+        {"pool": r.owner[len(PREFIX) :], "created_at": r.created_at.isoformat(), "memories": r.memories}
+        for r in core_db.pool_list(conn, tenant_id=tenant_id)
+    ]
+
+
+def share(
+    conn: psycopg.Connection,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    memory_id: UUID,
+    pool: str,
+    policy: Policy,
+    actor: str,
+) -> tuple[UUID, str]:
+    """Promote an agent's live memory into a pool its policy may write: (the pool memory's
+    id, 'copied' | 'confirmed' | 'already shared'). Raises NotFound, Forbidden."""
+    if pool not in policy.pools_write:
+        raise errors.Forbidden(f"this agent's policy does not let it write to pool {pool!r} (pools_write)")
+    src = core_db.pool_source(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    if src is None:
+        raise errors.NotFound("memory not found (or no longer live)")
+    target = ensure(conn, tenant_id=tenant_id, name=pool)
+    source = f"memory:{agent_id}/{memory_id}"
+    pool_policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=target)
+    dup = store.find_duplicate(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=target,
+        text=src.text,
+        embedding=src.embedding,
+        threshold=pool_policy.dedup_similarity,
+        subject=src.subject,
+    )
+    if dup is not None:  # learnt independently by another agent: one more source
+        already = source in store.get_memory(conn, tenant_id=tenant_id, agent_id=target, memory_id=dup).provenance
+        if not already:
+            governance.confirm(
+                conn,
+                tenant_id=tenant_id,
+                agent_id=target,
+                memory_id=dup,
+                confidence=float(src.confidence),
+                source=source,
+                policy=pool_policy,
+            )
+        return dup, "already shared" if already else "confirmed"
+    draft = memories.Draft(
+        text=src.text,
+        kind=src.kind,
+        confidence=float(src.confidence),
+        salience=float(src.salience),
+        tier="L1" if src.tier in ("L0", "L3") else src.tier,  # L3 in a pool only by its own promote
+        entities=tuple(src.entities),
+        topics=tuple(src.topics),
+        provenance=(source, *src.provenance),
+        metadata={**src.metadata, "shared_by": agent_id},
+        flags=tuple(src.flags),
+        trust="pool",
+        subject=src.subject,
+    )
+    mid, written = store.write_memory(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=target,
+        draft=draft,
+        embedding=src.embedding,
+        source_key=f"share:{target}:{agent_id}/{memory_id}",
+        actor=actor,
+        reason=source,
+    )
+    if written:
+        governance.check_new(
+            conn, tenant_id=tenant_id, agent_id=target, written=[(mid, draft)], policy=pool_policy, actor=actor
+        )
+    return mid, "copied" if written else "already shared"
+
+
+def forget_copies(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_ids: list[UUID]) -> list[UUID]:
+    """Delete the pool memories copied from (or confirmed by) these memories of the agent:
+    forgetting a memory reaches every pool it was shared into. Returns their ids."""
+    if not memory_ids:
+        return []
+    owners = [r.owner for r in core_db.pool_list(conn, tenant_id=tenant_id)]
+    if not owners:
+        return []
+    sources = [f"memory:{agent_id}/{m}" for m in memory_ids]
+    gone = core_db.pool_forget_copies(conn, tenant_id=tenant_id, owners=owners, sources=sources)
+    for mid in gone:
+        store.event(
+            conn,
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            memory_id=None,
+            event="forgotten",
+            reason=f"pool copy {mid} of a forgotten memory",
+        )
+    return gone

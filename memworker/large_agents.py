@@ -1,0 +1,53 @@
+"""Large agents: the HNSW index from which recall takes a large agent's vector candidates
+(sql/0012: memories_ann) holds only the agents past recall.EXACT_MAX live memories, because an
+HNSW insert costs about as much as the rest of a memory's write and the exact scan serves
+small agents as fast. An agent crosses once: index() marks it (its new memories go into the
+index as they are written), puts its older live memories in, in batches, then marks it ready;
+from then on recall reads it through the bounded statement. The retention sweep calls it for
+an agent it finds past the size."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+import psycopg_pool
+
+from memworker import errors, recall
+from memworker.storage import core_db, db
+
+BATCH = 2_000  # memories put into the index per transaction
+
+
+def index_if_large(pool: psycopg_pool.ConnectionPool, *, tenant_id: UUID, agent_id: str, live: int) -> int:
+    """index() when the agent has more than recall.EXACT_MAX live memories; returns how many
+    older memories went into the index (0 once it is in)."""
+    if live <= recall.EXACT_MAX:
+        return 0
+    return index(pool, tenant_id=tenant_id, agent_id=agent_id)
+
+
+def index(pool: psycopg_pool.ConnectionPool, *, tenant_id: UUID, agent_id: str, batch: int = BATCH) -> int:
+    """Put the agent's live memories into the HNSW index and mark it ready for recall's bounded
+    statement; returns how many older memories went in. Idempotent: an agent already ready
+    costs one update. Raises NotFound for an unknown agent."""
+    with db.tenant_tx(pool, tenant_id) as conn:
+        ready = core_db.ann_enable(conn, tenant_id=tenant_id, agent_id=agent_id)
+    if ready is None:
+        raise errors.NotFound("agent not found")
+    if ready:
+        return 0
+    filled = _fill(pool, tenant_id, agent_id, batch)
+    with db.tenant_tx(pool, tenant_id) as conn:
+        core_db.ann_ready(conn, tenant_id=tenant_id, agent_id=agent_id)
+    # a memory whose write began before ann_enable committed, and ended after the last batch
+    return filled + _fill(pool, tenant_id, agent_id, batch)
+
+
+def _fill(pool: psycopg_pool.ConnectionPool, tenant_id: UUID, agent_id: str, batch: int) -> int:
+    filled = 0
+    while True:
+        with db.tenant_tx(pool, tenant_id) as conn:
+            n = core_db.ann_fill(conn, tenant_id=tenant_id, agent_id=agent_id, batch=batch)
+        filled += n
+        if n < batch:
+            return filled
