@@ -239,7 +239,21 @@ def recall_rows(run: Run) -> list[list[Any]]:
             live, n = r10(run, "live", end, half, cat)
             twin, _ = r10(run, "twin", end, half, cat)
             name = "all" if cat is None else f"{cat} {CATEGORIES[cat]}"
-            rows.append([label if cat is None else "", name, n, f"{twin:.3f}", f"{live:.3f}", ratio(live, twin)])
+            spread = [
+                mean([a.turns(K) for _, a in run.answers.get((who, end, half), []) if cat in (None, a.category)])
+                for who in ("twin", "live")
+            ]
+            rows.append(
+                [
+                    label if cat is None else "",
+                    name,
+                    n,
+                    f"{twin:.3f}",
+                    f"{live:.3f}",
+                    ratio(live, twin),
+                    f"{spread[0]:.1f} / {spread[1]:.1f}",
+                ]
+            )
     return rows
 
 
@@ -293,7 +307,14 @@ def report(run: Run, args: argparse.Namespace, total: int, load_before: str, sta
         "",
         f"## R@10 on day {run.days}",
         "",
-        md_table(["half", "category", "n", "twin", "live", "live / twin"], recall_rows(run)),
+        md_table(
+            ["half", "category", "n", "twin", "live", "live / twin", "messages in top 10 (twin / live)"],
+            recall_rows(run),
+        ),
+        "",
+        "- R@10: the share of a question's evidence messages named by the provenance of the 10 memories returned. A "
+        "sleep summary names every message it carries (about two on LoCoMo), a turn one: part of the live agent's "
+        "gain is that its top 10 covers more messages (last column), not that it ranks better.",
         "",
         "## Live rows by tier and kind",
         "",

@@ -206,6 +206,11 @@ def measure(
     url: str, key: str, agents: list[str], clients: int, seconds: float, pick: Callable[[], str], seed: int
 ) -> Run:
     """run_recalls sized to last about `seconds`: a short probe gives the rate first."""
+    one = httpx.post(
+        f"{url}/v1/agents/{agents[0]}/recall", json={"query": pick()}, headers={"Authorization": f"Bearer {key}"}
+    )
+    if one.status_code != 200:  # run_recalls' clients would wait for each other forever
+        raise SystemExit(f"recall answers {one.status_code}: {one.text[:500]}")
     stack = Stack(api_url=url, api_key=key)
     probe = run_recalls(stack, key, agents, "probe", clients, 3, pick, seed)
     per_client = max(5, int(probe.qps * seconds / clients))

@@ -64,6 +64,7 @@ class Policy:
     supersede_min_confidence: float = 0.9  # a contradicting newer memory this sure retires the older
     superseded_keep_days: float | None = 90.0  # retired versions stay for history this long
     retention_batch: int = 500  # rows per short transaction in the retention sweep
+    retention_statement_timeout_s: int = 60  # a sweep statement running longer is cancelled (0: no limit)
     # sleep: per-agent consolidation passes (docs/consolidation.md)
     consolidation_enabled: bool | None = None  # None: on with the offline reflector, off with a paid LLM
     consolidation_interval_minutes: int = 30  # time gate: minutes since the last pass
@@ -144,6 +145,7 @@ _INT_MAX = {
     "max_episodic": 10_000_000,
     "max_semantic": 10_000_000,
     "retention_batch": 10_000,
+    "retention_statement_timeout_s": 86_400,  # a day: past it, no limit is meant
     "consolidation_interval_minutes": 525_600,  # a year
     "consolidation_quiet_minutes": 525_600,
     "consolidation_window_size": 5_000,
@@ -157,6 +159,9 @@ _INT_MAX = {
     "context_recall_k": 100,  # the most a recall may ask for
     "session_window_tokens": 10_000_000,  # the most a session may name
 }
+# Lower bounds above 1: a context budget must hold the context's frame (its header and
+# closing lines, about 50 tokens), and a window as small as any a session may name.
+_INT_MIN = {"context_max_tokens": 256, "session_window_tokens": 256}
 DAYS_MAX = 36_500.0
 TTL_HOURS_MAX = 1_000_000.0
 
@@ -173,10 +178,13 @@ def _ceiling(name: str, default: Any) -> float | None:
 
 
 def _clamped(name: str, value: Any, default: Any) -> Any:
+    """A stored number moved inside the bounds it may predate (anything else as it is)."""
     ceiling = _ceiling(name, default)
-    if ceiling is None or isinstance(value, bool) or not isinstance(value, int | float) or value <= ceiling:
+    if ceiling is None or isinstance(value, bool) or not isinstance(value, int | float):
         return value
-    return int(ceiling) if isinstance(default, int) else ceiling
+    if value > ceiling:
+        return int(ceiling) if isinstance(default, int) else ceiling
+    return max(value, _INT_MIN[name]) if name in _INT_MIN and value > 0 else value
 
 
 MAX_POOLS = 20  # pools one agent reads or writes
@@ -222,9 +230,9 @@ def _check(name: str, value: Any, default: Any) -> Any:
             raise errors.InvalidInput(f"policy: {name} must be true or false")
         return value
     if isinstance(default, int):
-        ceiling = _INT_MAX.get(name, INT_CEILING)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= ceiling:
-            raise errors.InvalidInput(f"policy: {name} must be a positive integer up to {ceiling}")
+        floor, ceiling = _INT_MIN.get(name, 1), _INT_MAX.get(name, INT_CEILING)
+        if isinstance(value, bool) or not isinstance(value, int) or not floor <= value <= ceiling:
+            raise errors.InvalidInput(f"policy: {name} must be an integer from {floor} to {ceiling}")
         return value
     if isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:

@@ -211,10 +211,13 @@ def serve_agents(
         params.pop(unused)
     with db.tenant_tx(pool, tenant_id, durable=False) as conn:
         rows = core_db.recall_agents(conn, agent_ids=agent_ids, **params)
-    return [
-        {"agent_id": r.agent_id, **hit} if pools.name_of(r.agent_id) is None else {"pool": pools.name_of(r.agent_id), **hit}
-        for r, hit in zip(rows, _hits(list(rows), query.explain), strict=True)
-    ]
+    return [_owned(r.agent_id, hit) for r, hit in zip(rows, _hits(list(rows), query.explain), strict=True)]
+
+
+def _owned(owner: str, hit: dict[str, Any]) -> dict[str, Any]:
+    """A hit naming whose it is: {"agent_id": ...}, or {"pool": ...} for a pool's memory."""
+    pool = pools.name_of(owner)
+    return {"agent_id": owner, **hit} if pool is None else {"pool": pool, **hit}
 
 
 def _params(

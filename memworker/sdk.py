@@ -253,6 +253,27 @@ class Client:
         """Exactly one of provenance=, memory_ids=, session_id=, before=; returns the receipt."""
         return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/forget", json=selector)
 
+    # shared pools (a tenant's memories its agents read by policy: pools_read, pools_write)
+    def pools(self) -> list[dict[str, Any]]:
+        return self._list("GET", "/v1/pools", key="pools")
+
+    def add_pool_memory(self, pool: str, text: str, **fields: Any) -> dict[str, Any]:
+        return self._obj("POST", f"/v1/pools/{_seg(pool)}/memories", json={"text": text, **fields})
+
+    def pool_memories(self, pool: str, *, limit: int = 50, subject: str | None = None) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"limit": limit} | ({"subject": subject} if subject else {})
+        return self._list("GET", f"/v1/pools/{_seg(pool)}/memories", params=params, key="memories")
+
+    def delete_pool_memory(self, pool: str, memory_id: str) -> None:
+        self._call("DELETE", f"/v1/pools/{_seg(pool)}/memories/{_seg(memory_id)}")
+
+    def share_memory(self, agent_id: str, memory_id: str, pool: str) -> dict[str, Any]:
+        """Copy the agent's memory into a pool its policy may write ({"outcome": "copied" |
+        "confirmed" | "already shared", "memory"})."""
+        return self._obj(
+            "POST", f"/v1/agents/{_seg(agent_id)}/memories/{_seg(memory_id)}/share", json={"pool": pool}
+        )
+
     def policy(self, agent_id: str | None = None) -> dict[str, Any]:
         """{"overrides", "effective"} of an agent, or of the tenant's defaults."""
         path = f"/v1/agents/{_seg(agent_id)}/policy" if agent_id else "/v1/policy"

@@ -13,6 +13,7 @@ from pathlib import Path
 from memworker import errors, keys, memories
 from memworker import settings as settings_mod
 from memworker.cli import common, consolidation, demo, lifecycle, mcp, sessions
+from memworker.fleet import pools
 from memworker.settings import Settings
 from memworker.storage import core_db, db, migrate
 
@@ -92,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     kc.add_argument("--name", default="")
     kc.add_argument("--scopes", default=",".join(keys.SCOPES), help=f"comma list of {','.join(keys.SCOPES)}")
     kc.add_argument("--agents", help="comma list of agent ids this key may touch (default all)")
+    kc.add_argument(
+        "--pools", help="comma list of shared pools this key may read or write directly (with --agents: limited)"
+    )
     kc.add_argument("--expires-days", type=float, help="expire after this many days (> 0; omit: never)")
     kc.add_argument("--json", action="store_true")
     kc.set_defaults(func=cmd_key_create)
@@ -216,6 +220,15 @@ def cmd_tenant_list(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _key_scope(agents: str | None, pool_names: str | None) -> list[str] | None:
+    """A key's agent list: the agents, and each pool as its owner id (memworker/fleet/pools.py);
+    None (every agent and pool) when neither is given."""
+    if not agents and not pool_names:
+        return None
+    named = [a for a in (agents or "").split(",") if a]
+    return named + [pools.owner(n.strip()) for n in (pool_names or "").split(",") if n.strip()]
+
+
 def cmd_key_create(settings: Settings, args: argparse.Namespace) -> int:
     # `is not None`: 0 is an error (keys.expiry_in), not "never expires"
     expires = keys.expiry_in(args.expires_days) if args.expires_days is not None else None
@@ -225,7 +238,7 @@ def cmd_key_create(settings: Settings, args: argparse.Namespace) -> int:
             tenant_id=tenant.id,
             name=args.name,
             scopes=tuple(s.strip() for s in args.scopes.split(",") if s.strip()),
-            agent_ids=args.agents.split(",") if args.agents else None,
+            agent_ids=_key_scope(args.agents, args.pools),
             expires_at=expires,
         )
     if args.json:

@@ -262,6 +262,10 @@ class Tools:
         ids that matched nothing ("not_found")."""
         agent_id = self._agent_id(agent)
         with api_errors():
+            if self._bound_subject is not None:  # a subject's server erases only that subject's memories
+                for memory_id in memory_ids:
+                    if self._client.get_memory(agent_id, memory_id).get("subject") != self._bound_subject:
+                        raise ToolError(f"memory {memory_id} is not subject {self._bound_subject!r}'s")
             return self._client.forget(agent_id, memory_ids=memory_ids)
 
     def open_session(

@@ -19,6 +19,25 @@ from memworker.policy import Policy
 from memworker.storage import core_db, lifecycle_db, store
 
 PROBE_TERMS = 6  # a memory's rarest terms, through which merge/contradiction candidates are found
+PAIRS_PER_MEMORY = 50  # the most candidates one memory is judged against (most probes shared first)
+
+
+def pairs(
+    conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, ids: list[UUID], now: datetime
+) -> list[lifecycle_db.Pair]:
+    """Merge and contradiction candidates for the given memories (queries/lifecycle.sql:
+    memory_pairs), with the bounds that keep their cost per memory flat."""
+    return lifecycle_db.memory_pairs(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        ids=ids,
+        probe_terms=PROBE_TERMS,
+        now=now,
+        per_term=store.CANDIDATE_POSTINGS,
+        df_cap=store.DF_CAP,
+        max_pairs=PAIRS_PER_MEMORY,
+    )
 
 
 def clock(conn: psycopg.Connection) -> datetime:
@@ -176,28 +195,21 @@ def check_new(
         return []
     now = now or clock(conn)
     order = {mid: i for i, (mid, _) in enumerate(written)}
-    pairs = lifecycle_db.memory_pairs(
-        conn,
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        ids=[mid for mid, _ in stateful],
-        probe_terms=PROBE_TERMS,
-        now=now,
-    )
+    found = pairs(conn, tenant_id=tenant_id, agent_id=agent_id, ids=[mid for mid, _ in stateful], now=now)
     # a later memory of the same list is not "older": it gets its own turn as the newer one
-    pairs = [p for p in pairs if order.get(p.b, -1) < order[p.a]]
+    found = [p for p in found if order.get(p.b, -1) < order[p.a]]
     rows = (
         lifecycle_db.retention_facts(
-            conn, tenant_id=tenant_id, agent_id=agent_id, now=now, ids=list({p.b for p in pairs})
+            conn, tenant_id=tenant_id, agent_id=agent_id, now=now, ids=list({p.b for p in found})
         )
-        if pairs
+        if found
         else []
     )
     olds = {r.id: fact(r) for r in rows}
     verdicts = []
     for mid, draft in stateful:
         new = rules.Fact(str(mid), draft.text, draft.kind, draft.tier, draft.confidence, now)
-        for old in (olds[p.b] for p in pairs if p.a == mid and p.b in olds):
+        for old in (olds[p.b] for p in found if p.a == mid and p.b in olds):
             verdict = rules.judge(old, new, policy)
             if verdict is None:
                 continue

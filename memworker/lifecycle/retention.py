@@ -277,11 +277,19 @@ class _Sweep:
         self.report.phase_ms[name] = int((time.perf_counter() - started) * 1000)
 
     @contextmanager
+    def _tx(self) -> Iterator[psycopg.Connection]:
+        """A transaction of the sweep: none of its statements may run past the policy's
+        retention_statement_timeout_s (a cancelled one fails the run, which the next resumes)."""
+        with db.tenant_tx(self.pool, self.tenant_id) as conn:
+            db.statement_timeout(conn, self.policy.retention_statement_timeout_s)
+            yield conn
+
+    @contextmanager
     def _locked(self) -> Iterator[psycopg.Connection]:
         """One short transaction holding the agent's advisory lock; waits for it a while."""
         deadline = time.monotonic() + self.lock_wait_s
         while True:
-            with db.tenant_tx(self.pool, self.tenant_id) as conn:
+            with self._tx() as conn:
                 if db.try_agent_lock(conn, self.tenant_id, self.agent_id):
                     self.report.batches += 1
                     yield conn
@@ -345,17 +353,11 @@ class _Sweep:
         since = last_done or datetime.min.replace(tzinfo=self.now.tzinfo)
         after = _NIL
         while True:
-            with db.tenant_tx(self.pool, self.tenant_id) as conn:  # reads only: no lock needed
+            with self._tx() as conn:  # reads only: no lock needed
                 fresh = lifecycle_db.retention_fresh(
                     conn, **self.ids, after=after, now=self.now, since=since, batch=self.policy.retention_batch
                 )
-                pairs = (
-                    lifecycle_db.memory_pairs(
-                        conn, **self.ids, ids=fresh, probe_terms=governance.PROBE_TERMS, now=self.now
-                    )
-                    if fresh
-                    else []
-                )
+                pairs = governance.pairs(conn, **self.ids, ids=fresh, now=self.now) if fresh else []
                 ids = {p.a for p in pairs} | {p.b for p in pairs}
                 facts = (
                     {

@@ -190,6 +190,7 @@ def archive(
                     session_id=session_id,
                     idempotency_key=f"session-archive:{session_id}:{version}",
                     metadata={"source": "session_archive", "session_id": session_id, "archive_version": version},
+                    subject=row.get("subject"),  # a session with one subject is about it
                 )
             ],
         )

@@ -570,10 +570,21 @@ def insert_event(
 
 
 def find_duplicate(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, content_hash: str, embedding: np.ndarray, subject: str | None = None
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    content_hash: str,
+    embedding: np.ndarray,
+    terms: list[str],
+    probe_terms: int,
+    per_term: int,
+    df_cap: int,
+    subject: str | None = None,
 ) -> Duplicate | None:
     """The closest live memory of the same subject (None: the general ones): the same
-    normalised text (similarity 1), else the nearest vector."""
+    normalised text (similarity 1), else the nearest vector among those sharing one of the
+    text's probe_terms rarest terms (BM25 terms)."""
     row = _sql.one(
         conn,
         "find_duplicate",
@@ -581,6 +592,10 @@ def find_duplicate(
         agent_id=agent_id,
         content_hash=content_hash,
         embedding=embedding,
+        terms=terms,
+        probe_terms=probe_terms,
+        per_term=per_term,
+        df_cap=df_cap,
         subject=subject,
     )
     return Duplicate(row["id"], row["text"], float(row["similarity"])) if row else None

@@ -151,6 +151,13 @@ def redact(url: str) -> str:
     return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
 
 
+def statement_timeout(conn: psycopg.Connection, seconds: int) -> None:
+    """Cancel any statement of the current transaction that runs longer than seconds (0: no
+    limit), so a background sweep cannot hold a pooled connection for minutes; the setting
+    ends with the transaction (SET LOCAL)."""
+    conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(max(0, seconds) * 1000),))
+
+
 def try_agent_lock(conn: psycopg.Connection, tenant_id: UUID | str, agent_id: str) -> bool:
     """Take the agent's transaction-scoped advisory lock if free. Consolidation, retention and
     anything else that rewrites one agent's memories hold it, so they never overlap."""

@@ -745,10 +745,28 @@ def retention_fresh(
 
 
 def memory_pairs(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], probe_terms: int, now: datetime
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    ids: list[UUID],
+    probe_terms: int,
+    now: datetime,
+    per_term: int,
+    df_cap: int,
+    max_pairs: int,
 ) -> list[Pair]:
     rows = _sql.all_(
-        conn, "memory_pairs", tenant_id=tenant_id, agent_id=agent_id, ids=ids, probe_terms=probe_terms, now=now
+        conn,
+        "memory_pairs",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        ids=ids,
+        probe_terms=probe_terms,
+        now=now,
+        per_term=per_term,
+        df_cap=df_cap,
+        max_pairs=max_pairs,
     )
     return [Pair(r["a"], r["b"], float(r["cosine"])) for r in rows]
 

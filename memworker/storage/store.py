@@ -17,6 +17,14 @@ from memworker.lifecycle import rules
 from memworker.policy import Policy
 from memworker.storage import core_db, db
 
+# Write-time candidate searches (a duplicate here, merge and contradiction pairs in
+# lifecycle/governance.py) read at most this many postings per probed term, and count a
+# term's document frequency only up to DF_CAP (enough to tell rare terms from common ones):
+# their cost per new memory stays flat however large the agent and small its vocabulary.
+CANDIDATE_POSTINGS = 200
+DF_CAP = 256
+DUPLICATE_PROBE_TERMS = 3
+
 # --- tenants, keys, agents, policy -----------------------------------------------------
 
 
@@ -172,6 +180,10 @@ def find_duplicate(
         agent_id=agent_id,
         content_hash=memories.content_hash(text),
         embedding=embedding,
+        terms=sorted(set(tokens.tokenize(text))),
+        probe_terms=DUPLICATE_PROBE_TERMS,
+        per_term=CANDIDATE_POSTINGS,
+        df_cap=DF_CAP,
         subject=subject,
     )
     # only the same subject's memories are candidates (None: the general ones); a text that

@@ -49,6 +49,8 @@ def test_a_requested_pass_runs_in_a_worker_and_recall_finds_its_insight(alice: C
     status = alice.consolidation_status("sleeper")
     assert status["enabled"] is True and status["flagged"] is False and status["consolidation_failures"] == 0
     assert status["last_consolidated_at"] is not None and status["consolidation_requested"] is False
+    (usage,) = alice.usage("sleeper")["agents"]  # sleep's LLM use is counted beside ingest's
+    assert usage["sleep"] == {"runs": 1, "llm_calls": 0, "tokens_in": 0, "tokens_out": 0}
 
 
 def test_other_tenants_get_404_for_everything_sleep_adds(api: str, tenants: dict[str, Any], alice: Client) -> None:

@@ -37,7 +37,7 @@ def test_promote_is_audited_and_l3_needs_admin(
     alice = clients["alice"]
     m = alice.add_memory("gov", "Production deploys need two approvals.", kind="method")
     up = alice.promote("gov", m["id"], "L2", "the team confirmed it in the retro")
-    assert up["tier"] == "L2" and up["expires_at"] is not None
+    assert up["tier"] == "L2" and up["expires_at"] is None  # the semantic tiers have no clock by default
     writer = limited(api, stack, tenants["alice"]["id"], ("memories:read", "memories:write"))
     code, body = status_of(lambda: writer.promote("gov", m["id"], "L3", "make it canonical"))
     assert code == 403 and "admin" in body["error"]
@@ -143,7 +143,7 @@ def test_policy_is_validated_by_field_and_layered(
     assert status_of(lambda: reader.set_policy({"max_episodic": 10}, agent_id="tuned"))[0] == 403
     assert reader.policy("tuned")["effective"]["max_episodic"] == 50
     assert status_of(lambda: clients["alice"].policy("tuned"))[0] == 404
-    assert clients["alice"].policy()["effective"]["ttl_l1_hours"] == 168.0  # charlie's defaults stay charlie's
+    assert clients["alice"].policy()["effective"]["ttl_l1_hours"] is None  # charlie's defaults stay charlie's
     m = charlie.add_memory("tuned", "A memory under the tenant's 48 hour TTL.")
     hours = (_ts(m["expires_at"]) - _ts(m["created_at"])) / 3600
     assert hours == pytest.approx(48, abs=0.01)

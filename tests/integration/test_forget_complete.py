@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -44,8 +45,11 @@ def clients(api: str, tenants: dict[str, Any]) -> Iterator[dict[str, Client]]:
 
 @pytest.fixture(scope="module")
 def seeded(clients: dict[str, Client], ingest_worker: Any) -> dict[str, dict[str, Any]]:
-    """The marker everywhere, in each tenant's same-named agent and session."""
-    return {name: seed(c) for name, c in clients.items()}
+    """The marker everywhere, in each tenant's same-named agent and session (the three
+    tenants at once: their episodes share the worker's batches)."""
+    with ThreadPoolExecutor(max_workers=len(clients)) as pool:
+        futures = {name: pool.submit(seed, c) for name, c in clients.items()}
+        return {name: f.result() for name, f in futures.items()}
 
 
 def seed(c: Client) -> dict[str, Any]:
@@ -217,15 +221,22 @@ def test_forget_by_memory_id_takes_the_turns_copies_session_texts_and_archives(
     scrubbed = receipt["scrubbed"]
     assert scrubbed["sessions"] == 1 and scrubbed["working_texts"] >= 2 and scrubbed["plan_texts"] >= 4
     assert scrubbed["context_calls"] == 1 and scrubbed["archives"] == 1 and scrubbed["webhook_deliveries"] >= 1
-    # what stays of the session is usable, and re-archiving does not bring the text back
-    working = c.working(AGENT, SID)
-    assert working["goal"] is None and working["constraints"] == []
+    working = c.working(AGENT, SID)  # what stays of the session is usable
+    assert working["goal"] is None and working["constraints"] == [] and working["decisions"] == []
+    rearchive_and_check(api, stack, tenants, c, ids, "alice")
+
+
+def rearchive_and_check(
+    api: str, stack: dict[str, Any], tenants: dict[str, Any], c: Client, ids: dict[str, Any], name: str
+) -> None:
+    """Archive the session again (its summary reflected), restore the scrubbed first archive:
+    the marker comes back nowhere, recall included."""
     again = c.archive_session(AGENT, SID)
     if again["distill_episode_id"]:
         c.wait_for_episode(AGENT, again["distill_episode_id"])
     c.restore_session(AGENT, SID, version=1)
-    assert leaks(api, tenants["alice"]["key"], c, {**ids, "memory_ids": all_memory_ids(c) + ids["memory_ids"]}) == []
-    assert rows_with_marker(stack, tenants["alice"]["id"]) == {}
+    assert leaks(api, tenants[name]["key"], c, {**ids, "memory_ids": all_memory_ids(c) + ids["memory_ids"]}) == []
+    assert rows_with_marker(stack, tenants[name]["id"]) == {}
 
 
 def test_forget_by_session_deletes_the_session_and_everything_it_left(
@@ -250,3 +261,4 @@ def test_forget_by_episode_provenance(
     with pytest.raises(ApiError) as gone:
         clients["charlie"].get_episode(AGENT, ep)
     assert gone.value.status == 404
+    rearchive_and_check(api, stack, tenants, clients["charlie"], seeded["charlie"], "charlie")

@@ -36,7 +36,9 @@ from memworker.sdk import Client
 AGENT = "fz-agent"
 SESSION = "fz-s"
 STEP = "s1"
-EXAMPLES = 8  # per route (about 50 routes): the whole module runs in about a minute
+# Examples per route: the whole module (about 50 routes, a worker) runs in about a minute.
+BODY_EXAMPLES = 16
+EXAMPLES = 6
 
 DATES = [
     "0001-01-01T00:00:00+14:00",
@@ -92,51 +94,81 @@ def _resolve(schema: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _valid_string(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
+# Values a JSON schema allows, at its edges: what the API may accept, and so must read back.
+EDGE_DATES = [
+    "0001-01-01T00:00:00+14:00",  # year 0 in UTC
+    "9999-12-31T23:59:59-14:00",  # year 10000 in UTC
+    "0001-01-01T00:00:00Z",
+    "9999-12-31T23:59:59Z",
+    "1900-01-01T00:00:00Z",
+    "8999-12-31T09:59:59-14:00",
+    "2024-06-01T12:00:00",
+]
+EDGE_TEXT = ["fuzzed text", "ünïcödé 🙂 text", "\u202e reversed", "tab\tand\nnewline"]
+
+
+def _edge_string(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
     if schema.get("format") == "date-time":
-        return st.sampled_from(["2024-06-01T12:00:00Z", "1900-01-01T00:00:00Z", "8999-12-31T00:00:00+02:00"])
+        return st.sampled_from(EDGE_DATES)
+    longest = min(schema.get("maxLength", 40_000), 40_000)
     if schema.get("pattern"):
-        return st.sampled_from(["fz-1", "a", "A" * min(schema.get("maxLength", 64), 64)])
-    longest = schema.get("maxLength", 4000)
-    return st.sampled_from(["fuzzed text", "x" * max(1, schema.get("minLength", 1)), "y" * min(longest, 4000)])
+        return st.sampled_from(["fz-1", "A" * min(longest, 128)])
+    return st.sampled_from([*EDGE_TEXT, "y" * longest])
 
 
-def _valid_number(schema: dict[str, Any], integer: bool) -> st.SearchStrategy[Any]:
-    bounds = [schema.get(k) for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")]
+def _edge_numbers(schema: dict[str, Any], integer: bool) -> list[Any]:
+    bounds = [schema.get(k) for k in ("minimum", "maximum")]
     values = [b for b in bounds if b is not None] + [1]
-    return st.sampled_from([int(v) if integer else float(v) for v in values])
+    if schema.get("maximum") is None:  # unbounded above: what fits a JSON number
+        values += [2**31, 2**63, 10**30] if integer else [1e300]
+    if schema.get("minimum") is None:
+        values += [-(2**63)] if integer else [-1e300]
+    return [int(v) if integer else float(v) for v in values]
 
 
-def strategy(schema: dict[str, Any], spec: dict[str, Any], depth: int = 0) -> st.SearchStrategy[Any]:
-    """Values for `schema`: schema-shaped, with a hostile value possible at every leaf."""
+def _edge_number(schema: dict[str, Any], integer: bool) -> st.SearchStrategy[Any]:
+    return st.sampled_from(_edge_numbers(schema, integer))
+
+
+def _leaf(hostile: bool, edge: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(edge, HOSTILE) if hostile else edge
+
+
+def strategy(schema: dict[str, Any], spec: dict[str, Any], hostile: bool, depth: int = 0) -> st.SearchStrategy[Any]:
+    """Values for `schema`: schema-shaped with every leaf at an edge the schema allows, or
+    (hostile) with anything possible at every leaf."""
     schema = _resolve(schema, spec)
     if depth > 6:
         return HOSTILE_LEAF
     if "anyOf" in schema or "oneOf" in schema:
-        return st.one_of([strategy(s, spec, depth + 1) for s in schema.get("anyOf", schema.get("oneOf"))])
+        return st.one_of([strategy(s, spec, hostile, depth + 1) for s in schema.get("anyOf", schema.get("oneOf"))])
     if "enum" in schema:
-        return st.one_of(st.sampled_from(schema["enum"]), HOSTILE_LEAF)
+        return _leaf(hostile, st.sampled_from(schema["enum"]))
     kind = schema.get("type")
     if kind == "object":
         props = schema.get("properties", {})
-        if not props:  # free-form (metadata): hostile values, keys and nesting
-            return st.one_of(st.dictionaries(st.sampled_from(["k", "", "\x00", "\ud800", "a.b"]), HOSTILE, max_size=3))
+        if not props:  # free-form (metadata): nesting, hostile keys and values
+            keys = st.sampled_from(["k", "", "\x00", "\ud800", "a.b"] if hostile else ["k", "a.b", "ü"])
+            values = HOSTILE if hostile else st.sampled_from([*EDGE_TEXT, 1e300, 2**63, None, _nested(10, "deep")])
+            return st.dictionaries(keys, values, max_size=3)
         required = set(schema.get("required", []))
-        fields = {k: strategy(v, spec, depth + 1) for k, v in props.items()}
+        fields = {k: strategy(v, spec, hostile, depth + 1) for k, v in props.items()}
         return st.fixed_dictionaries(
             {k: s for k, s in fields.items() if k in required},
             optional={k: s for k, s in fields.items() if k not in required},
         )
     if kind == "array":
-        items = strategy(schema.get("items", {}), spec, depth + 1)
-        return st.one_of(st.lists(items, max_size=3), HOSTILE)
+        items = strategy(schema.get("items", {}), spec, hostile, depth + 1)
+        return _leaf(hostile, st.lists(items, min_size=min(1, schema.get("minItems", 0)), max_size=3))
     if kind == "string":
-        return st.one_of(_valid_string(schema), HOSTILE)
+        return _leaf(hostile, _edge_string(schema))
     if kind in ("integer", "number"):
-        return st.one_of(_valid_number(schema, kind == "integer"), HOSTILE_LEAF)
+        return _leaf(hostile, _edge_number(schema, kind == "integer"))
     if kind == "boolean":
-        return st.one_of(st.booleans(), HOSTILE_LEAF)
-    return HOSTILE
+        return _leaf(hostile, st.booleans())
+    if kind == "null":
+        return st.none()
+    return HOSTILE if hostile else st.sampled_from(EDGE_TEXT)
 
 
 def _policy_body() -> st.SearchStrategy[dict[str, Any]]:
@@ -161,17 +193,17 @@ QUERY_VALUES = ["-1", "0", "1", "1000000000000", "NaN", "1e3", "", "L1", "L9", "
 QUERY_VALUES += ['{"a":"\\u0000"}', json.dumps(_nested(80, 1)), "a" * 5000, AGENT, "..", "\x00"]
 
 
-def _operations() -> list[tuple[str, str]]:
+def _operations(with_body: bool) -> list[tuple[str, str]]:
+    """Every (method, path) of the API's routers, those taking a JSON body or the others."""
     out = []
     for router in api_app.ROUTERS:
         for route in router.routes:
-            for method in sorted(getattr(route, "methods", None) or ()):
-                if method in ("GET", "POST", "PUT", "PATCH", "DELETE") and route.path.startswith("/v1/"):
-                    out.append((method, route.path))
+            if route.path.startswith("/v1/") and (getattr(route, "body_field", None) is not None) == with_body:
+                out += [(m, route.path) for m in getattr(route, "methods", None) or () if m != "HEAD"]
     return sorted(set(out))
 
 
-OPERATIONS = _operations()
+WITH_BODY, WITHOUT_BODY = _operations(True), _operations(False)
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +257,7 @@ def _request(data: Any, method: str, path: str, spec: dict[str, Any], seeded: di
     op = spec["paths"][path][method.lower()]
     url = path
     for name in [p["name"] for p in op.get("parameters", []) if p["in"] == "path"]:
-        value = data.draw(st.sampled_from(PATH_VALUES[name]), label=name)
+        value = data.draw(st.sampled_from(PATH_VALUES.get(name, ["fz-1", *ODD_IDS])), label=name)
         url = url.replace("{" + name + "}", quote(seeded.get(value, value), safe=""))
     query = {}
     for p in [p for p in op.get("parameters", []) if p["in"] == "query"]:
@@ -235,7 +267,8 @@ def _request(data: Any, method: str, path: str, spec: dict[str, Any], seeded: di
     schema = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
     if schema is not None:
         is_policy = path.endswith("/policy")
-        value = data.draw(_policy_body() if is_policy else strategy(schema, spec), label="body")
+        bodies = st.one_of(strategy(schema, spec, hostile=False), strategy(schema, spec, hostile=True))
+        value = data.draw(_policy_body() if is_policy else bodies, label="body")
         body = json.dumps(value, ensure_ascii=True, allow_nan=True)  # NaN, lone surrogates kept as sent
     return {"url": url, "query": query, "body": body}
 
@@ -249,21 +282,43 @@ def _reads_back(http: httpx.Client, url: str, answer: Any) -> None:
     for path in (f"/v1/agents/{agent}/memories", f"/v1/agents/{agent}/sessions", f"/v1/episodes?agent_id={agent}"):
         r = http.get(path)
         assert r.status_code in (200, 404), (path, r.status_code, r.text[:300])
-    if isinstance(answer, dict) and url.endswith("/memories") and "id" in answer:
-        r = http.get(f"/v1/agents/{agent}/memories/{answer['id']}")
-        assert r.status_code == 200, (r.status_code, r.text[:300])
+    if not isinstance(answer, dict):
+        return
+    written = [answer, *answer.get("memories", []), *answer.get("episodes", [])]
+    for item in [w for w in written if isinstance(w, dict)]:
+        if "episode_id" in item and "/episodes" in url:
+            r = http.get(f"/v1/agents/{agent}/episodes/{item['episode_id']}")
+            assert r.status_code == 200, (r.status_code, r.text[:300])
+        elif "id" in item and url.endswith(("/memories", "/memories/batch")):
+            r = http.get(f"/v1/agents/{agent}/memories/{item['id']}")
+            assert r.status_code == 200, (r.status_code, r.text[:300])
 
 
-@pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
+def _check(
+    method: str, path: str, data: Any, spec: dict[str, Any], seeded: dict[str, str], http: httpx.Client, fp: Any
+) -> None:
+    req = _request(data, method, path, spec, seeded)
+    before = fp()
+    r = http.request(method, req["url"], params=req["query"], content=req["body"])
+    assert r.status_code < 500, (method, req["url"], r.status_code, r.text[:500])
+    if r.status_code >= 400:
+        assert isinstance(r.json().get("error"), str), r.text[:300]
+        after = fp()
+        changed = sorted(t for t in after if after[t] != before.get(t))
+        assert changed == [], (method, req["url"], r.status_code, r.text[:300], changed)
+    elif method != "GET":
+        _reads_back(http, req["url"], r.json() if r.content else None)
+
+
+FUZZ = settings(derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+FUZZ_BODIES = settings(FUZZ, max_examples=BODY_EXAMPLES)
+FUZZ_IDS = settings(FUZZ, max_examples=EXAMPLES)
+
+
+@pytest.mark.parametrize(("method", "path"), WITH_BODY, ids=[f"{m} {p}" for m, p in WITH_BODY])
 @given(data=st.data())
-@settings(
-    max_examples=EXAMPLES,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-)
-def test_no_5xx_and_a_refusal_changes_nothing(
+@FUZZ_BODIES
+def test_bodies_no_5xx_and_a_refusal_changes_nothing(
     method: str,
     path: str,
     data: Any,
@@ -272,17 +327,187 @@ def test_no_5xx_and_a_refusal_changes_nothing(
     http: httpx.Client,
     fingerprint: Any,
 ) -> None:
-    req = _request(data, method, path, spec, seeded)
-    before = fingerprint()
-    r = http.request(method, req["url"], params=req["query"], content=req["body"])
-    assert r.status_code < 500, (method, req["url"], r.status_code, r.text[:500])
+    _check(method, path, data, spec, seeded, http, fingerprint)
+
+
+@pytest.mark.parametrize(("method", "path"), WITHOUT_BODY, ids=[f"{m} {p}" for m, p in WITHOUT_BODY])
+@given(data=st.data())
+@FUZZ_IDS
+def test_ids_and_queries_no_5xx_and_a_refusal_changes_nothing(
+    method: str,
+    path: str,
+    data: Any,
+    spec: dict[str, Any],
+    seeded: dict[str, str],
+    http: httpx.Client,
+    fingerprint: Any,
+) -> None:
+    _check(method, path, data, spec, seeded, http, fingerprint)
+
+
+# --- the edge sweep: every leaf of every body, at each edge its schema allows --------------
+# Random examples rarely put the one bad value in an otherwise valid body, which is what gets
+# stored; the sweep does it for every field, deterministically (one request per value).
+
+# Bodies whose schema requires nothing but whose rules need something (one of two fields).
+BASE: dict[str, dict[str, Any]] = {
+    "EpisodeIn": {"content": "base episode"},
+    "MemoryPatch": {"salience": 0.5},
+    "WorkingPatchIn": {"intent": "base intent"},
+    "StepPatchIn": {"note": "base note"},
+    "ForgetIn": {"provenance": "episode:00000000-0000-0000-0000-000000000000"},
+}
+
+
+def _minimal(schema: dict[str, Any], spec: dict[str, Any]) -> Any:
+    """The simplest value the schema (and BASE) accepts."""
+    name = schema.get("$ref", "").rsplit("/", 1)[-1]
+    schema = _resolve(schema, spec)
+    if "anyOf" in schema or "oneOf" in schema:
+        options = [o for o in schema.get("anyOf", schema.get("oneOf")) if o.get("type") != "null"]
+        return _minimal(options[0], spec) if options else None
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        out = {k: _minimal(props[k], spec) for k in schema.get("required", []) if k in props}
+        return {**out, **BASE.get(name, {})}
+    if kind == "array":
+        return [_minimal(schema.get("items", {}), spec)] * max(1, schema.get("minItems", 0))
+    if kind == "string":
+        if schema.get("format") == "date-time":
+            return "2024-06-01T12:00:00Z"
+        return "fz-1" if schema.get("pattern") else "x" * max(1, schema.get("minLength", 1))
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 1)
+    return False if kind == "boolean" else None
+
+
+def _edges(schema: dict[str, Any], spec: dict[str, Any]) -> list[Any]:
+    """The edge values of a leaf: what the schema allows at its limits, and what it does not say."""
+    schema = _resolve(schema, spec)
+    if "anyOf" in schema or "oneOf" in schema:
+        return [e for o in schema.get("anyOf", schema.get("oneOf")) for e in _edges(o, spec)]
+    if "enum" in schema:
+        return list(schema["enum"])
+    kind = schema.get("type")
+    if kind == "string":
+        if schema.get("format") == "date-time":
+            return list(EDGE_DATES)
+        longest = min(schema.get("maxLength", 40_000), 40_000)
+        return ["A" * min(longest, 128), "fz-1"] if schema.get("pattern") else [*EDGE_TEXT, "y" * longest]
+    if kind in ("integer", "number"):
+        return _edge_numbers(schema, kind == "integer")
+    if kind == "object" and not schema.get("properties"):
+        return [{"k": 1e300}, {"k": 2**63}, _nested(10, "deep")]
+    return []
+
+
+def _leaves(schema: dict[str, Any], spec: dict[str, Any], prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Paths to every property (into arrays through their first element), four levels deep."""
+    schema = _resolve(schema, spec)
+    if "anyOf" in schema:
+        schema = next((_resolve(o, spec) for o in schema["anyOf"] if o.get("type") != "null"), schema)
+    out: list[tuple[Any, ...]] = []
+    for key, sub in schema.get("properties", {}).items():
+        path = (*prefix, key)
+        out.append(path)
+        inner = _resolve(sub, spec)
+        if inner.get("type") == "array" and len(path) < 4:
+            out += _leaves(inner.get("items", {}), spec, (*path, 0))
+        elif inner.get("properties") and len(path) < 4:
+            out += _leaves(inner, spec, path)
+    return out
+
+
+def _schema_at(schema: dict[str, Any], spec: dict[str, Any], path: tuple[Any, ...]) -> dict[str, Any]:
+    for step in path:
+        schema = _resolve(schema, spec)
+        if "anyOf" in schema:
+            schema = next((_resolve(o, spec) for o in schema["anyOf"] if o.get("type") != "null"), schema)
+        schema = schema.get("items", {}) if isinstance(step, int) else schema["properties"][step]
+    return schema
+
+
+def _with(body: Any, path: tuple[Any, ...], value: Any, schema: dict[str, Any], spec: dict[str, Any]) -> Any:
+    """A copy of body with value at path (containers on the way made minimal)."""
+    body = json.loads(json.dumps(body))
+    here = body
+    for i, step in enumerate(path[:-1]):
+        if isinstance(here, dict) and step not in here:
+            here[step] = _minimal(_schema_at(schema, spec, path[: i + 1]), spec)
+        elif isinstance(here, list) and not here:
+            here.append(_minimal(_schema_at(schema, spec, path[: i + 1]), spec))
+        here = here[step]
+    here[path[-1]] = value
+    return body
+
+
+def _seeded_url(path: str, seeded: dict[str, str]) -> str:
+    values = {"agent_id": AGENT, "session_id": SESSION, "step_id": STEP, "pool": "fz-pool", "version": "1"}
+    values |= {"memory_id": seeded["@memory"], "episode_id": seeded["@episode"], "webhook_id": seeded["@webhook"]}
+    values["review_id"] = str(uuid.uuid4())
+    for name, value in values.items():
+        path = path.replace("{" + name + "}", quote(value, safe=""))
+    return path
+
+
+def _send(http: httpx.Client, fp: Any, method: str, url: str, body: Any) -> httpx.Response:
+    before = fp()
+    r = http.request(method, url, content=json.dumps(body, ensure_ascii=True, allow_nan=True))
+    assert r.status_code < 500, (method, url, json.dumps(body)[:300], r.status_code, r.text[:300])
     if r.status_code >= 400:
-        assert isinstance(r.json().get("error"), str), r.text[:300]
-        after = fingerprint()
-        changed = sorted(t for t in after if after[t] != before.get(t))
-        assert changed == [], (method, req["url"], r.status_code, r.text[:300], changed)
-    elif method != "GET":
-        _reads_back(http, req["url"], r.json() if r.content else None)
+        after = fp()
+        assert [t for t in after if after[t] != before.get(t)] == [], (method, url, body, r.text[:300])
+    else:
+        _reads_back(http, url, r.json() if r.content else None)
+    return r
+
+
+SWEPT = [(m, p) for m, p in WITH_BODY if not p.endswith("/policy")]
+
+
+@pytest.mark.parametrize(("method", "path"), SWEPT, ids=[f"{m} {p}" for m, p in SWEPT])
+def test_every_field_at_every_edge(
+    method: str, path: str, spec: dict[str, Any], seeded: dict[str, str], http: httpx.Client, fingerprint: Any
+) -> None:
+    schema = spec["paths"][path][method.lower()]["requestBody"]["content"]["application/json"]["schema"]
+    url = _seeded_url(path, seeded)
+    base = _minimal(schema, spec)
+    sent = 0
+    for leaf in _leaves(schema, spec):
+        for value in _edges(_schema_at(schema, spec, leaf), spec):
+            _send(http, fingerprint, method, url, _with(base, leaf, value, schema, spec))
+            sent += 1
+    assert sent > 0 or not _leaves(schema, spec), path
+
+
+def test_every_policy_knob_at_its_edges(
+    api: str, http: httpx.Client, fingerprint: Any, tenants: dict[str, Any]
+) -> None:
+    from memworker.policy import Policy
+
+    agent = "fz-policy"
+    with Client(api, tenants["alice"]["key"]) as c:
+        c.add_memory(agent, "The policy agent exists and remembers the deploy window.")
+        for knob, default in Policy().to_json().items():
+            if isinstance(default, list):
+                values: list[Any] = [[], ["L9"], default, "x"]
+            elif isinstance(default, bool):
+                values = [True, False, None, 1, "x"]
+            else:
+                values = [0, -1, 1e-9, 0.5, 1, 2**31, 10**40, 1e300, None, "x", True]
+            for value in values:
+                r = _send(http, fingerprint, "PUT", f"/v1/agents/{agent}/policy", {knob: value})
+                if r.status_code < 300:  # accepted: the agent still recalls, lists and builds a context
+                    for call in (
+                        lambda: c.recall(agent, "deploy window"),
+                        lambda: c.list_memories(agent),
+                        lambda: c.context(agent, "deploy window"),
+                    ):
+                        call()
+        c.set_policy({}, agent_id=agent)
 
 
 def _waiting(stack: dict[str, Any]) -> list[tuple[str, str, str | None]]:

@@ -126,6 +126,10 @@ def test_mcp_tools_bound_to_a_subject_read_and_write_only_for_it(api: str, tenan
             tools.recall(agent=AGENT, query="contact", subject="cust-b")
         written = tools.remember(agent=AGENT, text="The customer's renewal date is June 30.")
         assert written["subject"] == "cust-a"
+        other = client.list_memories(AGENT, subject="cust-b")["memories"][0]
+        with pytest.raises(ToolError, match="not subject"):
+            tools.forget(agent=AGENT, memory_ids=[other["id"]])
+        assert client.get_memory(AGENT, other["id"])["id"] == other["id"]
         free = mcp_server.Tools(client, AGENT)  # unbound: each call may name its subject
         hits = free.recall(agent=AGENT, query="how does the customer prefer to be contacted", k=20, subject="cust-b")
         assert PHONE_FIRST in _texts(hits["memories"]) and EMAIL_FIRST not in _texts(hits["memories"])

@@ -182,21 +182,40 @@ INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor,
 VALUES (%(tenant_id)s, %(agent_id)s, %(memory_id)s, %(event)s, %(reason)s, %(actor)s, %(related_ids)s);
 
 -- name: find_duplicate
--- The closest live memory of the agent: an exact text match, else the nearest vector.
+-- The closest live memory of the agent: an exact text match, else the nearest vector among
+-- the memories that share one of the text's rarest terms. A duplicate must share most words
+-- (memories.says_the_same), so it shares one of those; probing a few terms, each through at
+-- most per_term postings (their document frequency counted up to df_cap), bounds the cost
+-- per write whatever the agent's size or vocabulary: a scan of every vector grew with the agent.
 -- Turns (the episodic layer) are what was said, not facts: an item is never folded into one.
 -- Only the same subject's (NULL: the general ones'): one customer's statement never
 -- confirms another's, nor a subject's the agent's general knowledge.
+WITH probes AS (
+  SELECT q.term FROM unnest(%(terms)s::text[]) AS q(term)
+  CROSS JOIN LATERAL (SELECT count(*) AS df FROM (
+    SELECT 1 FROM memory_terms t
+    WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = q.term
+    LIMIT %(df_cap)s) x) d
+  WHERE d.df > 0  -- a term no memory has finds nothing
+  ORDER BY d.df, q.term LIMIT %(probe_terms)s
+), near AS (
+  SELECT DISTINCT p.memory_id AS id FROM probes CROSS JOIN LATERAL (
+    SELECT t.memory_id FROM memory_terms t
+    WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = probes.term
+    LIMIT %(per_term)s) p
+)
 (SELECT id, text, 1.0::float8 AS similarity FROM memories
  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND content_hash = %(content_hash)s
    AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now()) AND kind <> 'turn'
    AND subject IS NOT DISTINCT FROM %(subject)s::text
  LIMIT 1)
 UNION ALL
-(SELECT id, text, 1 - (embedding <=> %(embedding)s) AS similarity FROM memories
- WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
-   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now()) AND kind <> 'turn'
-   AND subject IS NOT DISTINCT FROM %(subject)s::text
- ORDER BY embedding <=> %(embedding)s LIMIT 1)
+(SELECT m.id, m.text, 1 - (m.embedding <=> %(embedding)s) AS similarity
+ FROM near JOIN memories m ON m.tenant_id = %(tenant_id)s AND m.id = near.id
+ WHERE m.agent_id = %(agent_id)s
+   AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now()) AND m.kind <> 'turn'
+   AND m.subject IS NOT DISTINCT FROM %(subject)s::text
+ ORDER BY m.embedding <=> %(embedding)s, m.id LIMIT 1)
 ORDER BY similarity DESC LIMIT 1;
 
 -- name: get_memory

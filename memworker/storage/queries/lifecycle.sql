@@ -434,7 +434,10 @@ ORDER BY id LIMIT %(batch)s;
 -- memory is probed through its few rarest terms: the other memory must have a third of them,
 -- and the two must share at least half the terms of the shorter one. Probing by rare terms
 -- keeps the cost linear in the agent's size: a common term would pair every memory with
--- every other.
+-- every other. A vocabulary of a few dozen words has no rare terms, so each probe reads at
+-- most per_term postings, a term's document frequency is counted only up to df_cap (enough
+-- to rank rare against common), and each given memory keeps its max_pairs best candidates
+-- (most probes shared): the cost per given memory is bounded whatever the vocabulary.
 -- The per-term lookups are sub-selects per row (ARRAY(...) and a scalar count, which the
 -- planner cannot flatten into joins) with the index key (tenant, agent, term) bound, so they
 -- stay index probes even when the table's statistics are stale (a fresh database growing
@@ -445,8 +448,10 @@ WITH mine AS (
   SELECT t.memory_id, t.term FROM memory_terms t
   WHERE t.memory_id = ANY(%(ids)s::uuid[]) AND t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
 ), df AS (
-  SELECT d.term, (SELECT count(*) FROM memory_terms t
-                  WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = d.term) AS df
+  SELECT d.term, (SELECT count(*) FROM (
+                    SELECT 1 FROM memory_terms t
+                    WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = d.term
+                    LIMIT %(df_cap)s) x) AS df
   FROM (SELECT DISTINCT term FROM mine) d
 ), rare AS (
   SELECT memory_id, term, least(n, %(probe_terms)s) AS probes FROM (
@@ -455,14 +460,19 @@ WITH mine AS (
            count(*) OVER (PARTITION BY m.memory_id) AS n
     FROM mine m JOIN df d USING (term)) x
   WHERE r <= %(probe_terms)s
-), cand AS (
-  SELECT r.memory_id AS a, o.b
+), hits AS (
+  SELECT r.memory_id AS a, o.b, count(*) AS shared
   FROM rare r
   CROSS JOIN unnest(ARRAY(SELECT t.memory_id FROM memory_terms t
                           WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = r.term
-                            AND t.memory_id <> r.memory_id)) AS o(b)
+                            AND t.memory_id <> r.memory_id
+                          LIMIT %(per_term)s)) AS o(b)
   GROUP BY r.memory_id, o.b
   HAVING count(*) * 3 >= max(r.probes)
+), cand AS (
+  SELECT a, b FROM (
+    SELECT h.a, h.b, row_number() OVER (PARTITION BY h.a ORDER BY h.shared DESC, h.b) AS r FROM hits h) x
+  WHERE r <= %(max_pairs)s
 ), bags AS (
   SELECT t.memory_id, array_agg(t.term) AS terms FROM memory_terms t
   WHERE t.memory_id = ANY(ARRAY(SELECT a FROM cand UNION SELECT b FROM cand))

@@ -1,0 +1,120 @@
+"""Shared pools: tenant-level memories that agents read by policy (pools_read), written
+directly or by sharing an agent's memory (pools_write); forgetting the source reaches the
+copies; keys limited to agents reach a pool only through a granted agent or by naming it;
+pools never cross tenants. Real API, Postgres and Redis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from memworker import keys
+from memworker.sdk import ApiError, Client
+from memworker.storage import db
+
+REFUNDS = "Refunds are processed within 5 business days of approval."
+
+
+def _key(stack: dict[str, Any], tenant_id: Any, **kw: Any) -> str:
+    with db.connect(stack["owner_url"]) as conn:
+        db.bind_tenant(conn, tenant_id)
+        key, _ = keys.create(conn, tenant_id=tenant_id, **kw)
+    return key
+
+
+@pytest.fixture(scope="module")
+def clients(api: str, tenants: dict[str, Any]) -> dict[str, Client]:
+    return {name: Client(api, t["key"]) for name, t in tenants.items()}
+
+
+@pytest.fixture(scope="module")
+def fleet(clients: dict[str, Client]) -> dict[str, Any]:
+    c = clients["alice"]
+    c.set_policy({"pools_read": ["faq"], "pools_write": ["faq"]}, agent_id="bot-a")
+    c.set_policy({"pools_read": ["faq"], "pools_write": ["faq"]}, agent_id="bot-c")
+    c.set_policy({}, agent_id="bot-b")
+    pooled = c.add_pool_memory("faq", REFUNDS, kind="fact")
+    return {"pooled": pooled}
+
+
+def test_agents_read_the_pools_their_policy_grants(clients: dict[str, Client], fleet: Any) -> None:
+    c = clients["alice"]
+    c.add_memory("bot-a", "The refund form lives in the billing portal.")
+    hits = c.recall("bot-a", "how long do refunds take", k=5)["memories"]
+    pooled = [h for h in hits if h.get("pool") == "faq"]
+    assert [h["id"] for h in pooled] == [fleet["pooled"]["id"]]
+    assert any("pool" not in h for h in hits)  # its own memories rank in the same list
+    assert REFUNDS in c.context("bot-a", "how long do refunds take")["context"]
+    assert all(h.get("pool") is None for h in c.recall("bot-b", "how long do refunds take", k=5)["memories"])
+    assert REFUNDS not in c.context("bot-b", "how long do refunds take")["context"]
+    assert [p["pool"] for p in c.pools()] == ["faq"]
+
+
+def test_sharing_copies_once_and_confirms_what_another_agent_learnt(clients: dict[str, Client], fleet: Any) -> None:
+    c = clients["alice"]
+    fact = "Enterprise customers get a dedicated support channel."
+    mine = c.add_memory("bot-a", fact)
+    first = c.share_memory("bot-a", mine["id"], "faq")
+    assert first["outcome"] == "copied" and first["memory"]["text"] == fact
+    assert first["memory"]["provenance"][0] == f"memory:bot-a/{mine['id']}"
+    assert c.share_memory("bot-a", mine["id"], "faq")["outcome"] == "already shared"
+    theirs = c.add_memory("bot-c", fact)
+    second = c.share_memory("bot-c", theirs["id"], "faq")
+    assert second["outcome"] == "confirmed" and second["memory"]["id"] == first["memory"]["id"]
+    assert f"memory:bot-c/{theirs['id']}" in second["memory"]["provenance"]
+    other = c.add_memory("bot-b", "A fact bot-b may not share.")
+    with pytest.raises(ApiError) as err:
+        c.share_memory("bot-b", other["id"], "faq")
+    assert err.value.status == 403
+
+
+def test_forgetting_a_source_reaches_its_pool_copies(clients: dict[str, Client], fleet: Any) -> None:
+    c = clients["alice"]
+    a = c.add_memory("bot-a", "The VIP hotline number is 555-0100.")
+    copy_a = c.share_memory("bot-a", a["id"], "faq")["memory"]
+    b = c.add_memory("bot-a", "The VIP escalation email is vip@example.com.")
+    copy_b = c.share_memory("bot-a", b["id"], "faq")["memory"]
+    c.delete_memory("bot-a", a["id"])
+    receipt = c.forget("bot-a", memory_ids=[b["id"]])
+    assert receipt["pool_copies"]["ids"] == [copy_b["id"]]
+    left = {m["id"] for m in c.pool_memories("faq", limit=500)}
+    assert copy_a["id"] not in left and copy_b["id"] not in left and fleet["pooled"]["id"] in left
+    hits = c.recall("bot-c", "VIP hotline escalation", k=10)["memories"]
+    assert not [h for h in hits if "VIP" in h["text"]]
+
+
+def test_keys_and_tenants_reach_pools_only_as_granted(
+    api: str, stack: dict[str, Any], tenants: dict[str, Any], clients: dict[str, Client], fleet: Any
+) -> None:
+    alice = tenants["alice"]["id"]
+    only_a = Client(api, _key(stack, alice, agent_ids=["bot-a"]))
+    assert any(h.get("pool") == "faq" for h in only_a.recall("bot-a", "refunds", k=5)["memories"])  # via its agent
+    assert only_a.pools() == []
+    for call in (
+        lambda: only_a.pool_memories("faq"),
+        lambda: only_a.add_pool_memory("faq", "A write it may not make."),
+        lambda: only_a.recall_agents(["bot-a"], "refunds", pools=["faq"]),
+    ):
+        with pytest.raises(ApiError) as err:
+            call()
+        assert err.value.status == 404
+    pool_key = Client(api, _key(stack, alice, agent_ids=["pool~faq"]))
+    assert REFUNDS in {m["text"] for m in pool_key.pool_memories("faq", limit=500)}
+    mixed = clients["alice"].recall_agents(["bot-b"], "how long do refunds take", pools=["faq"], k=5)["memories"]
+    assert mixed[0]["pool"] == "faq" and mixed[0]["id"] == fleet["pooled"]["id"]
+    # a pool is no agent: the agent routes cannot name it
+    r = httpx.get(f"{api}/v1/agents/pool~faq/memories", headers={"Authorization": f"Bearer {tenants['alice']['key']}"})
+    assert r.status_code == 422
+    bob = clients["bob"]
+    bob.set_policy({"pools_read": ["faq"]}, agent_id="bot-a")
+    bob.add_memory("bot-a", "Bob's tenant handles refunds by cheque.")
+    assert all(h.get("pool") is None for h in bob.recall("bot-a", "how long do refunds take", k=10)["memories"])
+    with pytest.raises(ApiError) as err:
+        bob.pool_memories("faq")
+    assert err.value.status == 404
+    for bad in ("a/b", "", "-x"):
+        with pytest.raises(ApiError) as err:
+            clients["alice"].set_policy({"pools_read": [bad]}, agent_id="bot-a")
+        assert err.value.status == 422
