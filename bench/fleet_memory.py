@@ -13,7 +13,8 @@ any governance step that crosses subjects shows. Measured, in the same run:
    (provenance), reviews pairing two subjects, insights and conclusions whose evidence mixes
    subjects (all should be 0).
 2. R@5 per subject: each fact's question asked with the subject, against the same facts in a
-   single-subject agent (one per subject of the first agent, no subject) as the baseline.
+   single-subject agent (one per subject of the first agent, no subject, consolidated once
+   like the fleet agent's subjects) as the baseline.
 3. Knowledge updates within subjects (tests/data/knowledge_updates.jsonl, each pair in a
    subject of the first agent): updates superseded or reviewed, paraphrases confirmed.
 4. Recall latency through the API: one agent vs POST /v1/recall over 10 agents, p50 / p95.
@@ -246,6 +247,8 @@ def main() -> None:
             run = c.wait_for_run(first, c.consolidate(first), timeout=600)
             if run["status"] != "done":
                 break
+        for s in subjects:  # the baseline agents get their pass too: their own derived memories compete
+            c.wait_for_run(f"solo-{s}", c.consolidate(f"solo-{s}"), timeout=600)
         iso = crossings(c, first, owner)
         r5 = [recall_at_5(c, first, s, facts[(first, s)]) for s in subjects]
         base = [recall_at_5(c, f"solo-{s}", None, facts[(first, s)]) for s in subjects]

@@ -112,6 +112,27 @@ def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
     return v
 
 
+def _term_vector(term: str) -> np.ndarray:
+    import zlib
+
+    return np.random.default_rng(zlib.crc32(term.encode())).standard_normal(DIM).astype(np.float32)
+
+
+def text_vector(text: str, rng: np.random.Generator, noise: float = 0.5) -> np.ndarray:
+    """A unit vector with the structure of a real embedding, without the model: the sum of a
+    fixed random vector per BM25 term of text, plus noise (the share `noise` of the norm), so
+    texts that share terms lie close and a query finds its texts by vector too (random
+    vectors give every memory the same distance to every query)."""
+    from memworker.tokens import tokenize
+
+    terms = tokenize(text) or [text]
+    v = np.sum([_term_vector(t) for t in terms], axis=0)
+    v /= np.linalg.norm(v)
+    n = rng.standard_normal(DIM).astype(np.float32)
+    v = v + noise * n / np.linalg.norm(n)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
 @dataclass
 class Loaded:
     """What load_corpus wrote and what it cost."""
@@ -131,10 +152,11 @@ _TOKENIZE_LOCK = threading.Lock()
 
 
 def agent_rows(
-    tid: uuid.UUID, agent: str, index: int, per_agent: int, seed: int, now: datetime
+    tid: uuid.UUID, agent: str, index: int, per_agent: int, seed: int, now: datetime, term_vectors: bool = False
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """One agent's memories rows and BM25 postings, from generators seeded by (seed, index), so
-    the corpus is the same whatever the number of loader connections or their order."""
+    the corpus is the same whatever the number of loader connections or their order. Vectors
+    are random unit vectors, or with term_vectors text_vector()'s."""
     from memworker.memories import content_hash
     from memworker.tokens import term_frequencies
 
@@ -143,10 +165,13 @@ def agent_rows(
     vecs = unit_vectors(np.random.default_rng([seed, index]), per_agent)
     mem_rows: list[tuple[Any, ...]] = []
     term_rows: list[tuple[Any, ...]] = []
+    vec_rng = np.random.default_rng([seed, index, 1])
     for i in range(per_agent):
         text = maker.sentence()
         with _TOKENIZE_LOCK:
             tf, doc_len = term_frequencies(text)
+            if term_vectors:
+                vecs[i] = text_vector(text, vec_rng)
         mid = uuid.UUID(int=id_rng.getrandbits(128), version=4)
         created = now - timedelta(seconds=id_rng.uniform(0, 90 * 86400))
         mem_rows.append(

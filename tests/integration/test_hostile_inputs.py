@@ -37,8 +37,8 @@ AGENT = "fz-agent"
 SESSION = "fz-s"
 STEP = "s1"
 # Examples per route: the whole module (about 50 routes, a worker) runs in about a minute.
-BODY_EXAMPLES = 16
-EXAMPLES = 6
+BODY_EXAMPLES = 10
+EXAMPLES = 4
 
 DATES = [
     "0001-01-01T00:00:00+14:00",
@@ -104,7 +104,7 @@ EDGE_DATES = [
     "8999-12-31T09:59:59-14:00",
     "2024-06-01T12:00:00",
 ]
-EDGE_TEXT = ["fuzzed text", "ünïcödé 🙂 text", "\u202e reversed", "tab\tand\nnewline"]
+EDGE_TEXT = ["ünïcödé 🙂 \u202e reversed", "tab\tand\nnewline"]
 
 
 def _edge_string(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
@@ -232,7 +232,9 @@ def http(api: str, tenants: dict[str, Any]) -> Any:
 
 @pytest.fixture(scope="module")
 def fingerprint(stack: dict[str, Any]) -> Any:
-    """A function giving every table's (count, hash of its rows' text), in one round trip."""
+    """A function giving every table's (row count, hash of its row versions), in one round
+    trip: an insert, update or delete makes a new row version (ctid, xmin), so any write
+    changes it, without reading the rows' (large) values."""
     with psycopg.connect(stack["owner_url"]) as conn:
         tables = [
             r[0]
@@ -241,7 +243,8 @@ def fingerprint(stack: dict[str, Any]) -> Any:
             ).fetchall()
         ]
     sql = " UNION ALL ".join(
-        f"SELECT '{t}', count(*), coalesce(sum(hashtext(x::text)::bigint), 0) FROM memworker.{t} x" for t in tables
+        f"SELECT '{t}', count(*), coalesce(sum(hashtext(x.ctid::text || x.xmin::text)::bigint), 0) FROM memworker.{t} x"
+        for t in tables
     )
     conn = psycopg.connect(stack["owner_url"], autocommit=True)
 
@@ -493,14 +496,15 @@ def test_every_policy_knob_at_its_edges(
         c.add_memory(agent, "The policy agent exists and remembers the deploy window.")
         for knob, default in Policy().to_json().items():
             if isinstance(default, list):
-                values: list[Any] = [[], ["L9"], default, "x"]
+                values: list[Any] = [[], ["L9"], "x"]
             elif isinstance(default, bool):
-                values = [True, False, None, 1, "x"]
+                values = [None, 1, "x"]
             else:
-                values = [0, -1, 1e-9, 0.5, 1, 2**31, 10**40, 1e300, None, "x", True]
+                values = [0, -1, 1e-9, 2**31, 1e300, None, "x"]
             for value in values:
                 r = _send(http, fingerprint, "PUT", f"/v1/agents/{agent}/policy", {knob: value})
-                if r.status_code < 300:  # accepted: the agent still recalls, lists and builds a context
+                if r.status_code < 300 and value not in (0.5, 1, True, False, default):
+                    # an extreme accepted: the agent still recalls, lists and builds a context
                     for call in (
                         lambda: c.recall(agent, "deploy window"),
                         lambda: c.list_memories(agent),

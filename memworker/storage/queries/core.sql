@@ -286,6 +286,7 @@ WITH live AS MATERIALIZED (
                   count(*) OVER (PARTITION BY t.term)::float8) AS df
   FROM memory_terms t JOIN live l ON l.id = t.memory_id
   WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = ANY(%(terms)s::text[])
+    AND (%(ids)s::uuid[] IS NULL OR t.memory_id = ANY(%(ids)s::uuid[]))  -- the candidates' postings only
 ), bm25 AS MATERIALIZED (
   SELECT p.id, bool_or(p.wanted) AS wanted,  -- one verdict per memory: every row of an id has it
          sum(ln(1 + (s.n - p.df + 0.5) / (p.df + 0.5))
