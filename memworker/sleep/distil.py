@@ -255,7 +255,7 @@ def parse(raw: str, turns: Sequence[Turn]) -> list[Summary]:
     for note in notes:
         if not isinstance(note, dict) or not isinstance(note.get("text"), str):
             raise ValueError("a note is not {'text': ..., 'messages': [...]}")
-        text = " ".join(note["text"].split())[: memories.MAX_TEXT_CHARS]
+        text = memories.clip(note["text"])
         cited = [n for n in note.get("messages") or [] if isinstance(n, int) and 1 <= n <= len(turns)]
         if not text or not cited:
             continue

@@ -15,7 +15,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from memworker import large_agents, memories, recall, tokens
+from memworker import errors, large_agents, memories, recall, tokens
 from memworker.lifecycle import retention
 from memworker.policy import Policy
 from memworker.storage import db, store
@@ -185,6 +185,7 @@ def test_sweep_statements_run_under_the_policy_timeout(pool: Any, tenants: dict[
         assert conn.execute("SHOW statement_timeout").fetchone() == {"statement_timeout": "7s"}
     with db.tenant_tx(pool, tenant) as conn:  # the setting ended with the sweep's transaction
         assert conn.execute("SHOW statement_timeout").fetchone() != {"statement_timeout": "7s"}
-    with pytest.raises(psycopg.errors.QueryCanceled), db.tenant_tx(pool, tenant) as conn:
+    with pytest.raises(errors.Unavailable) as raised, db.tenant_tx(pool, tenant) as conn:
         db.statement_timeout(conn, 1)
         conn.execute("SELECT pg_sleep(3)")
+    assert isinstance(raised.value.__cause__, psycopg.errors.QueryCanceled)
