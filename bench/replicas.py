@@ -12,9 +12,10 @@ pg_basebackup -R, Postgres's own replication) and --writers bulk-ingest processe
 for the whole measurement: each COPYs batches of --batch memories with their postings into a
 new agent per batch, one transaction per batch, back to back, on the primary.
 
-For each round, two phases, in turn: `python -m memworker.api.serve --workers 2` (two API
-processes) without MEMWORKER_READ_DATABASE_URL (every recall on the primary) and with it (the
-replica). In each phase --clients threads send recalls (k=10) for --seconds: fresh queries
+Round 0 runs before the ingest starts (what the replica path costs by itself); the rounds
+after it with the ingest running. A round is two phases, in turn: `python -m
+memworker.api.serve --workers 2` (two API processes) without MEMWORKER_READ_DATABASE_URL
+(every recall on the primary) and with it (the replica). In each phase --clients threads send recalls (k=10) for --seconds: fresh queries
 (every one embedded: the embedding's CPU is in each request) and, when --queries includes
 it, cached queries (a small set repeated: the API's embedding cache hits, so the cost is
 the recall statement). Reported per phase: QPS, client p50/p95, server p50, where the reads
@@ -218,25 +219,32 @@ def measure(
 
 
 def phases(args: argparse.Namespace, settings: Settings, folder: Path, key: str, replica_url: str) -> list[Phase]:
+    """Round 0 without the ingest (what the replica path itself costs), then the rounds with it."""
     agents = agent_ids(args.agents)
     queries = Queries(args.seed)
     cached = cached_queries(queries, 32)
-    out = []
+    out: list[Phase] = []
+
+    def one_round(rnd: int, written: Callable[[], int]) -> None:
+        for target in ("primary", "replica"):
+            with api(settings, folder, replica_url=replica_url if target == "replica" else None) as url:
+                for kind in args.queries.split(","):
+                    pick = queries.fresh if kind == "fresh" else cached
+                    if kind == "cached":
+                        run_recalls(Stack(api_url=url, api_key=key), key, agents, "warm", 2, 20, pick, 1)
+                    before_reads, before_rows, t0 = reads_by_target(url), written(), time.perf_counter()
+                    run = measure(url, key, agents, args.clients, args.seconds, pick, args.seed + rnd)
+                    rate = (written() - before_rows) / (time.perf_counter() - t0)
+                    after = reads_by_target(url)
+                    reads = {t: after.get(t, 0.0) - before_reads.get(t, 0.0) for t in ("primary", "replica")}
+                    out.append(Phase(rnd, target, kind, run, rate, reads))
+                    print(f"round {rnd} {target:7} {kind:6} {run.qps:7.1f} QPS, ingest {rate:7.0f}/s", flush=True)
+
+    if args.idle_round:
+        one_round(0, lambda: 0)
     with writers(args.writers, settings.admin_database_url or "", args.tenant_id, args.batch, folder) as written:
         for rnd in range(1, args.rounds + 1):
-            for target in ("primary", "replica"):
-                with api(settings, folder, replica_url=replica_url if target == "replica" else None) as url:
-                    for kind in args.queries.split(","):
-                        pick = queries.fresh if kind == "fresh" else cached
-                        if kind == "cached":
-                            run_recalls(Stack(api_url=url, api_key=key), key, agents, "warm", 2, 20, pick, 1)
-                        before_reads, before_rows, t0 = reads_by_target(url), written(), time.perf_counter()
-                        run = measure(url, key, agents, args.clients, args.seconds, pick, args.seed + rnd)
-                        rate = (written() - before_rows) / (time.perf_counter() - t0)
-                        after = reads_by_target(url)
-                        reads = {t: after.get(t, 0.0) - before_reads.get(t, 0.0) for t in ("primary", "replica")}
-                        out.append(Phase(rnd, target, kind, run, rate, reads))
-                        print(f"round {rnd} {target:7} {kind:6} {run.qps:7.1f} QPS, ingest {rate:7.0f}/s", flush=True)
+            one_round(rnd, written)
     return out
 
 
@@ -261,10 +269,11 @@ def report(args: argparse.Namespace, got: list[Phase], load_before: str, loaded:
         )
     ratios = []
     for kind in args.queries.split(","):
-        for rnd in range(1, args.rounds + 1):
+        for rnd in range(0 if args.idle_round else 1, args.rounds + 1):
             a = next(p for p in got if p.round == rnd and p.queries == kind and p.target == "primary")
             b = next(p for p in got if p.round == rnd and p.queries == kind and p.target == "replica")
-            ratios.append([kind, rnd, fmt(a.run.qps), fmt(b.run.qps), f"{b.run.qps / a.run.qps:.2f}"])
+            load = "none" if rnd == 0 else "bulk ingest"
+            ratios.append([kind, rnd, load, fmt(a.run.qps), fmt(b.run.qps), f"{b.run.qps / a.run.qps:.2f}"])
     return "\n".join(
         [
             "# Read replicas: recall QPS while a bulk ingest saturates the primary",
@@ -273,7 +282,8 @@ def report(args: argparse.Namespace, got: list[Phase], load_before: str, loaded:
             f"- corpus: {args.agents} agents x {args.memories} memories ({loaded.memories} rows, "
             f"{loaded.postings} postings, database {loaded.db_size}); recall k=10 over those agents",
             f"- load: {args.writers} bulk-ingest processes, each COPYing {args.batch} memories + postings "
-            "per transaction into a new agent, back to back, on the primary, for the whole run",
+            "per transaction into a new agent, back to back, on the primary, through rounds 1 and on"
+            + ("; round 0 runs without it (what the replica path itself costs)" if args.idle_round else ""),
             f"- API: two processes (`python -m memworker.api.serve --workers 2`), {args.clients} client threads, "
             f"about {args.seconds:g} s per phase; the primary and its streaming replica on this same machine",
             "",
@@ -296,7 +306,7 @@ def report(args: argparse.Namespace, got: list[Phase], load_before: str, loaded:
             "",
             "Replica QPS against primary QPS, same round:",
             "",
-            md_table(["queries", "round", "primary QPS", "replica QPS", "ratio"], ratios),
+            md_table(["queries", "round", "load", "primary QPS", "replica QPS", "ratio"], ratios),
         ]
     )
 
@@ -311,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--writers", type=int, default=2)
     p.add_argument("--batch", type=int, default=200, help="memories per ingest transaction")
     p.add_argument("--queries", default="fresh,cached")
+    p.add_argument("--no-idle-round", dest="idle_round", action="store_false", help="skip round 0 (no ingest)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)

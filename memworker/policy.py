@@ -29,6 +29,9 @@ class Policy:
     # beside its own memories, and those it may share (promote) its memories into
     pools_read: tuple[str, ...] = ()
     pools_write: tuple[str, ...] = ()
+    # sleep shares into the pools_write pools the general facts, methods and lessons this agent
+    # and another agent of the tenant learnt independently (the same words), with both as sources
+    pools_propose: bool = False
     # ingest: the episodic layer (docs/episodes.md). On, every informative message of an episode
     # is also kept as a 'turn' memory (L0) beside the reflected items; off, only the items.
     episodic_layer: bool = True

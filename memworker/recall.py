@@ -31,7 +31,7 @@ MAX_K = 100
 EXACT_MAX = 5_000
 # Postings read per query term, best impact first: enough that the true BM25 candidates of
 # the exact statement are among them (the bench agrees on >= 0.98 of the top 10).
-POSTINGS_PER_TERM = 300
+POSTINGS_PER_TERM = 200
 # HNSW breadth for the vector candidates (at least the candidates asked for).
 EF_SEARCH = 200
 # A large agent's document count and average length are read once per process and minute:

@@ -160,3 +160,39 @@ def forget_copies(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, m
             reason=f"pool copy {mid} of a forgotten memory",
         )
     return gone
+
+
+PROPOSED_KINDS = ("fact", "method", "decision", "preference", "conclusion", "insight")  # lessons, methods, facts
+MAX_PROPOSALS = 50  # per sleep pass
+
+
+def propose(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, ids: list[UUID], policy: Policy) -> int:
+    """Sleep's share: of these memories of the agent (a pass's window and what it derived),
+    the general ones another agent of the tenant holds in the same words are shared into every
+    pool the agent may write, with the other agent's memory as a second source. Off unless the
+    policy's pools_propose is on. Returns how many (memory, pool) pairs were shared or confirmed."""
+    if not (policy.pools_propose and policy.pools_write and ids):
+        return 0
+    found = core_db.pool_candidates(
+        conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids, kinds=list(PROPOSED_KINDS), limit=MAX_PROPOSALS
+    )
+    done = 0
+    for cand in found:
+        for pool in policy.pools_write:
+            mid, _ = share(
+                conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=cand.id, pool=pool, policy=policy, actor="sleep"
+            )
+            target = owner(pool)
+            other = f"memory:{cand.other_agent}/{cand.other_id}"
+            if other not in store.get_memory(conn, tenant_id=tenant_id, agent_id=target, memory_id=mid).provenance:
+                governance.confirm(
+                    conn,
+                    tenant_id=tenant_id,
+                    agent_id=target,
+                    memory_id=mid,
+                    confidence=0.0,  # evidence of the same fact: the pool memory's confidence only grows
+                    source=other,
+                    policy=store.policy_for(conn, tenant_id=tenant_id, agent_id=target),
+                )
+            done += 1
+    return done

@@ -25,7 +25,7 @@ from uuid import UUID
 import psycopg
 import psycopg_pool
 
-from memworker import memories
+from memworker import large_agents, memories
 from memworker.lifecycle import governance, rules
 from memworker.policy import Policy
 from memworker.storage import db, lifecycle_db, store
@@ -270,8 +270,15 @@ class _Sweep:
             ),
         )
         self._phase("decay", self._decay)
+        # an agent past recall's exact-scan size goes into the HNSW index once (large_agents)
+        self._phase(
+            "index",
+            lambda: large_agents.index_if_large(
+                self.pool, tenant_id=self.tenant_id, agent_id=self.agent_id, live=self.report.scanned
+            ),
+        )
 
-    def _phase(self, name: str, step: Callable[[], None]) -> None:
+    def _phase(self, name: str, step: Callable[[], object]) -> None:
         started = time.perf_counter()
         step()
         self.report.phase_ms[name] = int((time.perf_counter() - started) * 1000)

@@ -391,7 +391,7 @@ def _base_backup(pgdata: Path, primary_url: str, info: dict[str, Any], user: str
 def _start_standby(pgdata: Path, sock: Path, user: str | None, passfile: Path) -> tuple[Child, str]:
     log = _private_log(pgdata.parent / "postgres-replica.log")
     argv = [str(_pg_bin() / "postgres"), "-D", str(pgdata), "-k", str(sock), "-h", "", "-p", str(REPLICA_PORT)]
-    argv += ["-c", "unix_socket_permissions=0700", "-c", "max_connections=200", "-c", "shared_buffers=128MB"]
+    argv += ["-c", "unix_socket_permissions=0700", "-c", "max_connections=200", "-c", "shared_buffers=256MB"]
     # feedback: the primary's vacuum keeps rows a standby query still reads, so a long recall
     # is not cancelled by a conflict with recovery
     argv += ["-c", "hot_standby=on", "-c", "hot_standby_feedback=on"]

@@ -22,6 +22,7 @@ import numpy as np
 import psycopg_pool
 
 from memworker import errors, memories, metrics
+from memworker.fleet import pools
 from memworker.models import llm as llm_mod
 from memworker.models.embeddings import Embedder
 from memworker.policy import Policy
@@ -265,7 +266,7 @@ class _Pass:
                 insight[1],
                 insight[2],
                 insight[3],
-                summaries.sources(window, insight[3]["evidence"]),
+                summaries.sources(window, insight[3]["evidence"], insight[0] if insight[2] == "rules" else None),
             )
             r.insight_id, r.insights_written = str(insight_id), 1
         made = sleep_db.consolidation_insert_connections(
@@ -289,7 +290,7 @@ class _Pass:
                 confidence,
                 how,
                 {"evidence": list(group.ids), "topic": group.label},
-                summaries.sources(window, group.ids),
+                summaries.sources(window, group.ids, text if how == "rules" else None),
             )
             r.conclusion_ids.append(str(cid))
         r.conclusions_written = len(r.conclusion_ids)
@@ -305,6 +306,10 @@ class _Pass:
         self._distil(window)
         new_ids = [i for i in [r.insight_id, *r.conclusion_ids, *r.summary_ids] if i]
         sleep_db.consolidation_mark(conn, ids=[i.id for i in window] + new_ids, **self.ids)
+        if self.subject is None:  # what this agent and another learnt alike goes to its pools (policy)
+            ids = [UUID(i.id) for i in window] + [UUID(i) for i in new_ids]
+            shared = pools.propose(conn, ids=ids, policy=p, **self.ids)
+            r.steps["pools"] = f"{shared} shared" if p.pools_propose else "off"
         if self.subject is None:  # the agent's profile is its general knowledge only
             self._profile(window)
         else:

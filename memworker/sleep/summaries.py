@@ -153,13 +153,21 @@ def _container(item: Item, by_message: dict[tuple[str, int], list[tuple[set[str]
     return None
 
 
-def sources(window: Iterable[Item], evidence: Iterable[str]) -> tuple[str, ...]:
-    """The episode messages the evidence came from, one 'episode:<id>#m<i,j>' per episode."""
+QUOTE_PREFIX = 30  # characters of an item's text that, found in a derived text, mean it is quoted
+
+
+def sources(window: Iterable[Item], evidence: Iterable[str], quoting: str | None = None) -> tuple[str, ...]:
+    """The episode messages the evidence came from, one 'episode:<id>#m<i,j>' per episode.
+    With `quoting` (an extractive text: the offline insight or conclusion), only the evidence
+    it quotes counts: the derived memory carries those messages' words, not the others'."""
     wanted = set(evidence)
     whole: set[str] = set()
     named: dict[str, set[int]] = defaultdict(set)
+    folded = " ".join(quoting.split()) if quoting is not None else None
     for item in window:
         if item.id not in wanted:
+            continue
+        if folded is not None and " ".join(item.text.split())[:QUOTE_PREFIX] not in folded:
             continue
         for p in item.provenance:
             m = _SOURCE.match(p)

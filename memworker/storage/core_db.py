@@ -691,6 +691,12 @@ def delete_memory(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID
 # The recall statement without its access-bump CTEs, run where no write may happen (a replica).
 _RECALL_READ = "recall:read_only"
 _sql.Q[_RECALL_READ] = _sql.without_ctes(_sql.Q["recall"], ("bumped", "bump"))
+# The statement over a large agent's bounded candidates (ids given) under a text of its own:
+# the server caches plans per statement text, and a generic plan made for candidate ids
+# (index probes per id) read every posting of an exact recall's agent one probe at a time.
+_BOUNDED = " /* bounded candidates */"
+for _name in ("recall", _RECALL_READ):
+    _sql.Q[_name + ":bounded"] = _sql.Q[_name] + _BOUNDED
 
 
 # --- recall --------------------------------------------------------------------------------------
@@ -729,7 +735,7 @@ def recall(
     without the access bump, which a hot standby can run (the caller queues the bump)."""
     rows = _sql.all_(
         conn,
-        _RECALL_READ if read_only else "recall",
+        (_RECALL_READ if read_only else "recall") + (":bounded" if ids is not None else ""),
         tenant_id=tenant_id,
         agent_id=agent_id,
         terms=terms,
@@ -916,3 +922,19 @@ def pool_forget_copies(conn: Conn, *, tenant_id: UUID, owners: list[str], source
     """The ids of the pool memories deleted because their provenance names one of sources."""
     rows = _sql.all_(conn, "pool_forget_copies", tenant_id=tenant_id, owners=owners, sources=sources)
     return [r["id"] for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolCandidate:
+    id: UUID  # the agent's memory
+    other_agent: str  # another agent holding the same words
+    other_id: UUID
+
+
+def pool_candidates(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], kinds: list[str], limit: int
+) -> list[PoolCandidate]:
+    rows = _sql.all_(
+        conn, "pool_candidates", tenant_id=tenant_id, agent_id=agent_id, ids=ids, kinds=kinds, limit=limit
+    )
+    return [PoolCandidate(**r) for r in rows]

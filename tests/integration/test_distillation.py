@@ -162,7 +162,11 @@ def test_a_pass_distils_turns_and_retention_forgets_by_value(
         "SELECT id, provenance FROM memworker.memories WHERE agent_id = %s AND kind IN ('insight', 'conclusion')",
         agent,
     )
-    assert all(p[0] == f"consolidation:{r.run_id}" and p[1].startswith(f"{episode}#m") for _, p in derived)
+    # derived memories name the run, then the messages of the evidence their text quotes
+    assert all(
+        p[0] == f"consolidation:{r.run_id}" and all(x.startswith(f"{episode}#m") for x in p[1:]) for _, p in derived
+    )
+    assert any(len(p) > 1 for _, p in derived)
     assert live == {sid, pref, late} | {d[0] for d in derived}
     (reason,) = _owner(
         stack, "SELECT reason FROM memworker.memory_events WHERE memory_id = %s AND event = 'forgotten'", turn_ids[2]

@@ -528,3 +528,22 @@ ORDER BY a.id;
 DELETE FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = ANY(%(owners)s::text[]) AND provenance && %(sources)s::text[]
 RETURNING id;
+
+-- name: pool_candidates
+-- Of the given memories of an agent, the general ones (no subject) that another agent of the
+-- tenant also holds, live, in the same normalised words: learnt independently, so worth sharing.
+-- One index probe (tenant, agent, content_hash) per memory and other agent.
+SELECT w.id, o.agent_id AS other_agent, o.id AS other_id
+FROM memories w
+JOIN agents a ON a.tenant_id = w.tenant_id AND a.id <> w.agent_id AND NOT starts_with(a.id, 'pool~')
+CROSS JOIN LATERAL (
+  SELECT x.id, x.agent_id FROM memories x
+  WHERE x.tenant_id = w.tenant_id AND x.agent_id = a.id AND x.content_hash = w.content_hash
+    AND x.valid_to IS NULL AND (x.expires_at IS NULL OR x.expires_at > now()) AND x.subject IS NULL
+    AND x.kind <> 'turn'
+  ORDER BY x.id LIMIT 1) o
+WHERE w.tenant_id = %(tenant_id)s AND w.agent_id = %(agent_id)s AND w.id = ANY(%(ids)s::uuid[])
+  AND w.subject IS NULL AND w.kind = ANY(%(kinds)s::text[])
+  AND w.valid_to IS NULL AND (w.expires_at IS NULL OR w.expires_at > now())
+ORDER BY w.id, o.agent_id
+LIMIT %(limit)s;
