@@ -147,7 +147,7 @@ def episode_rate(stack: Any, client: Client, tenant_id: str, agent: str, texts: 
         {"messages": [{"role": ("user", "assistant")[j % 2], "content": texts.next()} for j in range(4)]}
         for _ in range(n)
     ]
-    ids = [e["id"] for e in client.add_episodes(agent, bodies)]
+    ids = [e["episode_id"] for e in client.add_episodes(agent, bodies)]
     deadline = time.monotonic() + 900
     with owner_connect(stack, tenant_id) as conn:
         while time.monotonic() < deadline:

@@ -29,9 +29,13 @@ MAX_K = 100
 # The switch: an agent with more live memories than this gets the bounded statement. Below it
 # the exact scan is as fast (bench/agent_size.py) and needs no statistics from elsewhere.
 EXACT_MAX = 5_000
-# Postings read per query term, best impact first: enough that the true BM25 candidates of
-# the exact statement are among them (the bench agrees on >= 0.98 of the top 10).
+# Lexical candidates: the rarest query terms' postings in full while their document
+# frequencies add up to at most POSTINGS_BUDGET, the other terms' POSTINGS_PER_TERM best by
+# impact; of the memories read, the LEXICAL_CANDIDATES best by the idf-weighted impacts read
+# are scored exactly (bench/agent_size.py: the top 10 as the exact statement's).
+POSTINGS_BUDGET = 5_000
 POSTINGS_PER_TERM = 200
+LEXICAL_CANDIDATES = 200
 # HNSW breadth for the vector candidates (at least the candidates asked for).
 EF_SEARCH = 200
 # A large agent's document count and average length are read once per process and minute:
@@ -41,6 +45,7 @@ _STATS_MAX = 4_096
 
 Plan = Literal["auto", "exact", "bounded"]
 _stats: dict[tuple[UUID, str, str | None], tuple[float, core_db.RecallStats]] = {}
+_dfs: dict[tuple[UUID, str, str], tuple[float, float]] = {}  # (tenant, agent, term) -> (at, df)
 _stats_lock = threading.Lock()
 
 
@@ -108,17 +113,39 @@ def _bounded(conn: Any, params: dict[str, Any], path: Plan) -> dict[str, Any]:
     stats = agent_stats(conn, params["tenant_id"], params["agent_id"], params["subject"])
     if path == "auto" and (stats.n <= EXACT_MAX or not stats.ann_ready):
         return {}
+    dfs = _term_dfs(conn, params["tenant_id"], params["agent_id"], params["terms"])
     core_db.recall_ann_settings(conn, ef_search=max(EF_SEARCH, params["candidates"]))
-    found = core_db.recall_candidates(
+    ids = core_db.recall_candidates(
         conn,
         tenant_id=params["tenant_id"],
         agent_id=params["agent_id"],
         terms=params["terms"],
+        dfs=dfs,
+        n=float(stats.n),
         qvec=params["qvec"],
+        budget=POSTINGS_BUDGET,
         per_term=POSTINGS_PER_TERM,
+        lexical=max(LEXICAL_CANDIDATES, params["candidates"]),
         candidates=params["candidates"],
     )
-    return dict(ids=found.ids, n=float(stats.n), avgdl=stats.avgdl, dfs=found.dfs)
+    return dict(ids=ids, n=float(stats.n), avgdl=stats.avgdl, dfs=dfs)
+
+
+def _term_dfs(conn: Any, tenant_id: UUID, agent_id: str, terms: list[str]) -> list[float]:
+    """Each term's document frequency over the agent, at most STATS_TTL_S old: counted for the
+    terms this process has not counted within that time (most queries repeat earlier terms)."""
+    now = time.monotonic()
+    fresh = {t: c[1] for t in terms if (c := _dfs.get((tenant_id, agent_id, t))) and now - c[0] < STATS_TTL_S}
+    missing = [t for t in terms if t not in fresh]
+    if missing:
+        counted = core_db.recall_dfs(conn, tenant_id=tenant_id, agent_id=agent_id, terms=missing)
+        with _stats_lock:
+            if len(_dfs) >= _STATS_MAX * 16:
+                _dfs.clear()
+            for term, df in zip(missing, counted, strict=True):
+                _dfs[(tenant_id, agent_id, term)] = (now, df)
+                fresh[term] = df
+    return [fresh[t] for t in terms]
 
 
 def agent_stats(conn: Any, tenant_id: UUID, agent_id: str, subject: str | None) -> core_db.RecallStats:
@@ -138,9 +165,11 @@ def agent_stats(conn: Any, tenant_id: UUID, agent_id: str, subject: str | None) 
 
 
 def forget_stats() -> None:
-    """Drop the cached agent statistics (tests that grow an agent and recall at once)."""
+    """Drop the cached agent statistics and term frequencies (tests that grow an agent and
+    recall at once)."""
     with _stats_lock:
         _stats.clear()
+        _dfs.clear()
 
 
 def serve(

@@ -201,7 +201,7 @@ class AgentsRecallIn(RecallIn):
     pools: list[AgentIdText] = Field(default_factory=list, max_length=20, description="shared pools to rank in too")
 
     @model_validator(mode="after")
-    def _something(self) -> AgentsRecallIn:
+    def _names_one(self) -> AgentsRecallIn:
         if not self.agents and not self.pools:
             raise ValueError("name at least one agent or pool")
         return self

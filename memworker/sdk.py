@@ -65,6 +65,7 @@ class Client:
             base_url=base_url.rstrip("/"), timeout=timeout, headers={"Authorization": f"Bearer {api_key}"}
         )
         self._retries = retries
+        self._lsn = 0  # the newest write's WAL position the server answered (replicas: read-your-writes)
 
     def close(self) -> None:
         self._http.close()
@@ -88,7 +89,20 @@ class Client:
                 break
             time.sleep(retry_after(resp))
             resp = self._http.request(method, path, **kwargs)
+        self._note_lsn(resp.headers.get("x-memworker-lsn"))
         return answer(resp)
+
+    def _note_lsn(self, lsn: str | None) -> None:
+        """A server with read replicas answers a write with its WAL position; sent back with
+        every later request, it makes a replica's read wait for that write (or go to the primary)."""
+        high, _, low = (lsn or "").partition("/")
+        try:
+            position = (int(high, 16) << 32) | int(low, 16)
+        except ValueError:
+            return
+        if position > self._lsn:
+            self._lsn = position
+            self._http.headers["X-Memworker-LSN"] = lsn or ""
 
     def _obj(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         """_call for the endpoints that answer a JSON object."""

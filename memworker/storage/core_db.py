@@ -764,30 +764,43 @@ def recall(
     return [RecallRow(**r) for r in rows]
 
 
-@dataclass(frozen=True, slots=True)
-class RecallCandidates:
-    """A large agent's bounded recall candidates, and each query term's document frequency
-    (in the order of the terms given)."""
-
-    ids: list[UUID]
-    dfs: list[float]
-
-
 def recall_candidates(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, terms: list[str], qvec: np.ndarray, per_term: int, candidates: int
-) -> RecallCandidates:
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    terms: list[str],
+    dfs: list[float],
+    n: float,
+    qvec: np.ndarray,
+    budget: int,
+    per_term: int,
+    lexical: int,
+    candidates: int,
+) -> list[UUID]:
+    """A large agent's bounded recall candidates (see queries/core.sql)."""
     row = _sql.one(
         conn,
         "recall_candidates",
         tenant_id=tenant_id,
         agent_id=agent_id,
         terms=terms,
+        dfs=dfs,
+        n=n,
         qvec=qvec,
+        budget=budget,
         per_term=per_term,
+        lexical=lexical,
         candidates=candidates,
     )
-    assert row is not None  # one row of two arrays, whatever matched
-    return RecallCandidates(**row)
+    assert row is not None  # one row: an array, empty when nothing matched
+    return list(row["ids"])
+
+
+def recall_dfs(conn: Conn, *, tenant_id: UUID, agent_id: str, terms: list[str]) -> list[float]:
+    row = _sql.one(conn, "recall_dfs", tenant_id=tenant_id, agent_id=agent_id, terms=terms)
+    assert row is not None  # one row of one array
+    return list(row["dfs"])
 
 
 def recall_ann_settings(conn: Conn, *, ef_search: int) -> None:
@@ -807,7 +820,6 @@ def recall_stats(conn: Conn, *, tenant_id: UUID, agent_id: str, subject: str | N
     return RecallStats(**row)
 
 
-
 def ann_enable(conn: Conn, *, tenant_id: UUID, agent_id: str) -> bool | None:
     """Whether the agent's older memories are in the index already; None: no such agent."""
     row = _sql.one(conn, "ann_enable", tenant_id=tenant_id, agent_id=agent_id)
@@ -820,6 +832,7 @@ def ann_fill(conn: Conn, *, tenant_id: UUID, agent_id: str, batch: int) -> int:
 
 def ann_ready(conn: Conn, *, tenant_id: UUID, agent_id: str) -> None:
     _sql.run(conn, "ann_ready", tenant_id=tenant_id, agent_id=agent_id)
+
 
 # --- read replicas: access bumps -----------------------------------------------------------------
 

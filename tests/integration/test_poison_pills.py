@@ -42,6 +42,9 @@ def test_dates_out_of_range_in_utc_are_refused_everywhere(
     api: str, stack: dict[str, Any], tenants: dict[str, Any], when: str
 ) -> None:
     h = _h(tenants["alice"])
+    memory_id = httpx.post(
+        f"{api}/v1/agents/alice/memories", json={"text": f"a memory to patch {when}"}, headers=h, timeout=30
+    ).json()["id"]
     before = {t: _count(stack, t) for t in ("episodes", "memories")}
     bodies = [
         ("POST", "/v1/agents/alice/episodes", {"content": "x", "occurred_at": when}),
@@ -52,6 +55,8 @@ def test_dates_out_of_range_in_utc_are_refused_everywhere(
             {"messages": [{"role": "user", "content": "x", "occurred_at": when}]},
         ),
         ("POST", "/v1/agents/alice/memories", {"text": "a dated memory", "expires_at": when}),
+        ("POST", "/v1/agents/alice/memories/batch", {"memories": [{"text": "dated", "expires_at": when}]}),
+        ("PATCH", f"/v1/agents/alice/memories/{memory_id}", {"expires_at": when}),
         ("POST", "/v1/agents/alice/recall", {"query": "x", "since": when}),
         ("POST", "/v1/agents/alice/forget", {"session_id": "s", "before": when}),
     ]

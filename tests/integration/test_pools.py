@@ -12,6 +12,7 @@ import pytest
 
 from memworker import keys
 from memworker.sdk import ApiError, Client
+from memworker.sleep import consolidation
 from memworker.storage import db
 
 REFUNDS = "Refunds are processed within 5 business days of approval."
@@ -118,3 +119,33 @@ def test_keys_and_tenants_reach_pools_only_as_granted(
         with pytest.raises(ApiError) as err:
             clients["alice"].set_policy({"pools_read": [bad]}, agent_id="bot-a")
         assert err.value.status == 422
+
+
+def test_sleep_shares_what_two_agents_learnt_independently(
+    stack: dict[str, Any], embedder: Any, tenants: dict[str, Any], clients: dict[str, Client]
+) -> None:
+    c, tenant = clients["charlie"], tenants["charlie"]["id"]
+    c.set_policy({"pools_write": ["lessons"], "pools_propose": True}, agent_id="night")
+    lesson = "Restarting the billing worker clears the stuck invoice queue."
+    c.add_memories(
+        "night",
+        [{"text": t, "kind": "method"} for t in (lesson, "Night shift starts at 22:00.", "The pager rotates weekly.")],
+    )
+    theirs = c.add_memory("day", lesson, kind="method")
+    c.add_memory("day", "Day shift starts at 08:00.")
+    pool = db.open_pool(stack["app_url"], max_size=2)
+    try:
+        with db.tenant_tx(pool, tenant) as conn:
+            run_id = consolidation.request_run(conn, tenant_id=tenant, agent_id="night", trigger="test")
+        report = consolidation.run_pass(
+            pool, embedder, None, stack["settings"], tenant_id=tenant, agent_id="night", run_id=run_id
+        )
+    finally:
+        pool.close()
+    assert report.status == "done" and report.steps["pools"] == "1 shared", report.steps
+    (shared,) = c.pool_memories("lessons")
+    assert shared["text"] == lesson and f"memory:day/{theirs['id']}" in shared["provenance"]
+    assert any(p.startswith("memory:night/") for p in shared["provenance"])
+    assert c.pool_memories("lessons", subject="nobody") == []
+    c.delete_memory("day", theirs["id"])  # forgetting either source reaches the pool copy
+    assert c.pool_memories("lessons") == []

@@ -22,7 +22,7 @@ import pytest
 import redis
 import uvicorn
 
-from memworker import runtime
+from memworker import Client, runtime
 from memworker.api import app as api_mod
 from memworker.local import embedded
 from memworker.storage import _sql, bumps, db, replicas
@@ -52,7 +52,7 @@ def replica(services: dict[str, str], stack: dict[str, Any]) -> Iterator[dict[st
 def rapi(stack: dict[str, Any], replica: dict[str, Any], embedder: Any) -> Iterator[str]:
     """The real API over HTTP, reading from the replica (a generous wait and lag bound: a
     busy 2-core machine must not make the replica look late)."""
-    settings = stack["settings"].replace(read_database_url=replica["app_url"], read_wait_s=0.5, read_max_lag_s=2.0)
+    settings = stack["settings"].replace(read_database_url=replica["app_url"], read_wait_s=2.0, read_max_lag_s=3.0)
     res = runtime.build(settings, embedder=embedder)
     app = api_mod.create_app(settings, resources=res)
     port = embedded.free_port()
@@ -182,6 +182,17 @@ def test_a_client_lsn_the_replica_cannot_reach_reads_the_primary(rapi: str, tena
     assert reads(rapi, "primary", "behind") - before == 1
     bad = recall(rapi, {**alice, "X-Memworker-LSN": "not-an-lsn"}, "backup bucket")
     assert bad.status_code == 422 and "X-Memworker-LSN" in bad.json()["error"]
+
+
+def test_the_sdk_sends_back_its_last_write_position(rapi: str, tenants: dict[str, Any]) -> None:
+    with Client(rapi, tenants["charlie"]["key"]) as client:
+        client.add_memory("sdk-agent", "the sdk remembers where its write landed")
+        sent = client._http.headers.get("x-memworker-lsn")
+        assert sent and replicas.parse_lsn(sent) > 0
+        # the read that follows carries the position: a replica serves it only once it holds the write
+        hits = client.recall("sdk-agent", "where did the write land")["memories"]
+        assert hits and "sdk remembers" in hits[0]["text"]
+        assert client._http.headers.get("x-memworker-lsn") == sent  # a read moves nothing
 
 
 def test_other_tenants_see_nothing_on_the_replica(rapi: str, tenants: dict[str, Any]) -> None:

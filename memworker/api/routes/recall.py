@@ -96,9 +96,7 @@ def post_recall_agents(
         for name in dict.fromkeys(body.pools):
             pools.require(conn, tenant_id=p.tenant_id, name=name)
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=None)
-    hits = recall.serve_agents(
-        res.pool, qvec, tenant_id=p.tenant_id, agent_ids=agents + owners, query=q, policy=policy
-    )
+    hits = recall.serve_agents(res.pool, qvec, tenant_id=p.tenant_id, agent_ids=agents + owners, query=q, policy=policy)
     took = time.perf_counter() - started
     metrics.RECALL_SECONDS.observe(took)
     return {"memories": hits, "took_ms": round(took * 1000, 3)}

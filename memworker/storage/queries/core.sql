@@ -88,10 +88,10 @@ ORDER BY created_at DESC LIMIT %(limit)s;
 -- claimed or stored and do nothing. attempts doubles as the claim token. Only the columns
 -- every row can give back: the payload is read per claim afterwards (claimed_episodes), so
 -- a row that fails to read costs its own attempt and nobody else's.
-UPDATE episodes e
-SET status = 'processing', attempts = e.attempts + 1,
-    lease_until = now() + make_interval(secs => %(lease_s)s)
-WHERE e.id IN (
+-- The pick is a materialised CTE, not an IN (subquery): a plan that rescans a LIMIT ...
+-- SKIP LOCKED subquery finds the rows it just updated no longer queued and takes the next
+-- ones, claiming the whole backlog in one statement.
+WITH picked AS MATERIALIZED (
   SELECT c.id FROM episodes c
   WHERE c.tenant_id = %(tenant_id)s
     AND ((c.id = ANY(%(ids)s) AND (c.status IN ('queued', 'failed')
@@ -100,6 +100,11 @@ WHERE e.id IN (
   ORDER BY (c.id = ANY(%(ids)s)) DESC, c.created_at
   LIMIT %(limit)s
   FOR UPDATE SKIP LOCKED)
+UPDATE episodes e
+SET status = 'processing', attempts = e.attempts + 1,
+    lease_until = now() + make_interval(secs => %(lease_s)s)
+FROM picked
+WHERE e.tenant_id = %(tenant_id)s AND e.id = picked.id
 RETURNING e.id, e.agent_id, e.attempts;
 
 -- name: claimed_episodes
@@ -378,29 +383,40 @@ WHERE m.tenant_id = %(tenant_id)s AND m.id = x.id
   AND (m.last_access_at IS NULL OR m.last_access_at < %(at)s);
 
 -- name: recall_candidates
--- A large agent's recall candidates, bounded whatever its size: each query term's best
--- postings by impact (at most per_term each; the impact index yields them in that order),
--- and the nearest live memories from the HNSW index (the caller turns on pgvector's
--- iterative scan, so the agent filter still yields `candidates` rows). Also each term's
--- document frequency, for BM25 over the whole agent: a count on the same index, of the
--- agent's postings of that term (superseded and expired memories still count until their
--- postings go).
-WITH q AS (
-  SELECT term, ord FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS u(term, ord)
+-- A large agent's recall candidates, bounded whatever its size. Lexical: the query terms'
+-- postings best impact first (the impact index yields them in that order), the rarest terms'
+-- in full while their document frequencies add up to at most `budget`, the others' first
+-- `per_term` each; each memory scored by the idf-weighted impacts read (a partial BM25),
+-- the best `lexical` kept. Vector: the nearest live memories from the HNSW index (the caller
+-- turns on pgvector's iterative scan, so the agent filter still yields `candidates` rows).
+-- dfs: each term's document frequency over the agent, in the order of terms; n: its live
+-- memories.
+WITH w AS (
+  SELECT q.term, q.df, ln(1 + (%(n)s::float8 - q.df + 0.5) / (q.df + 0.5)) AS idf,
+         sum(q.df) OVER (ORDER BY q.df, q.term) AS reach
+  FROM unnest(%(terms)s::text[], %(dfs)s::float8[]) AS q(term, df)
 ), lexical AS (
-  SELECT p.memory_id AS id FROM q CROSS JOIN LATERAL (
-    SELECT t.memory_id FROM memory_terms t
-    WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = q.term
-    ORDER BY t.impact DESC, t.memory_id LIMIT %(per_term)s) p
+  SELECT p.memory_id AS id FROM w CROSS JOIN LATERAL (
+    SELECT t.memory_id, t.impact FROM memory_terms t
+    WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = w.term
+    ORDER BY t.impact DESC, t.memory_id
+    LIMIT CASE WHEN w.reach <= %(budget)s THEN w.df::bigint ELSE %(per_term)s END) p
+  GROUP BY p.memory_id
+  ORDER BY sum(w.idf * p.impact) DESC, p.memory_id LIMIT %(lexical)s
 ), nearest AS (
   SELECT m.id FROM memories m
   WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.ann AND m.valid_to IS NULL
   ORDER BY m.embedding <=> %(qvec)s::vector LIMIT %(candidates)s
 )
-SELECT ARRAY(SELECT id FROM lexical UNION SELECT id FROM nearest) AS ids,
-       ARRAY(SELECT (SELECT count(*) FROM memory_terms t
+SELECT ARRAY(SELECT id FROM lexical UNION SELECT id FROM nearest) AS ids;
+
+-- name: recall_dfs
+-- Each term's document frequency over a large agent, in the order of terms: an index-only
+-- count on the impact index of the agent's postings of that term (superseded and expired
+-- memories still count until their postings go).
+SELECT ARRAY(SELECT (SELECT count(*) FROM memory_terms t
                      WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = q.term)::float8
-             FROM q ORDER BY q.ord) AS dfs;
+             FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, ord) ORDER BY q.ord) AS dfs;
 
 -- name: recall_ann_settings
 -- For recall_candidates, in its transaction: pgvector's iterative index scan (an HNSW scan
