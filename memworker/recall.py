@@ -114,7 +114,7 @@ def _bounded(conn: Any, params: dict[str, Any], path: Plan) -> dict[str, Any]:
     if path == "auto" and (stats.n <= EXACT_MAX or not stats.ann_ready):
         return {}
     dfs = _term_dfs(conn, params["tenant_id"], params["agent_id"], params["terms"])
-    core_db.recall_ann_settings(conn, ef_search=max(EF_SEARCH, params["candidates"]))
+    core_db.recall_ann_settings(conn, ef_search=max(EF_SEARCH, 2 * params["candidates"]))
     ids = core_db.recall_candidates(
         conn,
         tenant_id=params["tenant_id"],
@@ -126,7 +126,8 @@ def _bounded(conn: Any, params: dict[str, Any], path: Plan) -> dict[str, Any]:
         budget=POSTINGS_BUDGET,
         per_term=POSTINGS_PER_TERM,
         lexical=max(LEXICAL_CANDIDATES, params["candidates"]),
-        candidates=params["candidates"],
+        # twice what the statement keeps: an approximate scan's misses fall past its cut
+        candidates=2 * params["candidates"],
     )
     return dict(ids=ids, n=float(stats.n), avgdl=stats.avgdl, dfs=dfs)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -76,7 +75,7 @@ def drain(pool: psycopg_pool.ConnectionPool, client: redis.Redis) -> int:
     if not client.set(LOCK, token, nx=True, ex=LOCK_S):
         return 0
     try:
-        at = client.eval(_TAKE, 3, PENDING, BATCH, BATCH_AT, repr(time.time()))
+        at = client.eval(_TAKE, 3, PENDING, BATCH, BATCH_AT, repr(_clock(pool)))
         if at is None:
             return 0
         batch = cast("dict[bytes, bytes]", client.hgetall(BATCH))
@@ -86,6 +85,16 @@ def drain(pool: psycopg_pool.ConnectionPool, client: redis.Redis) -> int:
         return updated
     finally:
         client.eval(_UNLOCK, 1, LOCK, token)
+
+
+def _clock(pool: psycopg_pool.ConnectionPool) -> float:
+    """The primary's time (epoch seconds): a batch's time is compared with last_access_at
+    values that other writers took from the same clock."""
+    with db.system_tx(pool) as conn:
+        row = cast(
+            "dict[str, float]", conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8 AS t").fetchone()
+        )
+    return float(row["t"])
 
 
 def _apply(pool: psycopg_pool.ConnectionPool, batch: dict[bytes, bytes], at: datetime) -> int:

@@ -144,17 +144,12 @@ class Reads:
         the block's error is ReplicaFailed (Unavailable: 503), which read() retries."""
         need, reason = self._wanted(tenant_id, agent_id, client_lsn)
         for replica in self._serving() if reason is None else []:
-            stack = ExitStack()
             try:
-                conn = stack.enter_context(db.tenant_tx(cast(psycopg_pool.ConnectionPool, replica.pool), tenant_id))
-                caught_up = not need or replica.replay >= need or self._caught_up(conn, need)
-            except errors.Unavailable as exc:  # raised while entering: the stack is closed
+                stack, conn, caught_up = self._enter(replica, tenant_id, need)
+            except errors.Unavailable as exc:
                 self._failed(replica, exc)
                 reason = "error"
                 continue
-            except BaseException:
-                stack.__exit__(*sys.exc_info())
-                raise
             if not caught_up:
                 stack.close()
                 reason = "behind"
@@ -170,6 +165,18 @@ class Reads:
         metrics.READS.labels("primary", reason or "no_replica").inc()
         with db.tenant_tx(self.primary, tenant_id) as conn:
             yield conn
+
+    def _enter(self, replica: Replica, tenant_id: UUID, need: int) -> tuple[ExitStack, psycopg.Connection, bool]:
+        """A transaction on the replica, open in the returned stack, and whether the replica
+        holds position need (waiting for it up to wait_s). Unavailable when the replica fails."""
+        stack = ExitStack()
+        conn = stack.enter_context(db.tenant_tx(cast(psycopg_pool.ConnectionPool, replica.pool), tenant_id))
+        try:
+            caught_up = not need or replica.replay >= need or self._caught_up(conn, need)
+        except BaseException:
+            stack.__exit__(*sys.exc_info())  # raises Unavailable for a lost connection (db.translate)
+            raise
+        return stack, conn, caught_up
 
     def _wanted(self, tenant_id: UUID, agent_id: str | None, client_lsn: int) -> tuple[int, str | None]:
         """The WAL position the read must see, or a reason to go to the primary at once."""

@@ -2,15 +2,21 @@
 through the real API (HTTP, Postgres, Redis, then a real worker).
 
 test_fuzz.py sends schema-valid requests (schemathesis) and hostile metadata; this suite
-builds each route's requests from the schema with hostile values mixed in at every leaf:
-dates at and past the accepted range and in extreme offsets, huge, negative, fractional,
-NaN and infinite numbers, long, empty, NUL, lone-surrogate and path-like strings, odd ids in
-every path segment and query parameter, wrong types and deep nesting; and policy bodies
-with every knob at extremes. For every request:
+builds each route's requests from the schema:
 
-- no 5xx, and a 4xx says why ({"error": "..."});
-- a 4xx changed nothing: every table's rows (count and a hash of their text) are the same;
-- after a 2xx write the agent still reads (lists, the written memory).
+- hypothesis examples per route, each body either at the edges its schema allows or with
+  hostile values at every leaf: dates past the accepted range and in extreme offsets, huge,
+  negative, fractional, NaN and infinite numbers, long, empty, NUL, lone-surrogate and
+  path-like strings, wrong types and deep nesting; odd ids in every path segment and query
+  parameter;
+- a deterministic sweep: every field of every body (nested ones too) at each edge value of
+  its schema, one request each, in an otherwise valid body (what random examples rarely
+  build, and what gets stored); every policy knob at its extremes; every agent route with a
+  bad agent id.
+
+For every request: no 5xx, and a 4xx says why ({"error": "..."}); a 4xx changed nothing
+(every table's row count and row versions are the same); after a 2xx write the agent still
+reads (its lists, the written memory or episode).
 
 Afterwards every episode the API accepted is stored by a real worker (none stuck or dead:
 an accepted value must read back), and agents of this tenant and another still ingest and

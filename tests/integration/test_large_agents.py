@@ -22,7 +22,7 @@ from memworker.storage import db, store
 
 DIM = 384
 # A small vocabulary, as templated agent logs have: every term is common. "deploy" is in every
-# memory, so its postings (600) pass recall.POSTINGS_PER_TERM and the impact cut is exercised.
+# memory, so with a cut budget its postings (600) pass recall.POSTINGS_PER_TERM.
 WORDS = [
     "cache", "billing", "queue", "worker", "latency", "timeout", "retry", "shard", "replica", "index",
     "vacuum", "backup", "restore", "alert", "pager", "ticket", "customer", "invoice", "refund", "login",
@@ -113,8 +113,15 @@ def test_small_agent_stays_out_of_the_index(pool: Any, stack: dict[str, Any], te
         assert row == (False,)
 
 
-def test_bounded_recall_returns_what_the_exact_statement_returns(pool: Any, fixture_agent: tuple[UUID, str]) -> None:
+@pytest.mark.parametrize("budget", [recall.POSTINGS_BUDGET, 300], ids=["every-posting", "cut-postings"])
+def test_bounded_recall_returns_what_the_exact_statement_returns(
+    pool: Any, fixture_agent: tuple[UUID, str], budget: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the budget cut below the agent's postings, the common terms ("deploy", in all
+    600) are read only POSTINGS_PER_TERM deep: the candidates still hold the exact top 10."""
     tenant, agent = fixture_agent
+    monkeypatch.setattr(recall, "POSTINGS_BUDGET", budget)
+    monkeypatch.setattr(recall, "POSTINGS_PER_TERM", 100 if budget < recall.POSTINGS_BUDGET else 200)
     recall.forget_stats()
     r = random.Random(3)
     rng = np.random.default_rng(3)

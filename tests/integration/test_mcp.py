@@ -209,19 +209,8 @@ def http_server(api: str, tenants: dict[str, Any], tmp_path: Path) -> Iterator[s
     stop_worker(proc)
 
 
-def test_streamable_http_transport(http_server: str) -> None:
-    async def scenario() -> None:
-        async with http(http_server) as c:
-            tools = {t.name: t for t in (await c.list_tools()).tools}
-            assert set(tools) == TOOLS
-            # not bound: every tool asks for its agent
-            assert all("agent" in t.input_schema["required"] for t in tools.values())
-            assert "agent not found" in error_text(await c.call_tool("recall", {"agent": "nobody", "query": "x"}))
-
-    anyio.run(scenario)
-
-
-def test_http_requires_its_bearer_token(http_server: str) -> None:
+def test_streamable_http_transport(http_server: str, tmp_path: Path) -> None:
+    # every request needs the server's own bearer token: none, a wrong one, a bare one: 401
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
     headers = {"Accept": "application/json, text/event-stream"}
     for auth in ({}, {"Authorization": "Bearer wrong-token-0123456789"}, {"Authorization": MCP_TOKEN}):
@@ -230,15 +219,13 @@ def test_http_requires_its_bearer_token(http_server: str) -> None:
         assert r.headers["www-authenticate"].startswith("Bearer")
 
     async def scenario() -> None:
-        async with http(http_server) as c:  # the right token: served
-            assert {t.name for t in (await c.list_tools()).tools} == TOOLS
-
-    anyio.run(scenario)
-
-
-def test_an_sdk_refusal_is_a_clean_tool_error(http_server: str, tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with http(http_server) as c:
+        async with http(http_server) as c:  # with it: served
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            assert set(tools) == TOOLS
+            # not bound: every tool asks for its agent
+            assert all("agent" in t.input_schema["required"] for t in tools.values())
+            assert "agent not found" in error_text(await c.call_tool("recall", {"agent": "nobody", "query": "x"}))
+            # an argument the SDK client refuses before any request: a clean tool error too
             args = {"agent": "a", "session_id": "s-1", "step_id": "..", "status": "done"}
             assert "'..' is not a valid id" in error_text(await c.call_tool("update_step", args))
 

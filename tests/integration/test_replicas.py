@@ -22,9 +22,10 @@ import pytest
 import redis
 import uvicorn
 
-from memworker import Client, runtime
+from memworker import Client, errors, runtime
 from memworker.api import app as api_mod
 from memworker.local import embedded
+from memworker.settings import Settings
 from memworker.storage import _sql, bumps, db, replicas
 
 AGENT = "rep-agent"
@@ -122,6 +123,15 @@ def test_lsn_round_trip_and_bad_headers() -> None:
     for bad in ("", "16", "x/1", "1/2/3", "123456789/0"):
         with pytest.raises(Exception, match="WAL position"):
             replicas.parse_lsn(bad)
+
+
+def test_read_urls_are_checked_and_split() -> None:
+    env = {"MEMWORKER_READ_DATABASE_URL": "postgresql://r1/db, postgresql://r2/db,", "MEMWORKER_READ_WAIT_S": "0"}
+    assert Settings.from_env(env).read_urls() == ["postgresql://r1/db", "postgresql://r2/db"]
+    assert Settings().read_urls() == []
+    for bad in ({"MEMWORKER_READ_DATABASE_URL": "mysql://r1"}, {"MEMWORKER_READ_WAIT_S": "-1"}):
+        with pytest.raises(errors.ConfigError, match="MEMWORKER_READ_"):
+            Settings.from_env(bad)
 
 
 def test_the_read_only_recall_has_no_write() -> None:
