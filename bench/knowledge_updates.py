@@ -1,13 +1,16 @@
 """Knowledge updates: how often a statement that says the opposite of a live memory is taken
-for an update (superseded or reviewed) rather than a confirmation, and how often a true
-paraphrase still confirms. The pairs are tests/data/knowledge_updates.jsonl (swapped roles,
-negations, changed values, paraphrases).
+for an update (superseded or reviewed) rather than a confirmation, how often a true
+paraphrase still confirms, and that a near miss (another person, product or place said in
+nearly the same words) never does. The pairs are tests/data/knowledge_updates.jsonl (swapped
+roles, negations, changed values, paraphrases, near misses).
 
     python bench/knowledge_updates.py [--rules-only] [--api-url URL --api-key KEY --data-dir DIR]
 
 1. The rules (pure, every pair): memworker.lifecycle.rules.changed (what dedup, supersede,
    review and merge ask), against the contradiction rule alone (the rule before knowledge
-   updates), in the same run.
+   updates), in the same run; and dedup's whole decision (rules.confirms) at each pair's
+   real cosine (the bundled embedder) with the default policy, against the cosine-and-words
+   rule alone (dedup_similarity, no restated bar).
 2. Through the API (unless --rules-only): per pair, one subject; the older statement as an
    episode, then the newer one; the outcome read back from the older memory (superseded,
    under review, or confirmed by the newer episode). Offline reflector, real embeddings.
@@ -23,6 +26,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import (
@@ -36,30 +41,71 @@ from bench._common import (
     write_report,
 )
 from memworker.lifecycle import rules
+from memworker.models import embeddings
+from memworker.policy import Policy
 from memworker.sdk import Client
+from memworker.settings import Settings
 
 PAIRS = Path(__file__).resolve().parent.parent / "tests" / "data" / "knowledge_updates.jsonl"
-SHAPES = ("swap", "negation", "value", "paraphrase")
+SHAPES = ("swap", "negation", "value", "paraphrase", "near-miss")
+UPDATES = ("swap", "negation", "value")
 
 
 def load_pairs() -> list[dict[str, str]]:
     return [json.loads(line) for line in PAIRS.read_text().splitlines() if line.strip()]
 
 
+def cosines(pairs: list[dict[str, str]]) -> list[float]:
+    """Each pair's cosine under the bundled embedder (what ingest's dedup compares)."""
+    embedder = embeddings.load(Settings().embedding_model)
+    vectors = np.asarray(embedder.embed([t for p in pairs for t in (p["older"], p["newer"])]), dtype=np.float64)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return [float(vectors[2 * i] @ vectors[2 * i + 1]) for i in range(len(pairs))]
+
+
+def right_by_rules(p: dict[str, str]) -> bool:
+    """changed() says what the pair is: an update changes, a paraphrase and a near miss do not
+    (a near miss is two facts; at most a changed value, which is not a confirmation either)."""
+    how = rules.changed(p["older"], p["newer"])
+    return how is not None if p["shape"] in UPDATES else how is None or p["shape"] == "near-miss"
+
+
 def rule_rates(pairs: list[dict[str, str]]) -> tuple[list[list[Any]], list[str]]:
-    """Per shape: the share judged right by rules.changed and by contradiction() alone."""
+    """Per shape: the share judged right by rules.changed and by contradiction() alone; the
+    share dedup decides right (only a paraphrase confirms) with the restated bar and without."""
+    policy, cos = Policy(), cosines(pairs)
     rows, misses = [], []
     for shape in SHAPES:
-        mine = [p for p in pairs if p["shape"] == shape]
-        want = shape != "paraphrase"
-        now = sum((rules.changed(p["older"], p["newer"]) is not None) == want for p in mine)
-        before = sum((rules.contradiction(p["older"], p["newer"]) is not None) == want for p in mine)
-        misses += [
-            f"{shape}: {p['older']!r} -> {p['newer']!r}"
-            for p in mine
-            if (rules.changed(p["older"], p["newer"]) is not None) != want
+        mine = [(p, c) for p, c in zip(pairs, cos, strict=True) if p["shape"] == shape]
+        want = shape in UPDATES
+        now = sum(right_by_rules(p) for p, _ in mine)
+        before = sum((rules.contradiction(p["older"], p["newer"]) is not None) == want for p, _ in mine)
+        dedup = [
+            rules.confirms(
+                p["older"], p["newer"], c, similarity=policy.dedup_similarity, restated=policy.dedup_restated_similarity
+            )
+            for p, c in mine
         ]
-        rows.append([shape, len(mine), f"{100 * now / len(mine):.1f} %", f"{100 * before / len(mine):.1f} %"])
+        strict = [rules.confirms(p["older"], p["newer"], c, similarity=policy.dedup_similarity) for p, c in mine]
+        ok = [d == (shape == "paraphrase") for d in dedup]
+        ok_strict = sum(d == (shape == "paraphrase") for d in strict)
+        misses += [f"{shape}: {p['older']!r} -> {p['newer']!r}" for p, _ in mine if not right_by_rules(p)]
+        misses += [
+            f"{shape} (dedup, cosine {c:.3f}): {p['older']!r} -> {p['newer']!r}"
+            for (p, c), good in zip(mine, ok, strict=True)
+            if not good
+        ]
+        n = len(mine)
+        rows.append(
+            [
+                shape,
+                n,
+                f"{100 * now / n:.1f} %",
+                f"{100 * before / n:.1f} %",
+                f"{100 * sum(ok) / n:.1f} %",
+                f"{100 * ok_strict / n:.1f} %",
+            ]
+        )
     return rows, misses
 
 
@@ -110,6 +156,9 @@ def api_rates(pairs: list[dict[str, str]], args: argparse.Namespace) -> tuple[li
         n = sum(got[shape].values())
         if shape == "paraphrase":
             right, late = got[shape]["confirmed"], got[shape]["merged by the sweep"]
+        elif shape == "near-miss":  # right: kept as a fact of its own, at ingest and by the sweep
+            right = n - got[shape]["confirmed"]
+            late = -got[shape]["merged by the sweep"]
         else:
             right, late = got[shape]["superseded"] + got[shape]["reviewed"], 0
         rows.append(
@@ -134,11 +183,22 @@ def main() -> None:
         "# Knowledge updates",
         "",
         f"{len(pairs)} pairs from tests/data/knowledge_updates.jsonl. Right: an update (swap, negation, "
-        "value) judged a change; a paraphrase judged the same.",
+        "value) judged a change; a paraphrase judged no change and confirmed by dedup; a near miss "
+        "(two facts in nearly the same words) never confirmed.",
         "",
         "## The rules",
         "",
-        md_table(["shape", "pairs", "right (rules.changed)", "right (contradiction alone, before)"], rows),
+        md_table(
+            [
+                "shape",
+                "pairs",
+                "right (rules.changed)",
+                "right (contradiction alone, before)",
+                "right (dedup: rules.confirms at the pair's cosine)",
+                "right (dedup without the restated bar)",
+            ],
+            rows,
+        ),
         "",
         "Misses: " + ("; ".join(misses) if misses else "none"),
     ]
@@ -150,7 +210,8 @@ def main() -> None:
             "## Through the API (ingest: dedup, then supersede or review)",
             "",
             "Right: an update superseded or reviewed; a paraphrase confirmed at ingest (folded into the "
-            "older memory); with the sweep: also a paraphrase merged by the retention sweep that follows.",
+            "older memory); a near miss not confirmed; with the sweep: also a paraphrase merged by the "
+            "retention sweep that follows (a near miss merged by it is wrong).",
             "",
             md_table(
                 [

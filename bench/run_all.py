@@ -17,6 +17,11 @@ Sections (in this order; the default sizes are the full ones):
                   layers), ingest vs the embedder
   lifecycle       bench/lifecycle.py: LoCoMo, 60 simulated days of sleep and retention beside a
                   frozen twin (rows kept, R@10 of asked and never-asked questions)
+  knowledge_updates bench/knowledge_updates.py: swaps, negations, changed values, paraphrases
+                  and near misses, by the rules and through the API (superseded/reviewed/confirmed)
+  fleet_memory    bench/fleet_memory.py: 40 agents x 20 subjects x 20 conflicting facts (the
+                  size one 2-core machine ingests in about 25 minutes): isolation, per-subject
+                  R@5 vs single-subject agents, updates within subjects, recall over 10 agents
 
 Each bench runs in its own process group with MEMWORKER_BENCH_RESULTS pointing at a scratch
 folder (bench/_common.write_report honours it; locomo_recall gets --out), so the curated
@@ -158,6 +163,43 @@ def _lifecycle_headline(md: str) -> str:
     return "; ".join(f"{k} {v.strip()}" for k, v in found)
 
 
+def _right_at_ingest(md: str, after: str) -> str:
+    """'shape rate, ...' from the first table after the heading `after` whose rows are
+    | shape | pairs | right at ingest | ... (the knowledge-update tables)."""
+    tail = md.split(after, 1)[1] if after in md else ""
+    rates = [
+        (shape, row[2])
+        for shape in ("swap", "negation", "value", "paraphrase", "near-miss")
+        if len(row := _row(tail, shape)) > 2
+    ]
+    return ", ".join(f"{shape} {rate}" for shape, rate in rates)
+
+
+def _knowledge_updates_headline(md: str) -> str:
+    rates = _right_at_ingest(md, "## Through the API")
+    return f"right at ingest: {rates}" if rates else ""
+
+
+def _fleet_headline(md: str) -> str:
+    parts = []
+    size = re.search(r"^(\d+ agents x \d+ subjects x \d+ facts)", md, re.M)
+    if size:
+        parts.append(size.group(1))
+    iso = re.search(r"^\| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$", md, re.M)
+    if iso:
+        parts.append(f"crossed {iso.group(2)}, reviews across subjects {iso.group(4)}, mixed derived {iso.group(6)}")
+    r5 = _row(md, "ratio")
+    if len(r5) > 1 and r5[1] != "":
+        parts.append(f"R@5 fleet / single {r5[1]}")
+    rates = _right_at_ingest(md, "## Knowledge updates")
+    if rates:
+        parts.append(f"right at ingest: {rates}")
+    p50 = _row(md, "ratio (p50)")
+    if len(p50) > 1:
+        parts.append(f"recall p50 across agents / one agent {p50[1]}")
+    return "; ".join(parts)
+
+
 SECTIONS = [
     Section(
         "ingest",
@@ -251,6 +293,24 @@ SECTIONS = [
         quick=("--conversations", "1", "--days", "15"),
         result="lifecycle.md",
         headline=_lifecycle_headline,
+    ),
+    Section(
+        "knowledge_updates",
+        "Knowledge updates: changes are never confirmations",
+        "knowledge_updates.py",
+        full=(),
+        quick=(),
+        result="knowledge_updates.md",
+        headline=_knowledge_updates_headline,
+    ),
+    Section(
+        "fleet_memory",
+        "Fleet memory: subjects, updates within them, recall across agents",
+        "fleet_memory.py",
+        full=("--agents", "40", "--subjects", "20", "--facts", "20", "--queries", "60", "--consolidation-passes", "12"),
+        quick=("--agents", "2", "--subjects", "3", "--facts", "8", "--queries", "10", "--consolidation-passes", "1"),
+        result="fleet_memory.md",
+        headline=_fleet_headline,
     ),
 ]
 BY_NAME = {s.name: s for s in SECTIONS}

@@ -163,6 +163,7 @@ def episode_rate(stack: Any, client: Client, tenant_id: str, agent: str, texts: 
 
 
 def sweep_s(stack: Any, tenant_id: str, agent: str) -> tuple[float, str]:
+    """The sweep's seconds, and its status with its three longest phases."""
     from memworker.lifecycle import retention
     from memworker.storage import db
 
@@ -170,7 +171,8 @@ def sweep_s(stack: Any, tenant_id: str, agent: str) -> tuple[float, str]:
     try:
         started = time.perf_counter()
         report = retention.sweep_agent(pool, tenant_id=uuid.UUID(tenant_id), agent_id=agent, trigger="bench")
-        return time.perf_counter() - started, report.status
+        slow = sorted(report.phase_ms.items(), key=lambda kv: -kv[1])[:3]
+        return time.perf_counter() - started, f"{report.status}; " + ", ".join(f"{k} {v / 1000:.1f} s" for k, v in slow)
     finally:
         pool.close()
 

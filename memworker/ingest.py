@@ -26,7 +26,7 @@ from memworker.models.embeddings import Embedder
 from memworker.sessions import hooks
 from memworker.settings import Settings
 from memworker.sleep import synthesis
-from memworker.storage import core_db, db, sleep_db, store
+from memworker.storage import core_db, db, sessions_db, sleep_db, store
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +85,7 @@ def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[NewEpiso
     if store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id).redact_pii:
         # Before storage, and so before any LLM sees it: the raw episode is kept redacted.
         episodes = [_redacted(ep) for ep in episodes]
+    episodes = _session_subjects(conn, tenant_id, agent_id, episodes)
     out: list[tuple[UUID, bool]] = []
     asks_to_consolidate = False
     for ep in episodes:
@@ -125,6 +126,23 @@ def urgency(position: int, batch: int) -> int:
     """0 (most urgent) to len(URGENCY_BATCHES) for a message whose first episode has `position`
     of its tenant's queued episodes ahead of it."""
     return sum(1 for n in URGENCY_BATCHES if position >= n * batch)
+
+
+def _session_subjects(conn: Any, tenant_id: UUID, agent_id: str, episodes: list[NewEpisode]) -> list[NewEpisode]:
+    """An episode posted in a session and naming no subject is about the session's subject:
+    a session opened for one customer keeps every episode posted to it that customer's (a
+    message naming its own subject still keeps it). A session_id that names no session, or a
+    session without a subject, leaves the episode general."""
+    subjects: dict[str, str | None] = {}
+    out: list[NewEpisode] = []
+    for ep in episodes:
+        if ep.subject is None and ep.session_id is not None:
+            if ep.session_id not in subjects:
+                row = sessions_db.session_get(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=ep.session_id)
+                subjects[ep.session_id] = row.get("subject") if row else None
+            ep = dataclasses.replace(ep, subject=subjects[ep.session_id])
+        out.append(ep)
+    return out
 
 
 def _redacted(ep: NewEpisode) -> NewEpisode:
@@ -421,6 +439,7 @@ def _store_one(
                 embedding=vec,
                 threshold=policy.dedup_similarity,
                 subject=subject,
+                restated=policy.dedup_restated_similarity,
             )
             if dup is not None:  # confirmed by a later episode: confidence, TTL, promotion
                 governance.confirm(

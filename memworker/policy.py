@@ -37,6 +37,9 @@ class Policy:
     episodic_layer: bool = True
     # ingest
     dedup_similarity: float = 0.95  # cosine at or above this with an existing memory = duplicate
+    # ... or at or above this when it says the same content words otherwise (reordered, a
+    # negation or filler said another way) and no knowledge-update rule sees a change
+    dedup_restated_similarity: float = 0.85
     # safety: memory poisoning and personal data
     hold_back_flagged: bool = False  # True: memories that read as instructions never come back
     redact_pii: bool = False  # True: emails, phones, keys, card numbers masked before the LLM and storage

@@ -259,6 +259,30 @@ def judge(older: Fact, newer: Fact, policy: Policy) -> Verdict | None:
     )
 
 
+# --- dedup ---------------------------------------------------------------------------------------
+
+
+def confirms(older: str, newer: str, cosine: float, *, similarity: float, restated: float | None = None) -> bool:
+    """newer is a confirmation of the live memory older (cosine apart), not a memory of its
+    own: never when it changes older (a knowledge update) or sets it in another time ("was" /
+    "is", "former"); else at cosine >= similarity with the same identifiers and most words
+    (memories.says_the_same), or, with `restated`, at cosine >= restated when it says the same
+    content words in other order or form (updates.restates: "does not use" / "never uses",
+    "plan is Enterprise" / "is on the Enterprise plan") with the same identifiers. The lower bar
+    is safe only because the change rules run first: swapped roles and changed values have
+    the same words too."""
+    if changed(older, newer) is not None or updates.timed_apart(older, newer):
+        return False
+    if cosine >= similarity and memories.says_the_same(newer, older):
+        return True
+    return (
+        restated is not None
+        and cosine >= restated
+        and memories.identifiers(older) == memories.identifiers(newer)
+        and updates.restates(older, newer)
+    )
+
+
 # --- merge -------------------------------------------------------------------------------------
 
 
@@ -271,6 +295,7 @@ def mergeable(a: Fact, b: Fact, cosine: float, policy: Policy) -> bool:
         and memories.Tier.L3 not in (a.tier, b.tier)
         and memories.says_the_same(a.text, b.text, min_jaccard=policy.merge_min_jaccard)
         and changed(*(x.text for x in ordered(a, b))) is None
+        and not updates.timed_apart(a.text, b.text)  # what was and what is: both kept
     )
 
 

@@ -186,8 +186,44 @@ def change(older: str, newer: str) -> str | None:
     if a == b:
         return None
     if sorted(a) == sorted(b):
-        return "swap" if _swapped(a, b) else None
+        return "swap" if _moved(a, b) else None
     return "value" if _value_changed(words_a, words_b) else None
+
+
+# Words that name no thing and no relation of their own: the present copula, politeness, and
+# the place words "in"/"on"/"at"/"of" ("plan is Enterprise" / "is on the
+# Enterprise plan"). One text may add them; two texts that each have one the other lacks ("in
+# the box" / "on the box") say different things. Direction words ("to", "from", "for", "by")
+# are content: "the flight is to Paris" / "from Paris" are two facts.
+_LIGHT = frozenset({"is", "are", "be", "please", "kindly", "thanks", "in", "on", "at", "of"})
+
+
+def restates(older: str, newer: str) -> bool:
+    """newer says what older says in other words: the same content words (case-folded, -s
+    stemmed, fillers such as "now", "still", "always" left out, every negation word read as
+    one, so "does not use" ~ "never uses"), nothing added and nothing dropped, and what few
+    light words differ are added by one text only. Word order is not compared here: whether a
+    reordering exchanged two roles is change()'s question, asked beside this one."""
+    a = {w for w in _forms(_parse(older)) if w != "s"}  # "the customer's plan" ~ "the customer plan"
+    b = {w for w in _forms(_parse(newer)) if w != "s"}
+    content_a, content_b = a - _LIGHT, b - _LIGHT
+    if not content_a or content_a != content_b:
+        return False
+    light_a, light_b = a & _LIGHT, b & _LIGHT
+    return light_a <= light_b or light_b <= light_a
+
+
+# Words that place a statement in the past: "the former account manager is Priya" and "the
+# account manager is Priya", "was on the Enterprise plan" and "is on ...", are two facts
+# however close their words and vectors.
+_PAST = frozenset({"was", "were", "had", "former", "formerly", "previou", "previously", "ex", "used", "past"})
+
+
+def timed_apart(older: str, newer: str) -> bool:
+    """One text says the thing was (past tense, "former", "previously"), the other that it
+    is: never a confirmation of each other, nor a change of value (both can be true)."""
+    a, b = set(_forms(_parse(older))), set(_forms(_parse(newer)))
+    return a & _PAST != b & _PAST
 
 
 def reordered(older: str, newer: str) -> bool:
@@ -195,7 +231,34 @@ def reordered(older: str, newer: str) -> bool:
     phrase moved ('Python and Go' / 'Go and Python'), not parts exchanged across a word that
     orders them (that is a 'swap')."""
     a, b = _forms(_parse(older)), _forms(_parse(newer))
-    return a != b and sorted(a) == sorted(b) and not _swapped(a, b)
+    return a != b and sorted(a) == sorted(b) and not _moved(a, b)
+
+
+# Words that bear on the word after them: a negation or "only" moved onto another word changes
+# what is said ("does not use Slack but uses Teams" / "uses Slack but does not use Teams",
+# "only admins can delete" / "admins can only delete") though every word is still there.
+_SCOPED = frozenset({_NOT.form, "only"})
+
+
+def _fused(words: tuple[str, ...]) -> tuple[str, ...]:
+    """The words with each scoped word joined to the word it bears on (the next one)."""
+    out: list[str] = []
+    carry = ""
+    for w in words:
+        if w in _SCOPED:
+            carry += w + " "
+            continue
+        out.append(carry + w)
+        carry = ""
+    return (*out, carry.strip()) if carry else tuple(out)
+
+
+def _moved(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """The same words, reordered so that they say something else: two parts exchanged across
+    a word that orders them, or a negation or "only" now bearing on another word (also when
+    that exchanges two parts once each is joined to the word it bears on)."""
+    fa, fb = _fused(a), _fused(b)
+    return _swapped(a, b) or sorted(fa) != sorted(fb) or _swapped(fa, fb)
 
 
 def _trimmed(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[int, int]:

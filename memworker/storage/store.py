@@ -165,9 +165,11 @@ def find_duplicate(
     embedding: np.ndarray,
     threshold: float,
     subject: str | None = None,
+    restated: float | None = None,
 ) -> UUID | None:
     """The live memory that says the same thing: the same normalised text, or cosine >=
-    threshold with the same numbers and most words shared.
+    threshold with the same numbers and most words shared, or (with `restated`) cosine >=
+    restated with the same content words said otherwise (rules.confirms).
 
     Takes the agent's dedup lock first (db.dedup_lock, one per agent whatever the subject),
     held until the caller's transaction ends: the check and the insert that follows it are
@@ -189,13 +191,8 @@ def find_duplicate(
     # only the same subject's memories are candidates (None: the general ones); a text that
     # says the opposite (a knowledge update: roles swapped, negated, a value changed) is never
     # a confirmation, however close its words and vector: it is written, and governance
-    # supersedes or reviews the old one
-    if (
-        dup
-        and dup.similarity >= threshold
-        and memories.says_the_same(text, dup.text)
-        and rules.changed(dup.text, text) is None
-    ):
+    # supersedes or reviews the old one; nor is a statement of what was, of what is
+    if dup and rules.confirms(dup.text, text, dup.similarity, similarity=threshold, restated=restated):
         return dup.id
     return None
 

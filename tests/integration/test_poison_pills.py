@@ -6,6 +6,7 @@ Through the real API, Redis and a real worker process."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -140,3 +141,30 @@ def test_unreadable_rows_go_dead_while_other_agents_and_tenants_flow(
     with Client(api, alice["key"]) as a:
         after = a.add_episode("victim-agent", "after: the release train leaves on Fridays")
         assert a.wait_for_episode("victim-agent", after["episode_id"])["status"] == "stored"
+
+
+def test_the_date_repair_migration_makes_stored_rows_readable(
+    api: str, stack: dict[str, Any], tenants: dict[str, Any]
+) -> None:
+    """sql/0015_date_repair.sql, run again over rows written around the API: an episode out of
+    range in UTC takes its created_at, memories' expiries move to the bounds, and all read."""
+    alice = tenants["alice"]
+    with Client(api, alice["key"]) as c:
+        early, late = (c.add_memory("repaired", f"a memory expiring {w}")["id"] for w in ("early", "late"))
+    episode = _plant(stack, alice["id"], "repaired", "date")
+    with psycopg.connect(stack["owner_url"]) as conn:
+        conn.execute("UPDATE memworker.memories SET expires_at = '0001-01-01 00:00:00+14' WHERE id = %s", (early,))
+        conn.execute("UPDATE memworker.memories SET expires_at = '9999-12-31 23:59:59-14' WHERE id = %s", (late,))
+        conn.commit()
+    h = _h(alice)
+    assert httpx.get(f"{api}/v1/agents/repaired/episodes/{episode}", headers=h, timeout=30).status_code == 500
+    repair = (Path(__file__).resolve().parents[2] / "sql" / "0015_date_repair.sql").read_text()
+    with psycopg.connect(stack["owner_url"]) as conn:
+        conn.execute(repair)  # type: ignore[arg-type]
+        conn.commit()
+    got = httpx.get(f"{api}/v1/agents/repaired/episodes/{episode}", headers=h, timeout=30)
+    assert got.status_code == 200, got.text[:300]
+    assert got.json()["occurred_at"] == got.json()["created_at"]
+    with Client(api, alice["key"]) as c:
+        assert c.get_memory("repaired", early)["expires_at"].startswith("1900-01-01")
+        assert c.get_memory("repaired", late)["expires_at"] is None

@@ -206,6 +206,47 @@ def test_message_subjects_name_the_items_they_give(clients: dict[str, Client], w
     assert "Oslo" in kim and "Turin" not in kim and "Turin" in lee and "Oslo" not in lee
 
 
+def test_episodes_in_a_session_inherit_its_subject(clients: dict[str, Client], worker: Any) -> None:
+    c = clients["alice"]
+    sid = c.create_session("desk-bot", subject="cust-s")["session_id"]
+    c.create_session("desk-bot", "no-subject")
+    sent = {
+        "inherits": c.add_episode("desk-bot", "The customer's office is in Quito.", session_id=sid),
+        "own": c.add_episode("desk-bot", "The customer's office is in Perth.", session_id=sid, subject="cust-t"),
+        "general": c.add_episode("desk-bot", "The office closes at 18:00 on Fridays.", session_id="no-subject"),
+        "no session": c.add_episode("desk-bot", "The lobby has 4 elevators.", session_id="never-opened"),
+    }
+    got = {}
+    for name, ep in sent.items():
+        stored = c.wait_for_episode("desk-bot", ep["episode_id"])
+        assert stored["status"] == "stored" and stored["memory_ids"], stored
+        got[name] = c.get_memory("desk-bot", stored["memory_ids"][0])["subject"]
+    assert got == {"inherits": "cust-s", "own": "cust-t", "general": None, "no session": None}
+    hits = c.recall("desk-bot", "where is the customer's office", k=10, subject="cust-s")["memories"]
+    assert "Quito" in " ".join(h["text"] for h in hits) and "Perth" not in " ".join(h["text"] for h in hits)
+
+
+def test_a_restated_fact_confirms_within_its_subject_and_a_near_miss_does_not(
+    clients: dict[str, Client], worker: Any
+) -> None:
+    c = clients["alice"]
+
+    def first_item(text: str, subject: str) -> str:
+        ep = c.add_episode("restate-bot", text, subject=subject)
+        stored = c.wait_for_episode("restate-bot", ep["episode_id"])
+        assert stored["status"] == "stored" and stored["memory_ids"], stored
+        return str(stored["memory_ids"][0])
+
+    slack = first_item("The user does not use Slack.", "cust-r")
+    assert first_item("The user never uses Slack.", "cust-r") == slack  # cosine under 0.95: restated
+    assert len(c.get_memory("restate-bot", slack)["provenance"]) == 2
+    assert first_item("The user never uses Slack.", "cust-q") != slack  # another subject's: its own
+    was = first_item("The customer was on the Enterprise plan.", "cust-r")
+    now = first_item("The customer is on the Enterprise plan.", "cust-r")
+    assert now != was and c.get_memory("restate-bot", was)["superseded_by"] is None
+    assert c.reviews("restate-bot") == []  # what was and what is: both true, nothing to decide
+
+
 def test_bad_subjects_are_422_and_change_nothing(api: str, clients: dict[str, Client], tenants: Any) -> None:
     c = clients["alice"]
     headers = {"Authorization": f"Bearer {tenants['alice']['key']}"}

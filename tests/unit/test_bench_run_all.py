@@ -101,6 +101,32 @@ def test_headlines_read_the_benches_tables() -> None:
     assert run_all._ingest_headline("no table here") == ""
 
 
+def test_headlines_read_the_fleet_and_knowledge_update_tables() -> None:
+    updates = (
+        "## The rules\n\n| shape | pairs | right (rules.changed) |\n|---|---|---|\n| swap | 20 | 100.0 % |\n\n"
+        "## Through the API (ingest)\n\n| shape | pairs | right at ingest | right with the sweep |\n"
+        "|---|---|---|---|\n| swap | 20 | 95.0 % | 95.0 % |\n| paraphrase | 25 | 96.0 % | 96.0 % |\n"
+        "| near-miss | 26 | 100.0 % | 100.0 % |\n"
+    )
+    assert run_all._knowledge_updates_headline(updates) == (
+        "right at ingest: swap 95.0 %, paraphrase 96.0 %, near-miss 100.0 %"
+    )
+    assert run_all._knowledge_updates_headline("## The rules only") == ""
+    fleet = (
+        "40 agents x 20 subjects x 20 facts (16000 facts; ingest 900 s).\n\n"
+        "| memories | crossed | open reviews | across | derived | mixing |\n|---|---|---|---|---|---|\n"
+        "| 320 | 0 | 2 | 0 | 70 | 0 |\n\n"
+        "|  | mean R@5 | min | subjects |\n|---|---|---|---|\n| ratio | 1.000 |  |  |\n\n"
+        "## Knowledge updates within subjects\n\n| shape | pairs | right at ingest |\n|---|---|---|\n"
+        "| paraphrase | 25 | 96.0 % |\n\n"
+        "|  | p50 ms |\n|---|---|\n| ratio (p50) | 1.83 |\n"
+    )
+    assert run_all._fleet_headline(fleet) == (
+        "40 agents x 20 subjects x 20 facts; crossed 0, reviews across subjects 0, mixed derived 0; "
+        "R@5 fleet / single 1.000; right at ingest: paraphrase 96.0 %; recall p50 across agents / one agent 1.83"
+    )
+
+
 def test_section_names_are_checked() -> None:
     assert run_all.section_list("recall_latency, locomo_recall") == ["recall_latency", "locomo_recall"]
     with pytest.raises(argparse.ArgumentTypeError):

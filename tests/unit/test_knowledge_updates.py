@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from memworker import memories
@@ -25,8 +27,98 @@ def _fact(i: str, text: str, *, confidence: float = 0.95, tier: str = "L1", kind
 
 def test_the_pair_set_covers_every_shape() -> None:
     shapes = {p["shape"] for p in PAIRS}
-    assert shapes == {"swap", "negation", "value", "paraphrase"}
+    assert shapes == {"swap", "negation", "value", "paraphrase", "near-miss"}
     assert all(sum(p["shape"] == s for p in PAIRS) >= 15 for s in shapes)
+
+
+@pytest.fixture(scope="module")
+def cosines(embedder: Any) -> list[float]:
+    """Each pair's cosine under the bundled embedder: what ingest's dedup compares."""
+    vectors = np.asarray(embedder.embed([t for p in PAIRS for t in (p["older"], p["newer"])]), dtype=np.float64)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return [float(vectors[2 * i] @ vectors[2 * i + 1]) for i in range(len(PAIRS))]
+
+
+def _confirmed(cosines: list[float], shape: str, *, restated: float | None) -> list[bool]:
+    policy = Policy()
+    return [
+        rules.confirms(p["older"], p["newer"], c, similarity=policy.dedup_similarity, restated=restated)
+        for p, c in zip(PAIRS, cosines, strict=True)
+        if p["shape"] == shape
+    ]
+
+
+def test_dedup_confirms_nine_in_ten_paraphrases_at_their_real_cosine(cosines: list[float]) -> None:
+    restated = _confirmed(cosines, "paraphrase", restated=Policy().dedup_restated_similarity)
+    words_only = _confirmed(cosines, "paraphrase", restated=None)
+    assert sum(restated) / len(restated) >= 0.9
+    assert sum(restated) > sum(words_only)  # the restated bar is what lifts it
+
+
+@pytest.mark.parametrize("shape", ["swap", "negation", "value", "near-miss"])
+def test_dedup_never_confirms_an_update_or_a_near_miss(cosines: list[float], shape: str) -> None:
+    wrong = [
+        p
+        for p, ok in zip(
+            [p for p in PAIRS if p["shape"] == shape],
+            _confirmed(cosines, shape, restated=Policy().dedup_restated_similarity),
+            strict=True,
+        )
+        if ok
+    ]
+    assert wrong == []
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("The user does not use Slack.", "The user never uses Slack."),  # a negation said otherwise
+        ("The customer's plan is Enterprise.", "The customer is on the Enterprise plan."),
+        ("The team deploys on Thursdays.", "The team always deploys on Thursdays."),  # a filler
+        ("The user wants answers in English.", "The user wants answers in English, please."),
+    ],
+)
+def test_restated(older: str, newer: str) -> None:
+    assert updates.restates(older, newer) and rules.changed(older, newer) is None
+    assert rules.confirms(older, newer, 0.86, similarity=0.95, restated=0.85)
+    assert not rules.confirms(older, newer, 0.84, similarity=0.95, restated=0.85)  # still a cosine bar
+    assert not rules.confirms(older, newer, 0.86, similarity=0.95)  # off without the restated bar
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("The customer's account manager is Priya.", "The customer's billing contact is Priya."),
+        ("The keys are in the drawer.", "The keys are on the drawer."),  # light words, one each
+        ("The flight is to Paris.", "The flight is from Paris."),  # direction words are content
+        ("The API uses JSON over HTTPS.", "The API uses JSON over HTTPS only."),  # a word added
+        ("The monthly budget is 4000 euros.", "The monthly budget is 5000 euros."),
+    ],
+)
+def test_not_restated(older: str, newer: str) -> None:
+    assert not updates.restates(older, newer)
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("The user does not use Slack but uses Teams.", "The user uses Slack but does not use Teams."),
+        ("Only admins can delete projects.", "Admins can only delete projects."),
+    ],
+)
+def test_a_negation_or_only_moved_onto_another_word_is_a_change(older: str, newer: str) -> None:
+    assert updates.change(older, newer) == "swap" and not updates.reordered(older, newer)
+    assert not rules.confirms(older, newer, 0.99, similarity=0.95, restated=0.85)
+
+
+def test_what_was_never_confirms_or_merges_what_is() -> None:
+    was, now = "The customer was on the Enterprise plan.", "The customer is on the Enterprise plan."
+    former = "The customer's former account manager is Priya."
+    assert updates.timed_apart(was, now) and updates.timed_apart(former, "The customer's account manager is Priya.")
+    assert not updates.timed_apart("Dana lives in Berlin.", "Dana still lives in Berlin.")
+    assert not rules.confirms(was, now, 0.99, similarity=0.95, restated=0.85)
+    assert rules.changed(was, now) is None  # not an update either: both can be true
+    assert not rules.mergeable(_fact("1", was), _fact("2", now), 0.99, Policy())
 
 
 @pytest.mark.parametrize("shape", ["swap", "negation", "value"])
