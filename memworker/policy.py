@@ -201,7 +201,7 @@ def _check(name: str, value: Any, default: Any) -> Any:
         if (
             not isinstance(value, (list, tuple))
             or len(value) > MAX_POOLS
-            or any(not isinstance(v, str) or not memories.AGENT_ID.match(v) for v in value)
+            or any(not isinstance(v, str) or not memories.AGENT_ID.fullmatch(v) for v in value)
         ):
             raise errors.InvalidInput(
                 f"policy: {name} must be a list of at most {MAX_POOLS} pool names (letters, digits and ._:@-)"

@@ -72,7 +72,7 @@ class Query:
             raise errors.InvalidInput(f"tiers must be among {list(TIERS)}")
         if self.kinds is not None and any(k not in KINDS for k in self.kinds):
             raise errors.InvalidInput(f"kinds must be among {list(KINDS)}")
-        if self.subject is not None and not SUBJECT.match(self.subject):
+        if self.subject is not None and not SUBJECT.fullmatch(self.subject):
             raise errors.InvalidInput("subject must be 1-128 characters of letters, digits and . _ : @ -")
 
 

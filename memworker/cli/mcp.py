@@ -93,9 +93,9 @@ def api_client(settings: Settings, args: argparse.Namespace) -> Any:
 
 
 def _check(args: argparse.Namespace) -> None:
-    if args.agent is not None and not memories.AGENT_ID.match(args.agent):
+    if args.agent is not None and not memories.AGENT_ID.fullmatch(args.agent):
         raise errors.InvalidInput(f"--agent {args.agent!r}: letters, digits and ._:@- (at most 128)")
-    if args.subject is not None and not memories.SUBJECT.match(args.subject):
+    if args.subject is not None and not memories.SUBJECT.fullmatch(args.subject):
         raise errors.InvalidInput(f"--subject {args.subject!r}: letters, digits and ._:@- (at most 128)")
     if args.transport == "http" and not 0 < args.port < 65536:
         raise errors.InvalidInput(f"--port {args.port}: give 1..65535")

@@ -15,12 +15,15 @@ already shared confirms the pool's memory (one more source) instead of a second 
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
+import numpy as np
 import psycopg
 
-from memworker import errors, memories
+from memworker import errors, memories, redact
 from memworker.lifecycle import governance
 from memworker.policy import Policy
 from memworker.storage import core_db, store
@@ -30,7 +33,7 @@ PREFIX = "pool~"
 
 def owner(name: str) -> str:
     """The agents row of pool `name`. Raises InvalidInput for a bad name."""
-    if not memories.AGENT_ID.match(name):
+    if not memories.AGENT_ID.fullmatch(name):
         raise errors.InvalidInput("a pool name must be 1-128 characters of letters, digits and . _ : @ -")
     return PREFIX + name
 
@@ -76,9 +79,14 @@ def share(
     pool: str,
     policy: Policy,
     actor: str,
+    embed: Callable[[str], np.ndarray] | None = None,
 ) -> tuple[UUID, str]:
     """Promote an agent's live memory into a pool its policy may write: (the pool memory's
-    id, 'copied' | 'confirmed' | 'already shared'). Raises NotFound, Forbidden."""
+    id, 'copied' | 'confirmed' | 'already shared'). Raises NotFound, Forbidden.
+
+    With the pool's redact_pii (the tenant's policy) the copy is redacted like a direct write
+    to the pool, whatever the sharing agent's own policy; a text that changed is embedded
+    again with `embed` when given (else the source's vector stays)."""
     if pool not in policy.pools_write:
         raise errors.Forbidden(f"this agent's policy does not let it write to pool {pool!r} (pools_write)")
     src = core_db.pool_source(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
@@ -87,6 +95,8 @@ def share(
     target = ensure(conn, tenant_id=tenant_id, name=pool)
     source = f"memory:{agent_id}/{memory_id}"
     pool_policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=target)
+    if pool_policy.redact_pii:
+        src = _redacted(src, embed)
     dup = store.find_duplicate(
         conn,
         tenant_id=tenant_id,
@@ -109,6 +119,22 @@ def share(
                 policy=pool_policy,
             )
         return dup, "already shared" if already else "confirmed"
+    return _copy(conn, tenant_id, agent_id, memory_id, target, src, pool_policy, actor)
+
+
+def _copy(
+    conn: psycopg.Connection,
+    tenant_id: UUID,
+    agent_id: str,
+    memory_id: UUID,
+    target: str,
+    src: core_db.PoolSource,
+    pool_policy: Policy,
+    actor: str,
+) -> tuple[UUID, str]:
+    """Write the source into the pool (target) as a new memory naming it first in its
+    provenance: (its id, 'copied'), or (the earlier copy's id, 'already shared')."""
+    source = f"memory:{agent_id}/{memory_id}"
     draft = memories.Draft(
         text=src.text,
         kind=src.kind,
@@ -138,6 +164,21 @@ def share(
             conn, tenant_id=tenant_id, agent_id=target, written=[(mid, draft)], policy=pool_policy, actor=actor
         )
     return mid, "copied" if written else "already shared"
+
+
+def _redacted(src: core_db.PoolSource, embed: Callable[[str], np.ndarray] | None) -> core_db.PoolSource:
+    """The source row with its text, entities, topics and metadata redacted; re-embedded
+    when the text changed and an embedder is at hand."""
+    text = redact.redact(src.text)
+    changes: dict[str, Any] = {
+        "text": text,
+        "entities": redact.redact_value(list(src.entities)),
+        "topics": redact.redact_value(list(src.topics)),
+        "metadata": redact.redact_value(src.metadata),
+    }
+    if text != src.text and embed is not None:
+        changes["embedding"] = embed(text)
+    return dataclasses.replace(src, **changes)
 
 
 def forget_copies(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_ids: list[UUID]) -> list[UUID]:
@@ -177,8 +218,10 @@ def propose(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, ids: li
         conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids, kinds=list(PROPOSED_KINDS), limit=MAX_PROPOSALS
     )
     done = 0
+    # pools in name order: share() takes each pool's dedup lock until the pass commits, and
+    # two agents whose policies list the same pools in other orders must not wait on each other
     for cand in found:
-        for pool in policy.pools_write:
+        for pool in sorted(policy.pools_write):
             mid, _ = share(
                 conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=cand.id, pool=pool, policy=policy, actor="sleep"
             )

@@ -111,7 +111,7 @@ class MemworkerStore(BaseStore):
     ) -> None:
         if agent_id is not None:
             _check_agent(agent_id, "agent_id")
-        if subject is not None and not memories.SUBJECT.match(subject):
+        if subject is not None and not memories.SUBJECT.fullmatch(subject):
             raise ValueError(f"subject {subject!r}: 1-128 letters, digits and ._:@-")
         # One subject per store, never a namespace label: labels are the application's own
         # layout, and a label that silently became a subject would move items between scopes.
@@ -504,7 +504,7 @@ class MemworkerStore(BaseStore):
 
 
 def _check_agent(agent: str, what: str) -> str:
-    if not memories.AGENT_ID.match(agent):
+    if not memories.AGENT_ID.fullmatch(agent):
         raise InvalidNamespaceError(
             f"{what} {agent!r} is not a memworker agent id: 1-128 of A-Z a-z 0-9 . _ : @ -, "
             "starting with a letter or digit"

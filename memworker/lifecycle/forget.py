@@ -21,6 +21,7 @@ What goes, in one transaction (so the receipt is exactly what happened):
   could keep it. The evidence that remains goes back into consolidation's window
   (consolidated_at cleared) so the next pass derives new ones from what is left;
 - profile versions that cite a forgotten memory by id or by text;
+- pool memories copied from (or confirmed by) an erased memory (memworker/fleet/pools.py);
 - sessions: a forget by session deletes that session (working memory, plan, context-call
   log, archives, webhook deliveries); by subject, every session of the subject. In every
   other session of the agent the erased text is taken out: working-memory lines and goal,
@@ -74,7 +75,7 @@ class Request:
             raise errors.InvalidInput(f"memory_ids: give 1 to {MAX_IDS} ids")
         if self.before is not None and self.before.tzinfo is None:
             raise errors.InvalidInput("before: give a timestamp with a time zone")
-        if self.subject is not None and not memories.SUBJECT.match(self.subject):
+        if self.subject is not None and not memories.SUBJECT.fullmatch(self.subject):
             raise errors.InvalidInput("subject: 1-128 letters, digits and . _ : @ -, starting with a letter or digit")
 
     def describe(self) -> str:

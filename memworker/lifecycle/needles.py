@@ -44,7 +44,9 @@ def identifiers(text: str) -> set[str]:
         spaced = " ".join(raw.split())
         if " " in spaced and sum(ch.isdigit() for ch in spaced) >= MIN_GROUPED_DIGITS:
             out.add(spaced)
-    for raw in _TOKEN.findall(text.casefold()):
+    # lower(), not casefold(): Postgres's lower() and found_in() compare with it, and
+    # casefold() rewrites some letters ('ß' -> 'ss') so its needle would never match
+    for raw in _TOKEN.findall(text.lower()):
         token = raw.strip(_EDGE)
         if len(token) < MIN_IDENT or any(p.match(token) for p in _NOT_IDS):
             continue

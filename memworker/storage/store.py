@@ -42,7 +42,7 @@ def policy_for(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str | Non
 
 def ensure_agent(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str) -> None:
     """Create the agent on first use within the tenant."""
-    if not memories.AGENT_ID.match(agent_id):
+    if not memories.AGENT_ID.fullmatch(agent_id):
         raise errors.InvalidInput(
             "agent_id must be 1-128 characters of letters, digits and . _ : @ -, starting with a letter or digit"
         )

@@ -5,12 +5,17 @@ pools never cross tenants. Real API, Postgres and Redis."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
+from uuid import UUID
 
 import httpx
 import pytest
 
 from memworker import keys
+from memworker.fleet import pools
+from memworker.policy import Policy
 from memworker.sdk import ApiError, Client
 from memworker.sleep import consolidation
 from memworker.storage import db
@@ -101,6 +106,17 @@ def test_keys_and_tenants_reach_pools_only_as_granted(
         with pytest.raises(ApiError) as err:
             call()
         assert err.value.status == 404
+    # nor can it grant its agent a pool it does not reach (then read or write it through the agent)
+    with pytest.raises(ApiError) as err:
+        only_a.set_policy({"pools_read": ["faq", "vault"], "pools_write": ["faq"]}, agent_id="bot-a")
+    assert err.value.status == 403
+    only_a.set_policy({"pools_read": ["faq"], "pools_write": ["faq"]}, agent_id="bot-a")  # what it had stays
+    with_vault = Client(api, _key(stack, alice, agent_ids=["bot-a", "pool~vault"]))
+    assert with_vault.set_policy({"pools_read": ["faq", "vault"]}, agent_id="bot-a")["effective"]["pools_read"] == [
+        "faq",
+        "vault",
+    ]
+    clients["alice"].set_policy({"pools_read": ["faq"], "pools_write": ["faq"]}, agent_id="bot-a")
     pool_key = Client(api, _key(stack, alice, agent_ids=["pool~faq"]))
     assert REFUNDS in {m["text"] for m in pool_key.pool_memories("faq", limit=500)}
     mixed = clients["alice"].recall_agents(["bot-b"], "how long do refunds take", pools=["faq"], k=5)["memories"]
@@ -115,7 +131,7 @@ def test_keys_and_tenants_reach_pools_only_as_granted(
     with pytest.raises(ApiError) as err:
         bob.pool_memories("faq")
     assert err.value.status == 404
-    for bad in ("a/b", "", "-x"):
+    for bad in ("a/b", "", "-x", "faq\n"):  # not even a trailing newline (Python's '$' allows one)
         with pytest.raises(ApiError) as err:
             clients["alice"].set_policy({"pools_read": [bad]}, agent_id="bot-a")
         assert err.value.status == 422
@@ -149,3 +165,60 @@ def test_sleep_shares_what_two_agents_learnt_independently(
     assert c.pool_memories("lessons", subject="nobody") == []
     c.delete_memory("day", theirs["id"])  # forgetting either source reaches the pool copy
     assert c.pool_memories("lessons") == []
+
+
+def test_a_share_is_redacted_by_the_pools_policy_not_only_the_agents(clients: dict[str, Client]) -> None:
+    c = clients["charlie"]
+    c.set_policy({"redact_pii": True})  # the tenant's: pools follow it
+    c.set_policy({"redact_pii": False, "pools_write": ["desk"]}, agent_id="raw")
+    mine = c.add_memory("raw", "Escalations go to ops.lead@example.com.", metadata={"owner": "ops.lead@example.com"})
+    assert "ops.lead@example.com" in mine["text"]  # the agent's own policy keeps it raw
+    shared = c.share_memory("raw", mine["id"], "desk")["memory"]
+    assert shared["text"] == "Escalations go to [EMAIL]." and shared["metadata"]["owner"] == "[EMAIL]"
+    assert "ops.lead@example.com" not in str(c.pool_memories("desk"))
+    c.set_policy({})
+
+
+def test_sleep_takes_pool_locks_in_name_order(
+    stack: dict[str, Any], tenants: dict[str, Any], clients: dict[str, Client]
+) -> None:
+    """Two passes whose policies list the same pools in other orders must not deadlock: each
+    takes the pools' dedup locks in name order, so a pass waiting for 'zeta' holds 'alpha'."""
+    c, tenant = clients["charlie"], tenants["charlie"]["id"]
+    lesson = "Rotating the gateway certificate needs a config reload."
+    mine = c.add_memory("owl", lesson, kind="method")
+    c.add_memory("lark", lesson, kind="method")
+    policy = Policy(pools_write=("zeta", "alpha"), pools_propose=True)
+    pool = db.open_pool(stack["app_url"], max_size=3)
+    failed: list[BaseException] = []
+
+    def sleep_pass() -> None:
+        try:
+            with db.tenant_tx(pool, tenant) as conn:
+                pools.propose(conn, tenant_id=tenant, agent_id="owl", ids=[UUID(mine["id"])], policy=policy)
+        except BaseException as exc:  # surfaced below
+            failed.append(exc)
+
+    try:
+        with db.tenant_tx(pool, tenant) as holder, db.connect(stack["owner_url"], autocommit=True) as probe:
+            db.dedup_lock(holder, tenant, "pool~zeta")
+            thread = threading.Thread(target=sleep_pass)
+            thread.start()
+            waiting = (
+                "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+            deadline = time.monotonic() + 60
+            while probe.execute(waiting).fetchone()["n"] == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            free = probe.execute(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0)) AS ok",
+                (f"memworker:dedup:{tenant}:pool~alpha",),
+            ).fetchone()["ok"]
+            assert free is False  # the waiting pass already holds the first pool by name
+        thread.join(60)
+    finally:
+        pool.close()
+    assert not thread.is_alive() and not failed, failed
+    assert [m["text"] for m in c.pool_memories("alpha")] == [lesson]
+    assert [m["text"] for m in c.pool_memories("zeta")] == [lesson]

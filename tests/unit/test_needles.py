@@ -100,3 +100,12 @@ def test_an_archive_loses_erased_episodes_matching_calls_and_texts_and_says_so()
     assert "zk-7741" not in str(kept).lower()
     same, nothing = archive.scrub_lines(kept, set(), found)
     assert same == kept and not any(nothing.values())
+
+
+def test_identifiers_keep_letters_that_casefold_would_rewrite() -> None:
+    # the copy search compares with lower() (found_in here, lower() in Postgres): a needle
+    # made with casefold() ('ß' -> 'ss') would never match the text it came from
+    assert needles.identifiers("Kunde Straße-40771 zahlt") == {"straße-40771"}
+    found = needles.Needles.of(["Kunde Straße-40771 zahlt"])
+    assert found.found_in("die Nummer STRASSE-40771 ist anders") is False
+    assert found.found_in("siehe Straße-40771 im Vertrag")

@@ -236,7 +236,7 @@ def memories_page(request: Request, agent_id: str) -> Response:
     tier, kind, flag = choice(qp.get("tier"), TIERS), choice(qp.get("kind"), KINDS), choice(qp.get("flag"), FLAGS)
     inactive = qp.get("inactive") == "1"
     subject = qp.get("subject", "").strip() or None
-    if subject is not None and not SUBJECT.match(subject):
+    if subject is not None and not SUBJECT.fullmatch(subject):
         raise errors.InvalidInput("subject must be 1-128 characters of letters, digits and . _ : @ -")
     hits: list[dict[str, Any]] | None = None
     items = []

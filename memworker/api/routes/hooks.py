@@ -35,7 +35,7 @@ def post_webhook(body: WebhookIn, request: Request, p: keys.Principal = Depends(
     if body.agent_ids is None and p.agent_ids is not None:
         raise errors.Forbidden("this key is limited to some agents: give agent_ids among them")
     for agent in body.agent_ids or []:
-        if not memories.AGENT_ID.match(agent):
+        if not memories.AGENT_ID.fullmatch(agent):
             raise errors.InvalidInput(f"agent_ids: {agent!r} is not an agent id")
         p.require("admin", agent)
     with tx(request, p) as conn:

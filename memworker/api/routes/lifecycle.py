@@ -11,6 +11,7 @@ from pydantic import Field
 
 from memworker import errors, keys, memories, redact, runtime
 from memworker.api.deps import AgentId, jsonable, principal, resources, tx
+from memworker.fleet import pools
 from memworker.lifecycle import forget, governance, retention
 from memworker.schemas import Strict, Tier
 from memworker.storage import store
@@ -155,10 +156,26 @@ def put_agent_policy(
     422 naming the field, and nothing changes."""
     p.require("admin", agent_id)
     with tx(request, p) as conn:
+        if p.agent_ids is not None:
+            _check_pool_grants(conn, p, agent_id, body)
         out = governance.put_policy(conn, tenant_id=p.tenant_id, agent_id=agent_id, overrides=body)
     resources(request).policies.forget(p.tenant_id, agent_id)
     runtime.invalidate_caches(resources(request).settings.redis_url)  # and every other API process
     return out
+
+
+def _check_pool_grants(conn: Any, p: keys.Principal, agent_id: str, body: dict[str, Any]) -> None:
+    """A key limited to some agents may grant its agent (pools_read, pools_write) only the
+    pools it reaches itself (its list names 'pool~<name>') or those the agent already has:
+    else it could read and write any pool of the tenant through the agent. Forbidden otherwise."""
+    assert p.agent_ids is not None
+    current = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+    for name in ("pools_read", "pools_write"):
+        asked = body.get(name)
+        had = set(getattr(current, name))
+        for pool in asked if isinstance(asked, list) else []:  # a malformed value is put_policy's 422
+            if isinstance(pool, str) and pool not in had and pools.PREFIX + pool not in p.agent_ids:
+                raise errors.Forbidden(f"{name}: this key does not reach pool {pool!r}, so it cannot grant it")
 
 
 @router.get("/v1/policy")

@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from memworker import keys, memories
-from memworker.api.deps import AgentId, decode_cursor, encode_cursor, principal, tx
+from memworker.api.deps import AgentId, decode_cursor, encode_cursor, principal, resources, tx
 from memworker.api.routes.memories import _write
 from memworker.fleet import pools
 from memworker.schemas import MemoryBatch, MemoryIn, Strict
@@ -107,6 +107,7 @@ def share_memory(
             pool=body.pool,
             policy=policy,
             actor="api",
+            embed=lambda text: resources(request).embedder.embed([text])[0],
         )
         copy = store.get_memory(conn, tenant_id=p.tenant_id, agent_id=pools.owner(body.pool), memory_id=mid)
     return {"pool": body.pool, "outcome": how, "memory": copy.to_json() | {"pool": body.pool}}
