@@ -260,6 +260,8 @@ def main() -> None:
         for i, p in enumerate(pairs):
             how, old = ku.outcome_of(c, first, subjects[i % len(subjects)], p["older"], p["newer"])
             got[p["shape"]][how] = got[p["shape"]].get(how, 0) + 1
+            if not _right(p["shape"], how):
+                print(f"wrong at ingest: {p['shape']} ({how}): {p['older']!r} -> {p['newer']!r}", flush=True)
             if how == "both live" and old is not None:
                 live.append((p["shape"], old))
         c.run_retention(first)  # near-duplicates dedup let through are merged by the sweep
@@ -278,6 +280,15 @@ def main() -> None:
     text = "\n".join(report)
     print(text, flush=True)
     print(f"\nwritten {write_report('fleet_memory.md', text)}")
+
+
+def _right(shape: str, how: str) -> bool:
+    """A pair's outcome at ingest is the one its shape wants."""
+    if shape == "paraphrase":
+        return how == "confirmed"
+    if shape == "near-miss":
+        return how != "confirmed"
+    return how in ("superseded", "reviewed")
 
 
 def _tables(

@@ -36,8 +36,9 @@ EXACT_MAX = 5_000
 POSTINGS_BUDGET = 5_000
 POSTINGS_PER_TERM = 200
 LEXICAL_CANDIDATES = 200
-# HNSW breadth for the vector candidates (at least the candidates asked for).
-EF_SEARCH = 200
+# HNSW breadth for the vector candidates. Texts that share their terms lie in dense clusters
+# of near-equal vectors, where a narrower scan (200) missed a query's whole top 60 at times.
+EF_SEARCH = 800
 # A large agent's document count and average length are read once per process and minute:
 # BM25 over a bounded candidate set needs them for the whole agent.
 STATS_TTL_S = 60.0
@@ -207,10 +208,7 @@ def _with_pools(
     """The agent's recall with the pools it reads: the statement over several agents (BM25
     over the union), each pool hit naming its pool; the agent's own hits count as accessed."""
     owners = [agent_id, *pools.readable(policy)]
-    params = _params(qvec, tenant_id, agent_id, query, policy, False)
-    for unused in ("agent_id", "pool", "collapse", "bump"):
-        params.pop(unused)
-    rows = core_db.recall_agents(conn, agent_ids=owners, **params)
+    rows = core_db.recall_agents(conn, agent_ids=owners, **_union_params(qvec, tenant_id, agent_id, query, policy))
     if bump:
         own = [r.id for r in rows if r.agent_id == agent_id]
         if own:
@@ -236,12 +234,18 @@ def serve_agents(
     statistics are those of the union of the agents' live memories (one corpus), and the
     weights and thresholds are `policy`'s (the tenant's), so scores compare across agents.
     A read only: no access counts are bumped."""
-    params = _params(qvec, tenant_id, agent_ids[0], query, policy, False)
-    for unused in ("agent_id", "pool", "collapse", "bump"):
-        params.pop(unused)
+    params = _union_params(qvec, tenant_id, agent_ids[0], query, policy)
     with db.tenant_tx(pool, tenant_id, durable=False) as conn:
         rows = core_db.recall_agents(conn, agent_ids=agent_ids, **params)
     return [_owned(r.agent_id, hit) for r, hit in zip(rows, _hits(list(rows), query.explain), strict=True)]
+
+
+def _union_params(qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy) -> dict[str, Any]:
+    """recall_agents' parameters: recall's, less those only the one-agent statement takes."""
+    params = _params(qvec, tenant_id, agent_id, query, policy, False)
+    for unused in ("agent_id", "pool", "collapse", "bump"):
+        params.pop(unused)
+    return params
 
 
 def _owned(owner: str, hit: dict[str, Any]) -> dict[str, Any]:

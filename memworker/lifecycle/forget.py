@@ -136,6 +136,9 @@ def forget(
     ids = list(request.memory_ids or ())
     resolved = [governance.resolve(conn, **base, memory_id=i) for i in ids]
     plan = _find(conn, base, request, resolved)
+    # episodes before any memory row: ingest locks its episode, then the memories it confirms,
+    # so taking memory rows first could wait on an ingest that waits on us
+    erased = lifecycle_db.forget_delete_episodes(conn, **base, ids=list(plan.episodes | plan.copy_episodes))
     everything = list(plan.forgotten | plan.turns | plan.copies | plan.derived)
     # Profile entries may quote a memory rather than cite its id; very short texts would
     # match anything, so only quotes of some length count.
@@ -146,7 +149,6 @@ def forget(
     profiles = lifecycle_db.forget_profiles(conn, **base, needles=profile_needles) if profile_needles else []
     deleted = set(lifecycle_db.forget_delete_memories(conn, **base, ids=everything))
     pooled = pools.forget_copies(conn, tenant_id=tenant_id, agent_id=agent_id, memory_ids=sorted(deleted))
-    erased = lifecycle_db.forget_delete_episodes(conn, **base, ids=list(plan.episodes | plan.copy_episodes))
     gone_sessions = _forget_sessions(conn, base, plan.sessions)
     scrubbed = _scrub(conn, base, plan.found, erased)
     _audit(conn, base, request, actor, now, plan, sorted(deleted), erased)

@@ -19,7 +19,7 @@ from memworker.policy import Policy
 from memworker.storage import core_db, lifecycle_db, store
 
 PROBE_TERMS = 6  # a memory's rarest terms, through which merge/contradiction candidates are found
-PAIRS_PER_MEMORY = 50  # the most candidates one memory is judged against (most probes shared first)
+PAIRS_PER_MEMORY = 12  # the most candidates one memory is judged against (most probes shared first)
 
 
 def pairs(

@@ -24,18 +24,7 @@ def post_recall(
     p.require("memories:read", agent_id)
     check_metadata(request, body.metadata, "metadata filter")
     started = time.perf_counter()
-    q = recall.Query(
-        body.query,
-        body.k,
-        tuple(body.tiers) if body.tiers else None,
-        tuple(body.kinds) if body.kinds else None,
-        body.since,
-        body.until,
-        body.metadata,
-        body.explain,
-        body.subject,
-    )
-    q.validate()
+    q = _query(body)
     res = resources(request)
     qvec = res.query_embedder.embed_one(q.text)  # before taking a connection: none waits on the model
     policy = res.policies.get(p.tenant_id, agent_id, lambda: _policy(request, p, agent_id))
@@ -54,6 +43,23 @@ def post_recall(
     if not hits:
         metrics.RECALL_EMPTY.inc()
     return {"memories": hits, "took_ms": round(took * 1000, 3)}
+
+
+def _query(body: RecallIn) -> recall.Query:
+    """The body's recall query, checked (InvalidInput)."""
+    q = recall.Query(
+        body.query,
+        body.k,
+        tuple(body.tiers) if body.tiers else None,
+        tuple(body.kinds) if body.kinds else None,
+        body.since,
+        body.until,
+        body.metadata,
+        body.explain,
+        body.subject,
+    )
+    q.validate()
+    return q
 
 
 def _policy(request: Request, p: keys.Principal, agent_id: str) -> Policy:
@@ -76,18 +82,7 @@ def post_recall_agents(
         p.require("memories:read", agent_id)
     check_metadata(request, body.metadata, "metadata filter")
     started = time.perf_counter()
-    q = recall.Query(
-        body.query,
-        body.k,
-        tuple(body.tiers) if body.tiers else None,
-        tuple(body.kinds) if body.kinds else None,
-        body.since,
-        body.until,
-        body.metadata,
-        body.explain,
-        body.subject,
-    )
-    q.validate()
+    q = _query(body)
     res = resources(request)
     qvec = res.query_embedder.embed_one(q.text)  # before taking a connection: none waits on the model
     with tx(request, p) as conn:
