@@ -112,10 +112,6 @@ class Publisher:
     def ruminate(self, tenant_id: UUID | str, agent_id: str, start: str, end: str) -> None:
         self._send("memworker.ruminate", [str(tenant_id), agent_id, start, end], MAINTENANCE)
 
-    def drain_access(self) -> None:
-        """Apply the access bumps replica reads queued (beat sends it every ACCESS_DRAIN_EVERY_S)."""
-        self._send("memworker.drain_access", [], MAINTENANCE)
-
     def sweep(self, name: str, window: str | None = None) -> None:
         """A beat task by hand (tests, operators): consolidation_sweep, retention_tick, ..."""
         self._send(f"memworker.{name}", [window] if window else [], MAINTENANCE)
