@@ -209,8 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         notes = [
             f"- the switch: recall.EXACT_MAX = {recall.EXACT_MAX:,} live memories; bounded: at most "
-            f"{recall.POSTINGS_PER_TERM} postings per query term by impact, the "
-            f"{policy_candidates()} nearest from HNSW (ef_search {recall.EF_SEARCH}, iterative scan).",
+            f"{recall.POSTINGS_PER_TERM} postings per query term by impact past a budget of "
+            f"{recall.POSTINGS_BUDGET:,}, the {recall.LEXICAL_CANDIDATES} best by partial BM25, and the "
+            f"{2 * policy_candidates()} nearest from HNSW (ef_search {recall.EF_SEARCH}, iterative scan).",
             f"- HNSW bulk build after the load, and VACUUM ANALYZE: {index_s:.1f} s.",
             f"- agreement and the exact p50 over {args.agree} other queries per large agent, both statements "
             "without the access bump.",
