@@ -1,8 +1,9 @@
 """Fleet memory: agents that each serve many subjects (customers) with conflicting facts, through
 the API of one `memworker up` stack (offline reflector, real embeddings).
 
-    python bench/fleet_memory.py [--agents 10] [--subjects 10] [--facts 20] [--updates 20] [--queries 40]
-    (the issue's full size: --agents 100 --subjects 20 --facts 20; hours on 2 cores)
+    python bench/fleet_memory.py [--agents 10] [--subjects 10] [--facts 20] [--updates 0: all] [--queries 40]
+    (the issue's full size: --agents 100 --subjects 20 --facts 20, about 40 min on a busy 2-core machine;
+    40 agents took 17 min: bench/results/fleet_memory.md)
 
 Every subject of every agent is told its own value of the same attributes (city, plan and
 seats, contact preference, account manager...): the same sentences with different values, so
@@ -16,7 +17,8 @@ any governance step that crosses subjects shows. Measured, in the same run:
    single-subject agent (one per subject of the first agent, no subject, consolidated once
    like the fleet agent's subjects) as the baseline.
 3. Knowledge updates within subjects (tests/data/knowledge_updates.jsonl, each pair in a
-   subject of the first agent): updates superseded or reviewed, paraphrases confirmed.
+   subject of the first agent): updates superseded or reviewed, paraphrases confirmed, near
+   misses not confirmed (each wrong pair printed).
 4. Recall latency through the API: one agent vs POST /v1/recall over 10 agents, p50 / p95.
 
 Prints the figures and writes bench/results/fleet_memory.md."""

@@ -284,9 +284,7 @@ class Client:
     def share_memory(self, agent_id: str, memory_id: str, pool: str) -> dict[str, Any]:
         """Copy the agent's memory into a pool its policy may write ({"outcome": "copied" |
         "confirmed" | "already shared", "memory"})."""
-        return self._obj(
-            "POST", f"/v1/agents/{_seg(agent_id)}/memories/{_seg(memory_id)}/share", json={"pool": pool}
-        )
+        return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/memories/{_seg(memory_id)}/share", json={"pool": pool})
 
     def policy(self, agent_id: str | None = None) -> dict[str, Any]:
         """{"overrides", "effective"} of an agent, or of the tenant's defaults."""

@@ -947,7 +947,5 @@ class PoolCandidate:
 def pool_candidates(
     conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], kinds: list[str], limit: int
 ) -> list[PoolCandidate]:
-    rows = _sql.all_(
-        conn, "pool_candidates", tenant_id=tenant_id, agent_id=agent_id, ids=ids, kinds=kinds, limit=limit
-    )
+    rows = _sql.all_(conn, "pool_candidates", tenant_id=tenant_id, agent_id=agent_id, ids=ids, kinds=kinds, limit=limit)
     return [PoolCandidate(**r) for r in rows]

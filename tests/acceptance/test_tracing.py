@@ -207,7 +207,7 @@ def test_one_episode_is_one_trace_from_the_api_through_the_worker_to_sql(
     assert by_name["ingest.claim"].attributes["memworker.tenant_id"] == str(tenants["alice"]["id"])
     assert by_name["ingest.store"].parent_id == task.span_id
     (claim,) = [s for s in worker_sql if _statement(s).startswith("/* claim_episodes */")]
-    assert claim.name == "UPDATE" and claim.parent_id == by_name["ingest.claim"].span_id
+    assert claim.name == "WITH" and claim.parent_id == by_name["ingest.claim"].span_id
     stored = [s for s in worker_sql if _statement(s).startswith("/* finish_episode */")]
     assert stored and stored[0].parent_id == by_name["ingest.store"].span_id
 
