@@ -237,6 +237,16 @@ def create_tenant(stack: Stack, name: str) -> tuple[str, str]:
     return str(data["tenant_id"]), str(data["api_key"])
 
 
+def run_key(stack: Stack, name: str) -> tuple[str, int]:
+    """The API key a run writes with, and the run's tag (epoch seconds). Where the bench can make
+    a tenant (its own stack, or an owner URL) the run gets a fresh one, `bench-NAME-TAG`, so its
+    agents start empty; otherwise it writes with the stack's key."""
+    tag = int(time.time())
+    if stack.data_dir is not None or stack.owner_url:
+        return create_tenant(stack, f"bench-{name}-{tag}")[1], tag
+    return stack.api_key, tag
+
+
 def owner_connect(stack: Stack, tenant_id: str | None = None, *, autocommit: bool = True) -> Any:
     """A psycopg connection as the database owner with pgvector registered; with tenant_id
     the session is bound to that tenant (so row-level security passes for a non-superuser)."""

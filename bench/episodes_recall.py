@@ -79,13 +79,13 @@ from _common import (  # noqa: E402
     add_stack_args,
     bare_embedder_rate,
     command_line,
-    create_tenant,
     environment_note,
     fmt,
     loadavg,
     md_table,
     percentile,
     progress,
+    run_key,
     stack_from_args,
     write_report,
 )
@@ -771,10 +771,7 @@ def main(argv: list[str] | None = None) -> int:
     max_bytes = Settings.from_env(os.environ).max_content_bytes
 
     with stack_from_args(args, raise_limits=True) as stack:
-        key = stack.api_key
-        tag = int(time.time())
-        if stack.data_dir is not None or stack.owner_url:
-            _, key = create_tenant(stack, f"bench-episodes-{tag}")
+        key, tag = run_key(stack, "episodes")
         prefix = "" if stack.process is not None else f"{tag}-"  # a shared stack: fresh agent ids
         run = Run(convs, {v: {c.sample_id: f"{prefix}{v}-{c.sample_id}" for c in convs} for v in VARIANTS})
         ingest(stack, key, run, args, max_bytes)

@@ -46,11 +46,11 @@ from _common import (  # noqa: E402
     Stack,
     add_stack_args,
     command_line,
-    create_tenant,
     environment_note,
     loadavg,
     md_table,
     progress,
+    run_key,
     stack_from_args,
     write_report,
 )
@@ -369,10 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     convs = load(args.data, args.conversations)
     max_bytes = Settings.from_env(os.environ).max_content_bytes
     with stack_from_args(args, raise_limits=True) as stack:
-        key = stack.api_key
-        tag = int(time.time())
-        if stack.data_dir is not None or stack.owner_url:
-            _, key = create_tenant(stack, f"bench-lifecycle-{tag}")
+        key, tag = run_key(stack, "lifecycle")
         prefix = "" if stack.process is not None else f"{tag}-"
         run = Run(
             convs,

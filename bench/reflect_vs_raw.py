@@ -45,13 +45,13 @@ from _common import (  # noqa: E402
     Stack,
     add_stack_args,
     command_line,
-    create_tenant,
     environment_note,
     fmt,
     loadavg,
     md_table,
     percentile,
     progress,
+    run_key,
     stack_from_args,
     write_report,
 )
@@ -396,10 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     a, b = Side("reflect"), Side("raw")
 
     with stack_from_args(args, raise_limits=True) as stack:
-        key = stack.api_key
-        run = int(time.time())
-        if stack.data_dir is not None or stack.owner_url:
-            _, key = create_tenant(stack, f"bench-rvr-{run}")
+        key, run = run_key(stack, "rvr")
         agent_a = {c.sample_id: f"rvr-{run}-{c.sample_id}-reflect" for c in convs}
         agent_b = {c.sample_id: f"rvr-{run}-{c.sample_id}-raw" for c in convs}
         with Client(stack.api_url, key, timeout=300) as client:

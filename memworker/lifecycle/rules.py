@@ -78,26 +78,9 @@ def promotion_reason(
 _WORD = re.compile(r"\d+(?:[.:/,-]\d+)*[a-z%]*|[^\W_]+")
 _NEGATIONS = frozenset({"not", "no", "never", "cannot", "nobody", "nothing"})
 _AUXILIARIES = frozenset({"do", "does", "did"})  # "does not use X" vs "uses X"
-# Words that change how something is said, not what: "now uses", "officially uses".
-_FILLERS = frozenset(
-    [
-        "now",
-        "currently",
-        "still",
-        "already",
-        "officially",
-        "definitely",
-        "certainly",
-        "actually",
-        "really",
-        "also",
-        "just",
-        "recently",
-        "indeed",
-        "confirmed",
-        "always",
-    ]
-)
+# Words that change how something is said, not what: "now uses", "officially uses"; and
+# "confirmed", which restates.
+_FILLERS = updates.FILLERS | {"confirmed"}
 # Verbs after which a changed word is a changed value ("is in Berlin" -> "is in Lisbon").
 _SINGLE_VALUED = frozenset(
     [

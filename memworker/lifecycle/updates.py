@@ -29,16 +29,10 @@ from functools import lru_cache
 
 _TOKEN = re.compile(r"\d+(?:[.:/,-]\d+)*[A-Za-z%]*|[^\W_]+")
 _NEGATIONS = frozenset({"not", "no", "never", "cannot", "nobody", "nothing", "neither", "nor"})
-# Words that carry no content of their own here: articles, auxiliaries of a negation ("does
-# not use"), and adverbs that change how a thing is said, not what.
-_SKIP = frozenset(
+# Adverbs that change how a thing is said, not what ("now uses", "officially uses"); the
+# contradiction rule (memworker.lifecycle.rules) drops the same words.
+FILLERS = frozenset(
     {
-        "a",
-        "an",
-        "the",
-        "do",
-        "does",
-        "did",
         "now",
         "currently",
         "still",
@@ -53,10 +47,11 @@ _SKIP = frozenset(
         "recently",
         "indeed",
         "always",
-        "anymore",
-        "longer",  # "no longer uses" is a negation of "uses"
     }
 )
+# Words that carry no content of their own here: articles, auxiliaries of a negation ("does
+# not use"), and the fillers.
+_SKIP = FILLERS | {"a", "an", "the", "do", "does", "did", "anymore", "longer"}  # "no longer uses": not "uses"
 # Between two exchanged parts, only these leave the meaning alone (a list).
 _SYMMETRIC = frozenset({"and", "or", "plus", "as", "well", "both", "either"})
 # Words after which a changed number, date or name is a changed value.

@@ -13,7 +13,9 @@ import psycopg
 
 def _load(path: Path) -> dict[str, LiteralString]:
     queries: dict[str, LiteralString] = {}
-    for block in re.split(r"^-- name: ", path.read_text(), flags=re.M)[1:]:
+    fragments: dict[str, str] = {}
+    blocks = re.split(r"^-- (name|fragment): ", path.read_text(), flags=re.M)[1:]
+    for kind, block in zip(blocks[::2], blocks[1::2], strict=True):
         name, _, body = block.partition("\n")
         # The leading `--` lines document the query here; the server gets its name instead, as
         # a block comment: pg_stat_activity and the SQL spans of a trace (docs/tracing.md) say
@@ -22,8 +24,23 @@ def _load(path: Path) -> dict[str, LiteralString]:
         while lines and lines[0].lstrip().startswith("--"):
             lines.pop(0)
         text = "\n".join(lines).rstrip(";")
-        queries[name.strip()] = f"/* {name.strip()} */ {text}"  # our files' text: literal in spirit
-    return queries
+        if kind == "fragment":
+            fragments[name.strip()] = text
+        else:
+            queries[name.strip()] = f"/* {name.strip()} */ {text}"  # our files' text: literal in spirit
+    return {name: _included(sql, fragments, path) for name, sql in queries.items()}
+
+
+def _included(sql: LiteralString, fragments: dict[str, str], path: Path) -> LiteralString:
+    """sql with each `-- include: NAME` line replaced by the text of the file's `-- fragment:
+    NAME` block: a part two statements share is written once (a fragment is not a query)."""
+
+    def fragment(found: re.Match[str]) -> str:
+        if found[1] not in fragments:
+            raise RuntimeError(f"no fragment {found[1]!r} in {path.name}")
+        return fragments[found[1]]
+
+    return re.sub(r"^-- include: (\S+)$", fragment, sql, flags=re.M)  # our files' text, as in _load
 
 
 def _load_all(folder: Path) -> dict[str, LiteralString]:

@@ -181,6 +181,26 @@ def test_direct_writes_supersede_and_review_within_a_subject(clients: dict[str, 
     assert [(r["newer"]["id"], r["older"]["id"]) for r in reviews] == [(unsure["id"], lisbon["id"])]
 
 
+def test_an_update_in_a_crowded_agent_is_paired_with_its_own_subjects_statement(
+    clients: dict[str, Client],
+) -> None:
+    """Sixty subjects hold the same statement, more than the candidates one memory is judged
+    against: an update for one subject still finds that subject's statement, and only it."""
+    c = clients["alice"]
+    agent = "crowd"
+    olds = {
+        f"s-{i:02d}": c.add_memory(agent, "Dana's office is in Berlin.", subject=f"s-{i:02d}", confidence=0.95)
+        for i in range(60)
+    }
+    porto = c.add_memory(agent, "Dana's office is in Porto.", subject="s-37", confidence=0.95)
+    assert c.get_memory(agent, olds["s-37"]["id"])["superseded_by"] == porto["id"]
+    unsure = c.add_memory(agent, "Dana's office is in Madrid.", subject="s-11", confidence=0.5)
+    reviews = c.reviews(agent)
+    assert [(r["newer"]["id"], r["older"]["id"]) for r in reviews] == [(unsure["id"], olds["s-11"]["id"])]
+    untouched = [c.get_memory(agent, m["id"])["superseded_by"] for s, m in olds.items() if s != "s-37"]
+    assert untouched == [None] * 59
+
+
 def test_message_subjects_name_the_items_they_give(clients: dict[str, Client], worker: Any) -> None:
     c = clients["alice"]
     ep = c.add_episode(

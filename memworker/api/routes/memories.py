@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
@@ -145,20 +147,50 @@ def list_memories(
     contains = _metadata_filter(request, metadata) if metadata is not None else None
     with read_tx(request, p, agent_id) as conn:  # a replica's, when there are some
         store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-        items = store.list_memories(
+        items, nxt = memory_page(
             conn,
-            tenant_id=p.tenant_id,
-            agent_id=agent_id,
+            p.tenant_id,
+            agent_id,
+            limit=limit,
+            after=after,
+            subject=subject,
             tier=tier,
             kind=kind,
             session_id=session_id,
             metadata=contains,
-            limit=limit,
-            after=after,
-            subject=subject,
         )
-    nxt = encode_cursor(items[-1].created_at, items[-1].id) if len(items) == limit else None
     return {"memories": [m.to_json() for m in items], "next_cursor": nxt}
+
+
+def memory_page(
+    conn: psycopg.Connection,
+    tenant_id: UUID,
+    owner: str,
+    *,
+    limit: int,
+    after: tuple[datetime, UUID] | None,
+    subject: str | None,
+    tier: str | None = None,
+    kind: str | None = None,
+    session_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> tuple[list[memories.Memory], str | None]:
+    """One page of an owner's (an agent's or a pool's) memories, newest first, and the cursor
+    of the next page: None when this page is not full, so no page follows."""
+    items = store.list_memories(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=owner,
+        tier=tier,
+        kind=kind,
+        session_id=session_id,
+        metadata=metadata,
+        limit=limit,
+        after=after,
+        subject=subject,
+    )
+    nxt = encode_cursor(items[-1].created_at, items[-1].id) if len(items) == limit else None
+    return items, nxt
 
 
 def _metadata_filter(request: Request, raw: str) -> dict[str, Any]:

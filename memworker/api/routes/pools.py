@@ -11,8 +11,8 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from memworker import keys, memories
-from memworker.api.deps import AgentId, decode_cursor, encode_cursor, principal, resources, tx
-from memworker.api.routes.memories import _write
+from memworker.api.deps import AgentId, decode_cursor, principal, resources, tx
+from memworker.api.routes.memories import _write, memory_page
 from memworker.fleet import pools
 from memworker.schemas import MemoryBatch, MemoryIn, Strict
 from memworker.storage import store
@@ -63,18 +63,7 @@ def list_pool_memories(
     after = decode_cursor(cursor) if cursor else None
     with tx(request, p) as conn:
         pools.require(conn, tenant_id=p.tenant_id, name=pool)
-        items = store.list_memories(
-            conn,
-            tenant_id=p.tenant_id,
-            agent_id=owner,
-            tier=None,
-            kind=None,
-            session_id=None,
-            limit=limit,
-            after=after,
-            subject=subject,
-        )
-    nxt = encode_cursor(items[-1].created_at, items[-1].id) if len(items) == limit else None
+        items, nxt = memory_page(conn, p.tenant_id, owner, limit=limit, after=after, subject=subject)
     return {"memories": [m.to_json() | {"pool": pool} for m in items], "next_cursor": nxt}
 
 

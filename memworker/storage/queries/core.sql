@@ -254,6 +254,47 @@ RETURNING *;
 DELETE FROM memories WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(memory_id)s
 RETURNING id;
 
+-- fragment: recall_live
+-- The narrow per-row set recall reads (its FROM; the caller's WHERE picks the rows): each
+-- memory's filter verdict (`wanted`), its distance to the query and the priors' inputs.
+  SELECT m.id, m.doc_len, m.salience, m.access_count, m.created_at,
+         (m.tier = ANY(%(tiers)s::text[])
+          AND (%(kinds)s::text[] IS NULL OR m.kind = ANY(%(kinds)s::text[]))
+          AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
+          AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
+          AND (%(metadata)s::jsonb IS NULL OR m.metadata @> %(metadata)s::jsonb)
+          AND NOT (%(hide_flagged)s AND 'instruction' = ANY(m.flags))) AS wanted,
+         m.embedding <=> %(qvec)s::vector AS distance
+  FROM memories m
+
+-- fragment: recall_fusion
+-- The candidates (BM25's and the vector's best, wanted rows only), their two signals
+-- min-max normalised over the candidates that are relevant at all, fused by weight,
+-- plus the priors; one text for `recall` and `recall_agents`, so their scores agree.
+candidates AS (
+  (SELECT id FROM bm25 WHERE wanted ORDER BY score DESC, id LIMIT %(candidates)s)
+  UNION
+  (SELECT id FROM live WHERE wanted ORDER BY distance, id LIMIT %(candidates)s)
+), signals AS (
+  SELECT l.id, l.salience, l.access_count, l.created_at, coalesce(b.score, 0) AS bm25, 1 - l.distance AS vector
+  FROM candidates c JOIN live l ON l.id = c.id LEFT JOIN bm25 b ON b.id = c.id
+), relevant AS (
+  SELECT s.* FROM signals s WHERE s.bm25 > 0 OR s.vector >= %(vector_floor)s
+), ranges AS (
+  SELECT max(bm25) AS bmax, min(vector) AS vmin, max(vector) AS vmax FROM relevant
+), scored AS (
+  SELECT r.*,
+         CASE WHEN g.bmax > 0 THEN r.bm25 / g.bmax ELSE 0 END AS bm25_norm,
+         CASE WHEN g.vmax > g.vmin THEN (r.vector - g.vmin) / (g.vmax - g.vmin) ELSE 1 END AS vector_norm,
+         1.0 / (1.0 + extract(epoch FROM now() - r.created_at) / 86400.0 / 30.0) AS freshness
+  FROM relevant r CROSS JOIN ranges g
+), fused AS (
+  SELECT s.*,
+         %(w_bm25)s * s.bm25_norm + %(w_vector)s * s.vector_norm AS fused,
+         %(w_prior)s * (s.salience + least(0.1 * s.access_count, 1.0) + s.freshness) AS prior
+  FROM scored s
+)
+
 -- name: recall
 -- Hybrid recall in one statement. BM25 (Lucene IDF, k1 = 1.2, b = 0.75) over the agent's
 -- live memories, exact cosine top-k over the same rows, both min-max normalised over the
@@ -265,15 +306,7 @@ RETURNING id;
 -- memory's filter verdict, so BM25's candidates need no join back to live. Ties are broken
 -- by id at every cut, never by the rows' physical order.
 WITH live AS MATERIALIZED (
-  SELECT m.id, m.doc_len, m.salience, m.access_count, m.created_at,
-         (m.tier = ANY(%(tiers)s::text[])
-          AND (%(kinds)s::text[] IS NULL OR m.kind = ANY(%(kinds)s::text[]))
-          AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
-          AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
-          AND (%(metadata)s::jsonb IS NULL OR m.metadata @> %(metadata)s::jsonb)
-          AND NOT (%(hide_flagged)s AND 'instruction' = ANY(m.flags))) AS wanted,
-         m.embedding <=> %(qvec)s::vector AS distance
-  FROM memories m
+-- include: recall_live
   WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
     AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
     -- subjects: the asked subject's memories and the general ones, never another subject's
@@ -298,29 +331,9 @@ WITH live AS MATERIALIZED (
              * p.tf * (1.2 + 1) / (p.tf + 1.2 * (1 - 0.75 + 0.75 * p.dl / s.avgdl))) AS score
   FROM postings p CROSS JOIN stats s
   GROUP BY p.id
-), candidates AS (
-  (SELECT id FROM bm25 WHERE wanted ORDER BY score DESC, id LIMIT %(candidates)s)
-  UNION
-  (SELECT id FROM live WHERE wanted ORDER BY distance, id LIMIT %(candidates)s)
-), signals AS (
-  SELECT l.id, l.salience, l.access_count, l.created_at, coalesce(b.score, 0) AS bm25, 1 - l.distance AS vector
-  FROM candidates c JOIN live l ON l.id = c.id LEFT JOIN bm25 b ON b.id = c.id
-), relevant AS (
-  SELECT s.* FROM signals s WHERE s.bm25 > 0 OR s.vector >= %(vector_floor)s
-), ranges AS (
-  SELECT max(bm25) AS bmax, min(vector) AS vmin, max(vector) AS vmax FROM relevant
-), scored AS (
-  SELECT r.*,
-         CASE WHEN g.bmax > 0 THEN r.bm25 / g.bmax ELSE 0 END AS bm25_norm,
-         CASE WHEN g.vmax > g.vmin THEN (r.vector - g.vmin) / (g.vmax - g.vmin) ELSE 1 END AS vector_norm,
-         1.0 / (1.0 + extract(epoch FROM now() - r.created_at) / 86400.0 / 30.0) AS freshness
-  FROM relevant r CROSS JOIN ranges g
-), fused AS (
-  SELECT s.*,
-         %(w_bm25)s * s.bm25_norm + %(w_vector)s * s.vector_norm AS fused,
-         %(w_prior)s * (s.salience + least(0.1 * s.access_count, 1.0) + s.freshness) AS prior
-  FROM scored s
-), ranked AS MATERIALIZED (  -- room for the hits that collapse (below)
+),
+-- include: recall_fusion
+, ranked AS MATERIALIZED (  -- room for the hits that collapse (below)
   SELECT f.*, f.fused + f.prior AS score, row_number() OVER (ORDER BY f.fused + f.prior DESC, f.id) AS rank
   FROM fused f ORDER BY f.fused + f.prior DESC, f.id LIMIT %(pool)s
 ), sources AS MATERIALIZED (
@@ -465,15 +478,7 @@ UPDATE agents SET ann_ready = true WHERE tenant_id = %(tenant_id)s AND id = %(ag
 -- counts (an operator's look is not the agent's use), and does not collapse items into
 -- their turns.
 WITH live AS MATERIALIZED (
-  SELECT m.id, m.doc_len, m.salience, m.access_count, m.created_at,
-         (m.tier = ANY(%(tiers)s::text[])
-          AND (%(kinds)s::text[] IS NULL OR m.kind = ANY(%(kinds)s::text[]))
-          AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
-          AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
-          AND (%(metadata)s::jsonb IS NULL OR m.metadata @> %(metadata)s::jsonb)
-          AND NOT (%(hide_flagged)s AND 'instruction' = ANY(m.flags))) AS wanted,
-         m.embedding <=> %(qvec)s::vector AS distance
-  FROM memories m
+-- include: recall_live
   WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = ANY(%(agent_ids)s::text[])
     AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
     AND (m.subject IS NULL OR m.subject = %(subject)s::text)
@@ -490,29 +495,9 @@ WITH live AS MATERIALIZED (
              * p.tf * (1.2 + 1) / (p.tf + 1.2 * (1 - 0.75 + 0.75 * p.dl / s.avgdl))) AS score
   FROM postings p CROSS JOIN stats s
   GROUP BY p.id
-), candidates AS (
-  (SELECT id FROM bm25 WHERE wanted ORDER BY score DESC, id LIMIT %(candidates)s)
-  UNION
-  (SELECT id FROM live WHERE wanted ORDER BY distance, id LIMIT %(candidates)s)
-), signals AS (
-  SELECT l.id, l.salience, l.access_count, l.created_at, coalesce(b.score, 0) AS bm25, 1 - l.distance AS vector
-  FROM candidates c JOIN live l ON l.id = c.id LEFT JOIN bm25 b ON b.id = c.id
-), relevant AS (
-  SELECT s.* FROM signals s WHERE s.bm25 > 0 OR s.vector >= %(vector_floor)s
-), ranges AS (
-  SELECT max(bm25) AS bmax, min(vector) AS vmin, max(vector) AS vmax FROM relevant
-), scored AS (
-  SELECT r.*,
-         CASE WHEN g.bmax > 0 THEN r.bm25 / g.bmax ELSE 0 END AS bm25_norm,
-         CASE WHEN g.vmax > g.vmin THEN (r.vector - g.vmin) / (g.vmax - g.vmin) ELSE 1 END AS vector_norm,
-         1.0 / (1.0 + extract(epoch FROM now() - r.created_at) / 86400.0 / 30.0) AS freshness
-  FROM relevant r CROSS JOIN ranges g
-), fused AS (
-  SELECT s.*,
-         %(w_bm25)s * s.bm25_norm + %(w_vector)s * s.vector_norm AS fused,
-         %(w_prior)s * (s.salience + least(0.1 * s.access_count, 1.0) + s.freshness) AS prior
-  FROM scored s
-), top AS (
+),
+-- include: recall_fusion
+, top AS (
   SELECT f.*, f.fused + f.prior AS score FROM fused f ORDER BY f.fused + f.prior DESC, f.id LIMIT %(k)s
 )
 SELECT m.id, m.agent_id, m.text, m.kind, m.tier, m.created_at, m.metadata, m.provenance, m.flags, m.trust,

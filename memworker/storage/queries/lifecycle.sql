@@ -444,8 +444,16 @@ ORDER BY id LIMIT %(batch)s;
 -- fast). The joins this replaced were faster in bulk (a 60-agent retention bench: first sweep
 -- 28.8 s with them, 45.4 s with these probes) but, planned on a freshly ingested agent
 -- before ANALYZE, ran 100 s to 10 min for one sweep batch; these run in milliseconds either way.
+-- Only memories of the same subject (or both general) are ever paired, so the subject is kept
+-- before the caps: an agent with many subjects holds many near-identical statements about
+-- different people, and those would otherwise fill the per-term postings and the max_pairs
+-- candidates ahead of the one statement of the memory's own subject. A memory with a subject
+-- is therefore probed twice per term: the term's first per_term postings, and the subject's
+-- newest per_term memories checked for the term (the memories_subject index, then one
+-- posting lookup each); both bounded, so the cost per memory stays flat.
 WITH mine AS (
-  SELECT t.memory_id, t.term FROM memory_terms t
+  SELECT t.memory_id, t.term, m.subject FROM memory_terms t
+  JOIN memories m ON m.tenant_id = t.tenant_id AND m.id = t.memory_id
   WHERE t.memory_id = ANY(%(ids)s::uuid[]) AND t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
 ), df AS (
   SELECT d.term, (SELECT count(*) FROM (
@@ -454,24 +462,38 @@ WITH mine AS (
                     LIMIT %(df_cap)s) x) AS df
   FROM (SELECT DISTINCT term FROM mine) d
 ), rare AS (
-  SELECT memory_id, term, least(n, %(probe_terms)s) AS probes FROM (
-    SELECT m.memory_id, m.term,
+  SELECT memory_id, term, subject, least(n, %(probe_terms)s) AS probes FROM (
+    SELECT m.memory_id, m.term, m.subject,
            row_number() OVER (PARTITION BY m.memory_id ORDER BY d.df, m.term) AS r,
            count(*) OVER (PARTITION BY m.memory_id) AS n
     FROM mine m JOIN df d USING (term)) x
   WHERE r <= %(probe_terms)s
 ), hits AS (
-  SELECT r.memory_id AS a, o.b, count(*) AS shared
+  SELECT r.memory_id AS a, r.subject, o.b, count(*) AS shared
   FROM rare r
-  CROSS JOIN unnest(ARRAY(SELECT t.memory_id FROM memory_terms t
-                          WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = r.term
-                            AND t.memory_id <> r.memory_id
-                          LIMIT %(per_term)s)) AS o(b)
-  GROUP BY r.memory_id, o.b
+  CROSS JOIN unnest(ARRAY(
+    (SELECT t.memory_id FROM memory_terms t
+     WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = r.term
+       AND t.memory_id <> r.memory_id
+     LIMIT %(per_term)s)
+    UNION
+    SELECT s.id FROM (SELECT s.id FROM memories s
+                      WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s AND s.subject = r.subject
+                      ORDER BY s.created_at DESC LIMIT %(per_term)s) s
+    WHERE s.id <> r.memory_id
+      AND EXISTS (SELECT 1 FROM memory_terms t
+                  WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = r.term
+                    AND t.memory_id = s.id))) AS o(b)
+  GROUP BY r.memory_id, r.subject, o.b
   HAVING count(*) * 3 >= max(r.probes)
 ), cand AS (
+  -- the subject and liveness filters come before the max_pairs cap, so other subjects' and
+  -- retired memories never take the places of the memory's own subject's live ones
   SELECT a, b FROM (
-    SELECT h.a, h.b, row_number() OVER (PARTITION BY h.a ORDER BY h.shared DESC, h.b) AS r FROM hits h) x
+    SELECT h.a, h.b, row_number() OVER (PARTITION BY h.a ORDER BY h.shared DESC, h.b) AS r
+    FROM hits h JOIN memories m ON m.tenant_id = %(tenant_id)s AND m.id = h.b
+    WHERE m.subject IS NOT DISTINCT FROM h.subject AND m.kind <> 'turn'
+      AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)) x
   WHERE r <= %(max_pairs)s
 ), bags AS (
   SELECT t.memory_id, array_agg(t.term) AS terms FROM memory_terms t
