@@ -7,6 +7,12 @@ ALTER TABLE memworker.memories ADD COLUMN carried_by uuid;
 CREATE INDEX memories_carried_by ON memworker.memories (tenant_id, carried_by) WHERE carried_by IS NOT NULL;
 ALTER TABLE memworker.retention_runs ADD COLUMN forgotten_distilled integer NOT NULL DEFAULT 0;
 
+-- The tables force row-level security even on their owner, who may not be a superuser: it is
+-- lifted for this transaction only, so the updates below see every tenant's rows.
+ALTER TABLE memworker.memories NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE memworker.agents NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE memworker.tenants NO FORCE ROW LEVEL SECURITY;
+
 -- Existing rows follow the new tiers: reflected items and promoted ones (L1, L2) no longer
 -- expire by a clock, unless the tenant or the agent set a TTL for that tier in its policy.
 UPDATE memworker.memories m SET expires_at = NULL
@@ -20,3 +26,7 @@ WHERE a.tenant_id = m.tenant_id AND a.id = m.agent_id
 -- sleep's window, so the next passes distil them (else they would only go by the unused rule).
 UPDATE memworker.memories SET consolidated_at = NULL
 WHERE kind = 'turn' AND consolidated_at IS NOT NULL AND valid_to IS NULL;
+
+ALTER TABLE memworker.memories FORCE ROW LEVEL SECURITY;
+ALTER TABLE memworker.agents FORCE ROW LEVEL SECURITY;
+ALTER TABLE memworker.tenants FORCE ROW LEVEL SECURITY;

@@ -12,8 +12,14 @@ CREATE FUNCTION memworker.bm25_impact(p_tf integer, p_dl integer) RETURNS real
     AS $$ SELECT (p_tf * 2.2 / (p_tf + 1.2 * (0.25 + 0.75 * greatest(p_dl, 1) / 8.0)))::real $$;
 
 ALTER TABLE memworker.memory_terms ADD COLUMN impact real;
+-- Row-level security is forced even on the owner, who may not be a superuser: lifted for this
+-- transaction only, so every tenant's postings get their impact before it becomes NOT NULL.
+ALTER TABLE memworker.memory_terms NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE memworker.memories NO FORCE ROW LEVEL SECURITY;
 UPDATE memworker.memory_terms t SET impact = memworker.bm25_impact(t.tf, m.doc_len)
 FROM memworker.memories m WHERE m.tenant_id = t.tenant_id AND m.id = t.memory_id;
+ALTER TABLE memworker.memory_terms FORCE ROW LEVEL SECURITY;
+ALTER TABLE memworker.memories FORCE ROW LEVEL SECURITY;
 
 -- A posting written without its impact (a bulk COPY, an older writer) gets it from its
 -- memory's length; the app's own insert passes it and skips the lookup.
