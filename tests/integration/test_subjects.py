@@ -192,13 +192,17 @@ def test_an_update_in_a_crowded_agent_is_paired_with_its_own_subjects_statement(
         f"s-{i:02d}": c.add_memory(agent, "Dana's office is in Berlin.", subject=f"s-{i:02d}", confidence=0.95)
         for i in range(60)
     }
-    porto = c.add_memory(agent, "Dana's office is in Porto.", subject="s-37", confidence=0.95)
-    assert c.get_memory(agent, olds["s-37"]["id"])["superseded_by"] == porto["id"]
-    unsure = c.add_memory(agent, "Dana's office is in Madrid.", subject="s-11", confidence=0.5)
-    reviews = c.reviews(agent)
-    assert [(r["newer"]["id"], r["older"]["id"]) for r in reviews] == [(unsure["id"], olds["s-11"]["id"])]
-    untouched = [c.get_memory(agent, m["id"])["superseded_by"] for s, m in olds.items() if s != "s-37"]
-    assert untouched == [None] * 59
+    updated = ("s-05", "s-23", "s-37", "s-51")
+    for subject in updated:
+        porto = c.add_memory(agent, "Dana's office is in Porto.", subject=subject, confidence=0.95)
+        assert c.get_memory(agent, olds[subject]["id"])["superseded_by"] == porto["id"]
+    unsure = {
+        s: c.add_memory(agent, "Dana's office is in Madrid.", subject=s, confidence=0.5) for s in ("s-11", "s-44")
+    }
+    reviews = {(r["newer"]["id"], r["older"]["id"]) for r in c.reviews(agent)}
+    assert reviews == {(m["id"], olds[s]["id"]) for s, m in unsure.items()}
+    untouched = [c.get_memory(agent, m["id"])["superseded_by"] for s, m in olds.items() if s not in updated]
+    assert untouched == [None] * 56
 
 
 def test_message_subjects_name_the_items_they_give(clients: dict[str, Client], worker: Any) -> None:

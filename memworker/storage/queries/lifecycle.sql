@@ -478,22 +478,25 @@ WITH mine AS (
      LIMIT %(per_term)s)
     UNION
     SELECT s.id FROM (SELECT s.id FROM memories s
-                      WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s AND s.subject = r.subject
+                      WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s
+                        AND s.subject IS NOT NULL AND s.subject = r.subject
                       ORDER BY s.created_at DESC LIMIT %(per_term)s) s
     WHERE s.id <> r.memory_id
-      AND EXISTS (SELECT 1 FROM memory_terms t
-                  WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = r.term
-                    AND t.memory_id = s.id))) AS o(b)
+      AND (SELECT true FROM memory_terms t  -- a key lookup per memory, never the term's postings
+           WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = r.term
+             AND t.memory_id = s.id))) AS o(b)
   GROUP BY r.memory_id, r.subject, o.b
   HAVING count(*) * 3 >= max(r.probes)
 ), cand AS (
   -- the subject and liveness filters come before the max_pairs cap, so other subjects' and
-  -- retired memories never take the places of the memory's own subject's live ones
+  -- retired memories never take the places of the memory's own subject's live ones; a
+  -- sub-select per hit (a key lookup), not a join the planner could turn into a scan
   SELECT a, b FROM (
     SELECT h.a, h.b, row_number() OVER (PARTITION BY h.a ORDER BY h.shared DESC, h.b) AS r
-    FROM hits h JOIN memories m ON m.tenant_id = %(tenant_id)s AND m.id = h.b
-    WHERE m.subject IS NOT DISTINCT FROM h.subject AND m.kind <> 'turn'
-      AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)) x
+    FROM hits h
+    WHERE (SELECT m.subject IS NOT DISTINCT FROM h.subject AND m.kind <> 'turn'
+                  AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)
+           FROM memories m WHERE m.tenant_id = %(tenant_id)s AND m.id = h.b)) x
   WHERE r <= %(max_pairs)s
 ), bags AS (
   SELECT t.memory_id, array_agg(t.term) AS terms FROM memory_terms t
