@@ -252,6 +252,18 @@ WITH doomed AS (
 )
 SELECT count(*) AS n FROM gone;
 
+-- fragment: forget_doomed
+-- The end of every forgetting rule: delete the rows of the caller's `doomed` CTE (already
+-- locked), log each as forgotten with the rule's reason, and count them.
+gone AS (
+  DELETE FROM memories m USING doomed d WHERE m.id = d.id RETURNING m.id
+), logged AS (
+  INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, created_at)
+  SELECT %(tenant_id)s, %(agent_id)s, g.id, 'forgotten', %(reason)s, %(actor)s, %(now)s FROM gone g
+  RETURNING 1
+)
+SELECT count(*) AS n FROM gone;
+
 -- name: retention_forget_age
 -- Episodic scratch items older than decay_days (since written or last confirmed)
 -- that were never recalled. The semantic layer (L1-L3) is not episodic. Turns go by their own
@@ -263,14 +275,8 @@ WITH doomed AS (
     AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
     AND access_count = 0 AND greatest(created_at, confirmed_at) < %(cutoff)s
   ORDER BY created_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED
-), gone AS (
-  DELETE FROM memories m USING doomed d WHERE m.id = d.id RETURNING m.id
-), logged AS (
-  INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, created_at)
-  SELECT %(tenant_id)s, %(agent_id)s, g.id, 'forgotten', %(reason)s, %(actor)s, %(now)s FROM gone g
-  RETURNING 1
-)
-SELECT count(*) AS n FROM gone;
+),
+-- include: forget_doomed
 
 -- name: retention_forget_unused
 -- Episodic items (turns a summary does not carry included) not recalled, confirmed
@@ -282,14 +288,8 @@ WITH doomed AS (
     AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
     AND greatest(created_at, confirmed_at, last_access_at) < %(cutoff)s
   ORDER BY created_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED
-), gone AS (
-  DELETE FROM memories m USING doomed d WHERE m.id = d.id RETURNING m.id
-), logged AS (
-  INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, created_at)
-  SELECT %(tenant_id)s, %(agent_id)s, g.id, 'forgotten', %(reason)s, %(actor)s, %(now)s FROM gone g
-  RETURNING 1
-)
-SELECT count(*) AS n FROM gone;
+),
+-- include: forget_doomed
 
 -- name: retention_forget_cap
 -- The episodic cap: rank live episodic items by value: what no summary carries first (it exists
@@ -306,14 +306,8 @@ WITH ranked AS (
 ), doomed AS (
   SELECT m.id FROM memories m JOIN ranked r ON r.id = m.id
   WHERE r.rank > %(cap)s ORDER BY r.rank DESC LIMIT %(batch)s FOR UPDATE OF m SKIP LOCKED
-), gone AS (
-  DELETE FROM memories m USING doomed d WHERE m.id = d.id RETURNING m.id
-), logged AS (
-  INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, created_at)
-  SELECT %(tenant_id)s, %(agent_id)s, g.id, 'forgotten', %(reason)s, %(actor)s, %(now)s FROM gone g
-  RETURNING 1
-)
-SELECT count(*) AS n FROM gone;
+),
+-- include: forget_doomed
 
 -- name: retention_forget_distilled
 -- Forgetting by value: a turn whose message a live sleep summary carries (carried_by, set by the
@@ -327,14 +321,8 @@ WITH doomed AS (
     AND s.valid_to IS NULL AND (s.expires_at IS NULL OR s.expires_at > %(now)s)
     AND greatest(m.created_at, m.consolidated_at) < %(cutoff)s
   ORDER BY m.created_at LIMIT %(batch)s FOR UPDATE OF m SKIP LOCKED
-), gone AS (
-  DELETE FROM memories m USING doomed d WHERE m.id = d.id RETURNING m.id
-), logged AS (
-  INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, created_at)
-  SELECT %(tenant_id)s, %(agent_id)s, g.id, 'forgotten', %(reason)s, %(actor)s, %(now)s FROM gone g
-  RETURNING 1
-)
-SELECT count(*) AS n FROM gone;
+),
+-- include: forget_doomed
 
 -- name: retention_forget_semantic_cap
 -- The semantic layer's only size bound: live L1 items past max_semantic, ranked by value
@@ -352,14 +340,8 @@ WITH ranked AS (
 ), doomed AS (
   SELECT m.id FROM memories m JOIN ranked r ON r.id = m.id
   WHERE r.rank > %(cap)s ORDER BY r.rank DESC LIMIT %(batch)s FOR UPDATE OF m SKIP LOCKED
-), gone AS (
-  DELETE FROM memories m USING doomed d WHERE m.id = d.id RETURNING m.id
-), logged AS (
-  INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, created_at)
-  SELECT %(tenant_id)s, %(agent_id)s, g.id, 'forgotten', %(reason)s, %(actor)s, %(now)s FROM gone g
-  RETURNING 1
-)
-SELECT count(*) AS n FROM gone;
+),
+-- include: forget_doomed
 
 -- name: retention_decay
 -- One keyset batch of slow decay (lifecycle.decayed): never-recalled episodic items lose
