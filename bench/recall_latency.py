@@ -45,7 +45,15 @@ queries (cached). Target shown: server-side p50 (1 client, uncached) <= 2 x (a +
 and the report says in how many of the N the target held: on a shared machine one run's
 verdict is not the whole story.
 
-Prints markdown tables and writes bench/results/recall_latency.md (--no-write: print only)."""
+Prints markdown tables and writes bench/results/recall_latency.md (--no-write: print only).
+
+With --natural it measures natural text instead: LoCoMo turns as the memories of 20 agents,
+LoCoMo questions as queries, through the API of a stack it starts, and reports the stack's CPU
+per recall by process role (bench/_recall_natural.py says how); it writes that section of
+bench/results/recall_latency.md and keeps the rest. --requests (the 1-client run, default
+400) and --concurrent-requests (default 800) are distinct questions: LoCoMo has 1,974.
+
+      python bench/recall_latency.py --natural --requests 200 --concurrent-requests 800"""
 
 from __future__ import annotations
 
@@ -778,8 +786,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--load-connections", type=int, default=2, help="owner connections loading the corpus")
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--no-write", action="store_true", help="print only; do not write bench/results")
+    g = p.add_argument_group("natural text (--natural: LoCoMo through the API, the stack's CPU per recall)")
+    g.add_argument("--natural", action="store_true", help="measure natural text instead (bench/_recall_natural.py)")
+    g.add_argument("--natural-clients", type=int, default=16, help="clients of the concurrent runs (default 16)")
+    g.add_argument("--hits-out", help="save the 1-client run's hits (JSON) for --hits-compare")
+    g.add_argument("--hits-compare", help="compare the 1-client run's hits with a saved --hits-out file")
     add_stack_args(p)
     args = p.parse_args(argv)
+    if args.natural:
+        return natural(args)
     load_before = loadavg()
     agents = agent_ids(args.agents)
     queries = Queries(args.seed)
@@ -842,6 +857,18 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if not args.no_write:
         print(f"\nwritten to {write_report('recall_latency.md', text)}")
+    return 0
+
+
+def natural(args: argparse.Namespace) -> int:
+    """The --natural mode: LoCoMo turns and questions, the stack's CPU per recall by process role."""
+    import _recall_natural
+
+    text = _recall_natural.measure(args)
+    print()
+    print(text)
+    if not args.no_write:
+        print(f"\nwritten to {_recall_natural.write_section(text)}")
     return 0
 
 

@@ -115,6 +115,15 @@ def prefill(stack: Any, tenant_id: str, agent: str, texts: Texts, n: int, large:
         if large:
             conn.execute("UPDATE memories SET ann = true WHERE tenant_id = %s AND agent_id = %s", (tid, agent))
         copy_agent(conn, mem_rows, term_rows)
+        # as an agent swept every hour leaves its rows: changed before the last complete sweep
+        # (COPY stamps updated_at with its own now(), after the retention_done_at set above, which
+        # made every filled row "fresh" for the sweep) and decayed within the last day
+        conn.execute(
+            "UPDATE memories SET updated_at = created_at, decayed_at = now() - random() * interval '23 hours'"
+            " WHERE tenant_id = %s AND id = ANY(%s)",
+            (tid, [r[0] for r in mem_rows]),
+        )
+        conn.execute("UPDATE agents SET retention_done_at = now() WHERE tenant_id = %s AND id = %s", (tid, agent))
 
 
 def drop_index(stack: Any) -> str:

@@ -23,6 +23,7 @@ import psycopg_pool
 from memworker import episodic, errors, memories, redact, reflection, schemas, tracing
 from memworker.lifecycle import governance
 from memworker.models.embeddings import Embedder
+from memworker.policy import Policy
 from memworker.sessions import hooks
 from memworker.settings import Settings
 from memworker.sleep import synthesis
@@ -418,100 +419,140 @@ def _store_one(
             return
         policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=c.agent_id)
         expires_at = store.expiry(conn, policy, memories.Tier.L1)
-        memory_ids: list[UUID] = []
-        written: list[tuple[UUID, memories.Draft]] = []
         item_vectors, turn_vectors = vectors[: len(c.result.items)], vectors[len(c.result.items) :]
         # the episodic layer; the episode's memory_ids stay its reflected items (turns are found
         # by their provenance, episode:<id>#m<i>)
         for turn, vec in zip(c.turns, turn_vectors, strict=True):
             _store_turn(conn, tenant_id, c, turn, vec)
             outcome.memories_written += 1
-        for i, (item, vec) in enumerate(zip(c.result.items, item_vectors, strict=True)):
-            source = f"episode:{c.id}" + (f"#m{','.join(map(str, item.messages))}" if item.messages else "")
-            # whom the item is about: its messages' subject, else the episode's; governance
-            # (dedup here, supersede and review in check_new) stays within that subject
-            subject = memories.subject_of(c.episode.messages, item.messages, c.subject)
-            dup = store.find_duplicate(
-                conn,
-                tenant_id=tenant_id,
-                agent_id=c.agent_id,
-                text=item.text,
-                embedding=vec,
-                threshold=policy.dedup_similarity,
-                subject=subject,
-                restated=policy.dedup_restated_similarity,
-            )
-            if dup is not None:  # confirmed by a later episode: confidence, TTL, promotion
-                governance.confirm(
-                    conn,
-                    tenant_id=tenant_id,
-                    agent_id=c.agent_id,
-                    memory_id=dup,
-                    confidence=item.confidence,
-                    source=source,
-                    policy=policy,
-                )
-                outcome.duplicates += 1
-                if dup not in memory_ids:
-                    memory_ids.append(dup)
-                continue
-            draft = memories.Draft(
-                text=item.text,
-                kind=item.kind,
-                confidence=item.confidence,
-                tier=memories.Tier.L1,
-                entities=item.entities,
-                topics=item.topics,
-                provenance=(source,),
-                metadata=c.metadata,
-                expires_at=expires_at,
-                flags=memories.flags_for(item.text),
-                subject=subject,
-            )
-            mid, new = store.write_memory(
-                conn,
-                tenant_id=tenant_id,
-                agent_id=c.agent_id,
-                draft=draft,
-                embedding=vec,
-                source_key=f"ep:{c.id}:{i}",
-                session_id=c.session_id,
-                reason=f"episode:{c.id}",
-            )
-            if new:  # else written by an earlier attempt that did commit
-                written.append((mid, draft))
-            memory_ids.append(mid)
-            outcome.memories_written += 1
+        memory_ids, written = _store_items(conn, tenant_id, c, item_vectors, policy, expires_at, outcome)
         # a fact a new memory changes is superseded, or the contradiction queued for review
         governance.check_new(
             conn, tenant_id=tenant_id, agent_id=c.agent_id, written=written, policy=policy, actor="ingest"
         )
-        r = c.result
-        core_db.finish_episode(
-            conn,
-            tenant_id=tenant_id,
-            episode_id=c.id,
-            memory_ids=memory_ids,
-            reflector=r.reflector,
-            llm_calls=r.llm_calls,
-            tokens_in=r.tokens_in,
-            tokens_out=r.tokens_out,
-            llm_ms=r.llm_ms,
+        deliveries = _finish_episode(conn, settings, tenant_id, c, memory_ids)
+    outcome.stored.append(c.id)
+    outcome.deliveries += deliveries
+
+
+def _store_items(
+    conn: Any,
+    tenant_id: UUID,
+    c: _Claimed,
+    vectors: Any,
+    policy: Policy,
+    expires_at: datetime | None,
+    outcome: Outcome,
+) -> tuple[list[UUID], list[tuple[UUID, memories.Draft]]]:
+    """The reflected items as L1 memories, a near-duplicate confirming the memory it restates.
+    Returns the episode's memory ids and the memories new in this attempt."""
+    assert c.result is not None
+    memory_ids: list[UUID] = []
+    written: list[tuple[UUID, memories.Draft]] = []
+    for i, (item, vec) in enumerate(zip(c.result.items, vectors, strict=True)):
+        source = f"episode:{c.id}" + (f"#m{','.join(map(str, item.messages))}" if item.messages else "")
+        # whom the item is about: its messages' subject, else the episode's; governance
+        # (dedup here, supersede and review in check_new) stays within that subject
+        subject = memories.subject_of(c.episode.messages, item.messages, c.subject)
+        dup = _confirm_duplicate(conn, tenant_id, c, item, vec, subject, source, policy)
+        if dup is not None:  # confirmed by a later episode: confidence, TTL, promotion
+            outcome.duplicates += 1
+            if dup not in memory_ids:
+                memory_ids.append(dup)
+            continue
+        draft = memories.Draft(
+            text=item.text,
+            kind=item.kind,
+            confidence=item.confidence,
+            tier=memories.Tier.L1,
+            entities=item.entities,
+            topics=item.topics,
+            provenance=(source,),
+            metadata=c.metadata,
+            expires_at=expires_at,
+            flags=memories.flags_for(item.text),
+            subject=subject,
         )
-        # the post-turn hook: session transcript estimate, post_turn webhooks
-        deliveries = hooks.episode_stored(
+        mid, new = store.write_memory(
             conn,
             tenant_id=tenant_id,
             agent_id=c.agent_id,
-            episode_id=c.id,
+            draft=draft,
+            embedding=vec,
+            source_key=f"ep:{c.id}:{i}",
             session_id=c.session_id,
-            content=c.episode.content,
-            metadata=c.metadata,
-            memory_ids=memory_ids,
-            settings=settings,
+            reason=f"episode:{c.id}",
         )
-    outcome.stored.append(c.id)
-    outcome.deliveries += deliveries
+        if new:  # else written by an earlier attempt that did commit
+            written.append((mid, draft))
+        memory_ids.append(mid)
+        outcome.memories_written += 1
+    return memory_ids, written
+
+
+def _confirm_duplicate(
+    conn: Any,
+    tenant_id: UUID,
+    c: _Claimed,
+    item: reflection.Item,
+    vec: Any,
+    subject: str | None,
+    source: str,
+    policy: Policy,
+) -> UUID | None:
+    """The memory of this subject the item restates, confirmed by it; None when it is new."""
+    dup = store.find_duplicate(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=c.agent_id,
+        text=item.text,
+        embedding=vec,
+        threshold=policy.dedup_similarity,
+        subject=subject,
+        restated=policy.dedup_restated_similarity,
+    )
+    if dup is not None:
+        governance.confirm(
+            conn,
+            tenant_id=tenant_id,
+            agent_id=c.agent_id,
+            memory_id=dup,
+            confidence=item.confidence,
+            source=source,
+            policy=policy,
+        )
+    return dup
+
+
+def _finish_episode(conn: Any, settings: Settings, tenant_id: UUID, c: _Claimed, memory_ids: list[UUID]) -> list[UUID]:
+    """The episode marked stored with its memories and LLM usage, then its post-turn hook.
+    Returns the webhook deliveries to send after the commit."""
+    assert c.result is not None
+    r = c.result
+    core_db.finish_episode(
+        conn,
+        tenant_id=tenant_id,
+        episode_id=c.id,
+        memory_ids=memory_ids,
+        reflector=r.reflector,
+        llm_calls=r.llm_calls,
+        tokens_in=r.tokens_in,
+        tokens_out=r.tokens_out,
+        llm_ms=r.llm_ms,
+    )
+    # the post-turn hook: session transcript estimate, post_turn webhooks
+    deliveries = hooks.episode_stored(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=c.agent_id,
+        episode_id=c.id,
+        session_id=c.session_id,
+        content=c.episode.content,
+        metadata=c.metadata,
+        memory_ids=memory_ids,
+        settings=settings,
+    )
+    return deliveries
 
 
 def _store_turn(conn: Any, tenant_id: UUID, c: _Claimed, turn: episodic.Turn, vec: Any) -> UUID:

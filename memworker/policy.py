@@ -29,9 +29,11 @@ class Policy:
     # beside its own memories, and those it may share (promote) its memories into
     pools_read: tuple[str, ...] = ()
     pools_write: tuple[str, ...] = ()
-    # sleep shares into the pools_write pools the general facts, methods and lessons this agent
-    # and another agent of the tenant learnt independently (the same words), with both as sources
-    pools_propose: bool = False
+    # what sleep does with the general facts, methods and lessons this agent and another agent
+    # of the tenant learnt independently (the same words), for each pools_write pool: 'review'
+    # queues a proposal a person approves or rejects (nothing reaches the pool before), 'auto'
+    # shares at once, 'off' neither. Both agents' memories are its sources.
+    pools_propose: str = "review"
     # ingest: the episodic layer (docs/episodes.md). On, every informative message of an episode
     # is also kept as a 'turn' memory (L0) beside the reflected items; off, only the items.
     episodic_layer: bool = True
@@ -194,9 +196,16 @@ def _clamped(name: str, value: Any, default: Any) -> Any:
 
 
 MAX_POOLS = 20  # pools one agent reads or writes
+PROPOSE_MODES = ("review", "auto", "off")
 
 
 def _check(name: str, value: Any, default: Any) -> Any:
+    if name == "pools_propose":
+        if isinstance(value, bool):  # the field's earlier form: on meant share at once
+            return "auto" if value else "off"
+        if value not in PROPOSE_MODES:
+            raise errors.InvalidInput(f"policy: {name} must be one of {list(PROPOSE_MODES)}")
+        return value
     if name in ("pools_read", "pools_write"):
         if (
             not isinstance(value, (list, tuple))
@@ -215,22 +224,30 @@ def _check(name: str, value: Any, default: Any) -> Any:
         if value is not None and not isinstance(value, bool):
             raise errors.InvalidInput(f"policy: {name} must be true, false or null (the default)")
         return value
+    if name in _LIFECYCLE_DAYS or name.startswith("ttl_"):
+        return _check_span(name, value)
+    return _check_by_type(name, value, default)
+
+
+def _check_span(name: str, value: Any) -> float | None:
+    """A lifecycle rule's days or a tier's TTL hours: positive and bounded, or null (off)."""
+    if value is None:
+        return None
     if name in _LIFECYCLE_DAYS:
-        if value is None:
-            return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= DAYS_MAX:
             raise errors.InvalidInput(
                 f"policy: {name} must be a positive number of days up to {DAYS_MAX:.0f}, or null (rule off)"
             )
         return float(value)
-    if name.startswith("ttl_"):
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= TTL_HOURS_MAX:
-            raise errors.InvalidInput(
-                f"policy: {name} must be a positive number of hours up to {TTL_HOURS_MAX:.0f}, or null"
-            )
-        return float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= TTL_HOURS_MAX:
+        raise errors.InvalidInput(
+            f"policy: {name} must be a positive number of hours up to {TTL_HOURS_MAX:.0f}, or null"
+        )
+    return float(value)
+
+
+def _check_by_type(name: str, value: Any, default: Any) -> Any:
+    """A field without a rule of its own: checked against its default's type and the bounds."""
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise errors.InvalidInput(f"policy: {name} must be true or false")

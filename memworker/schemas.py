@@ -1,4 +1,4 @@
-"""Request bodies of the HTTP API. Unknown fields are rejected (extra='forbid')."""
+"""Request bodies of the HTTP API (unknown fields are rejected: extra='forbid') and its answers."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import json
 import math
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator, with_config
+from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only from Python 3.12
 
 from memworker import errors, memories
 from memworker.settings import JSON_DEPTH_CEILING
@@ -205,3 +206,450 @@ class AgentsRecallIn(RecallIn):
         if not self.agents and not self.pools:
             raise ValueError("name at least one agent or pool")
         return self
+
+
+# --- answers --------------------------------------------------------------------------------
+# The JSON each /v1 route answers with, by name, so /openapi.json and /docs show it and the SDK
+# returns it typed. TypedDicts, not models: an answer passes through as the route built it (a
+# field it leaves out stays out, none is added with a default), and every one is open
+# (extra='allow'): a field a route adds before its answer here names it is kept, never dropped.
+# Dates are ISO 8601 strings, ids strings.
+
+_OPEN = ConfigDict(extra="allow")
+
+
+@with_config(_OPEN)
+class MemoryOut(TypedDict):
+    """A memory as reads and writes return it."""
+
+    id: str
+    agent_id: str
+    text: str
+    kind: str
+    tier: str
+    salience: float
+    confidence: float
+    access_count: int
+    metadata: dict[str, Any]
+    created_at: str
+    provenance: list[str]
+    session_id: str | None
+    entities: list[str]
+    topics: list[str]
+    expires_at: str | None
+    superseded_by: str | None
+    flags: list[str]
+    trust: str
+    subject: str | None
+    pool: NotRequired[str]  # a shared pool's memory: the pool's name
+
+
+@with_config(_OPEN)
+class MemoryList(TypedDict):
+    memories: list[MemoryOut]
+    next_cursor: NotRequired[str | None]  # lists: the next page's cursor; None on the last page
+
+
+@with_config(_OPEN)
+class Accepted(TypedDict):
+    """An episode accepted (durable) and queued; duplicate: its idempotency key was seen before."""
+
+    episode_id: str
+    status: str
+    duplicate: NotRequired[bool]
+
+
+@with_config(_OPEN)
+class AcceptedBatch(TypedDict):
+    episodes: list[Accepted]
+
+
+@with_config(_OPEN)
+class EpisodeOut(TypedDict):
+    episode_id: str
+    agent_id: str
+    session_id: str | None
+    status: str
+    attempts: int
+    last_error: str | None
+    memory_ids: list[str]
+    created_at: str
+    stored_at: str | None
+    reflector: NotRequired[str | None]
+    llm_calls: NotRequired[int]
+    tokens_in: NotRequired[int]
+    tokens_out: NotRequired[int]
+    llm_ms: NotRequired[int]
+    occurred_at: NotRequired[str]
+    metadata: NotRequired[dict[str, Any]]
+
+
+@with_config(_OPEN)
+class EpisodeList(TypedDict):
+    episodes: list[EpisodeOut]
+
+
+@with_config(_OPEN)
+class Usage(TypedDict):
+    """Ingest's LLM use (the top-level counts) and the sleep passes' (`sleep`), for the tenant
+    and per agent (each agent entry adds its agent_id)."""
+
+    tenant: dict[str, Any]
+    agents: list[dict[str, Any]]
+
+
+@with_config(_OPEN)
+class Signals(TypedDict):
+    bm25: float
+    vector: float
+    fused: float
+    salience: float
+    access: int
+    freshness: float
+    prior: float
+
+
+@with_config(_OPEN)
+class Hit(TypedDict):
+    """A recalled memory; signals and collapsed with explain; agent_id over several agents."""
+
+    id: str
+    text: str
+    kind: str
+    tier: str
+    score: float
+    metadata: dict[str, Any]
+    created_at: str
+    provenance: list[str]
+    flags: list[str]
+    trust: str
+    subject: str | None
+    agent_id: NotRequired[str]
+    pool: NotRequired[str]  # over several agents: whose hit it is, an agent's or a pool's
+    signals: NotRequired[Signals]
+    collapsed: NotRequired[list[str]]
+
+
+@with_config(_OPEN)
+class Recalled(TypedDict):
+    memories: list[Hit]
+    took_ms: float
+
+
+@with_config(_OPEN)
+class RunQueued(TypedDict):
+    run_id: str
+    status: str
+
+
+@with_config(_OPEN)
+class RunOut(TypedDict):
+    """A consolidation pass's report: its counts, and its steps and results lifted to the top."""
+
+    run_id: str
+    agent_id: str
+    trigger: str
+    status: str
+    created_at: str
+    finished_at: str | None
+    items_reviewed: int
+    connections_made: int
+    insights_written: int
+    conclusions_written: int
+    skipped_reason: str | None
+    error: str | None
+    steps: dict[str, Any]
+
+
+@with_config(_OPEN)
+class RunList(TypedDict):
+    runs: list[RunOut]
+
+
+@with_config(_OPEN)
+class ConsolidationStatus(TypedDict):
+    """Whether consolidation is on for the agent, its gates, and failures (flagged: 3 in a row)."""
+
+    agent_id: str
+    enabled: bool
+    flagged: bool
+    consolidation_requested: bool
+    consolidation_failures: int
+    consolidation_last_error: str | None
+    last_consolidated_at: str | None
+    next_consolidation_at: str | None
+
+
+@with_config(_OPEN)
+class ProfileOut(TypedDict):
+    """The agent's profile (or a subject's): its sections and the pass that wrote them."""
+
+    agent_id: str
+    version: NotRequired[int]
+    sections: NotRequired[dict[str, Any]]
+
+
+@with_config(_OPEN)
+class WebhookOut(TypedDict):
+    """A webhook (its signing secret only in the answer that creates it)."""
+
+    webhook_id: str
+    url: str
+    events: list[str]
+    agent_ids: list[str] | None
+    description: str
+    active: bool
+    created_at: str
+    secret: NotRequired[str]
+
+
+@with_config(_OPEN)
+class WebhookList(TypedDict):
+    webhooks: list[WebhookOut]
+
+
+@with_config(_OPEN)
+class DeliveryList(TypedDict):
+    """A webhook's deliveries, newest first: status, attempts, last HTTP status and error."""
+
+    deliveries: list[dict[str, Any]]
+
+
+@with_config(_OPEN)
+class ArchiveOut(TypedDict):
+    """An archive of a session (gzip JSONL); already_archived when archiving found one."""
+
+    session_id: str
+    version: int
+    format_version: int
+    bytes: int
+    raw_bytes: int
+    sha256: str
+    counts: dict[str, Any]
+    distill_episode_id: str | None
+    created_at: str
+    already_archived: NotRequired[bool]
+
+
+@with_config(_OPEN)
+class ArchiveList(TypedDict):
+    archives: list[ArchiveOut]
+
+
+@with_config(_OPEN)
+class Restored(TypedDict):
+    """A session reopened from an archive, and what came back."""
+
+    session_id: str
+    status: str
+    from_version: int
+    restored: dict[str, Any]
+
+
+@with_config(_OPEN)
+class History(TypedDict):
+    """The supersede chain through a memory (oldest first) and its audit events."""
+
+    memory_id: str
+    asked: str
+    versions: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+
+
+@with_config(_OPEN)
+class ReviewList(TypedDict):
+    """Open (or resolved) contradictions, each with its newer and older memory."""
+
+    reviews: list[dict[str, Any]]
+
+
+@with_config(_OPEN)
+class ReviewResolved(TypedDict):
+    id: str
+    status: str
+    kept: str
+    superseded: Any  # the memory superseded by the one kept; None when both are kept
+
+
+@with_config(_OPEN)
+class Forgotten(TypedDict):
+    """The receipt of a forget: ids and counts per place the text was erased from, no text."""
+
+    agent_id: str
+    request: str
+    at: str
+    memories: dict[str, Any]
+    turns: dict[str, Any]
+    episodes: dict[str, Any]
+    derived: dict[str, Any]
+    not_found: list[str]
+
+
+@with_config(_OPEN)
+class PolicyOut(TypedDict):
+    """The overrides at this level and the effective policy (an agent's: the tenant's overrides too)."""
+
+    overrides: dict[str, Any]
+    effective: dict[str, Any]
+    tenant_overrides: NotRequired[dict[str, Any]]
+
+
+@with_config(_OPEN)
+class RetentionReport(TypedDict):
+    """What one retention sweep did."""
+
+    agent_id: str
+    run_id: str | None
+    status: str
+    clock: str | None
+    scanned: int
+    expired: int
+    decayed: int
+    promoted: int
+    merged: int
+    superseded: int
+    duration_ms: int
+    skipped_reason: str | None
+    error: str | None
+
+
+@with_config(_OPEN)
+class RetentionRuns(TypedDict):
+    runs: list[dict[str, Any]]
+
+
+@with_config(_OPEN)
+class SessionOut(TypedDict):
+    """A session: status, goal, plan progress and context use; created on POST (false: it existed)."""
+
+    session_id: str
+    agent_id: str
+    status: str
+    metadata: dict[str, Any]
+    subject: str | None
+    goal: Any
+    intent: Any
+    revision: int
+    working_items: int
+    plan: dict[str, Any] | None
+    usage: dict[str, Any]
+    archives: int
+    created_at: str | None
+    updated_at: str | None
+    archived_at: str | None
+    restored_at: str | None
+    created: NotRequired[bool]
+
+
+@with_config(_OPEN)
+class SessionList(TypedDict):
+    sessions: list[SessionOut]
+
+
+@with_config(_OPEN)
+class WorkingOut(TypedDict):
+    """Working memory grouped by kind (constraints, decisions, questions, candidates) with the
+    plan's steps; after a PATCH, what changed."""
+
+    session_id: str
+    status: str
+    revision: int
+    goal: Any
+    intent: Any
+    items: int
+    pruned_total: int
+    steps: list[dict[str, Any]]
+    changes: NotRequired[dict[str, Any]]
+
+
+@with_config(_OPEN)
+class PlanOut(TypedDict):
+    """The plan with each milestone's status and progress, and where to resume."""
+
+    session_id: str
+    revision: int
+    milestones: list[dict[str, Any]]
+    resume: dict[str, Any]
+
+
+@with_config(_OPEN)
+class ContextOut(TypedDict):
+    """The runtime context packed under max_tokens, what it holds and what was dropped."""
+
+    context: str
+    sections: Any
+    tokens: int
+    max_tokens: int
+    memory_ids: list[Any]
+    dropped: dict[str, Any]
+    section_tokens: dict[str, Any]
+    tokenizer: str
+    context_call_id: Any
+    usage: Any  # the session's context use after this call; None without a session
+
+
+@with_config(_OPEN)
+class ContextUse(TypedDict):
+    """A session's context use (reported, or the estimate), and whether it flushed the log."""
+
+    use: float
+    source: str
+    threshold: float
+    window_tokens: Any
+    flushed: bool
+    episode_id: str | None
+    reason: str
+
+
+@with_config(_OPEN)
+class ContextCalls(TypedDict):
+    context_calls: list[dict[str, Any]]
+
+
+@with_config(_OPEN)
+class PoolOut(TypedDict):
+    pool: str
+    created_at: str
+    memories: int  # its live memories
+
+
+@with_config(_OPEN)
+class PoolList(TypedDict):
+    pools: list[PoolOut]
+
+
+@with_config(_OPEN)
+class Shared(TypedDict):
+    """A memory shared into a pool: the pool's memory, and whether it is a new copy or one more
+    source for the same fact."""
+
+    pool: str
+    outcome: str
+    memory: MemoryOut
+
+
+@with_config(_OPEN)
+class ProposalOut(TypedDict):
+    """A fact several agents learnt, proposed to a pool, with its sources."""
+
+    id: str
+    pool: str
+    agent_id: str
+    memory_id: str
+    text: str
+    kind: str
+    status: str
+
+
+@with_config(_OPEN)
+class ProposalList(TypedDict):
+    proposals: list[ProposalOut]
+
+
+@with_config(_OPEN)
+class ProposalDecided(TypedDict):
+    """A proposal approved (with the pool's memory and how it was shared) or rejected."""
+
+    proposal: ProposalOut
+    outcome: NotRequired[str]
+    memory: NotRequired[Any]

@@ -286,6 +286,21 @@ class Client:
         "confirmed" | "already shared", "memory"})."""
         return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/memories/{_seg(memory_id)}/share", json={"pool": pool})
 
+    def pool_proposals(self, pool: str, *, status: str = "open", limit: int = 100) -> list[dict[str, Any]]:
+        """What sleep proposed to the pool (policy pools_propose 'review'): open, approved or rejected."""
+        params = {"status": status, "limit": limit}
+        return self._list("GET", f"/v1/pools/{_seg(pool)}/proposals", params=params, key="proposals")
+
+    def approve_pool_proposal(self, pool: str, proposal_id: str, reason: str = "") -> dict[str, Any]:
+        """Share the proposal into the pool ({"proposal", "outcome", "memory"}); again: the same memory."""
+        path = f"/v1/pools/{_seg(pool)}/proposals/{_seg(proposal_id)}/approve"
+        return self._obj("POST", path, json={"reason": reason})
+
+    def reject_pool_proposal(self, pool: str, proposal_id: str, reason: str = "") -> dict[str, Any]:
+        """The fact is not proposed to the pool again ({"proposal"})."""
+        path = f"/v1/pools/{_seg(pool)}/proposals/{_seg(proposal_id)}/reject"
+        return self._obj("POST", path, json={"reason": reason})
+
     def policy(self, agent_id: str | None = None) -> dict[str, Any]:
         """{"overrides", "effective"} of an agent, or of the tenant's defaults."""
         path = f"/v1/agents/{_seg(agent_id)}/policy" if agent_id else "/v1/policy"

@@ -115,6 +115,7 @@ class Settings:
         return settings
 
     def validate(self) -> None:
+        """Raise ConfigError naming the first setting out of its range or form."""
         positive = [
             "embedding_batch_size",
             "db_pool_max",
@@ -157,6 +158,10 @@ class Settings:
         for name in ("api_port", "flower_port"):
             if not 0 < getattr(self, name) < 65536:
                 raise errors.ConfigError(f"{PREFIX}{name.upper()} must be a TCP port (1-65535)")
+        self._check_addresses()
+
+    def _check_addresses(self) -> None:
+        """The URLs and hosts it connects to or lets in, and the settings that name a choice."""
         for name in ("database_url", "admin_database_url"):
             url = getattr(self, name)
             if url and not url.startswith(("postgresql://", "postgres://")):

@@ -580,6 +580,33 @@ CREATE TABLE memworker.memory_terms (
 ALTER TABLE ONLY memworker.memory_terms FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: pool_proposals; Type: TABLE; Schema: memworker; Owner: -
+--
+
+CREATE TABLE memworker.pool_proposals (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    tenant_id uuid NOT NULL,
+    pool text NOT NULL,
+    agent_id text NOT NULL,
+    memory_id uuid NOT NULL,
+    content_hash text NOT NULL,
+    sources text[] NOT NULL,
+    status text DEFAULT 'open'::text NOT NULL,
+    pool_memory_id uuid,
+    reason text,
+    decided_by text,
+    decided_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT pool_proposals_check CHECK (((status = 'open'::text) = (decided_at IS NULL))),
+    CONSTRAINT pool_proposals_pool_check CHECK (starts_with(pool, 'pool~'::text)),
+    CONSTRAINT pool_proposals_sources_check CHECK (((cardinality(sources) >= 1) AND (cardinality(sources) <= 100))),
+    CONSTRAINT pool_proposals_status_check CHECK ((status = ANY (ARRAY['open'::text, 'approved'::text, 'rejected'::text])))
+);
+
+ALTER TABLE ONLY memworker.pool_proposals FORCE ROW LEVEL SECURITY;
+
+--
 -- Name: retention_runs; Type: TABLE; Schema: memworker; Owner: -
 --
 
@@ -882,6 +909,20 @@ ALTER TABLE ONLY memworker.memory_terms
     ADD CONSTRAINT memory_terms_pkey PRIMARY KEY (tenant_id, agent_id, term, memory_id);
 
 --
+-- Name: pool_proposals pool_proposals_pkey; Type: CONSTRAINT; Schema: memworker; Owner: -
+--
+
+ALTER TABLE ONLY memworker.pool_proposals
+    ADD CONSTRAINT pool_proposals_pkey PRIMARY KEY (tenant_id, id);
+
+--
+-- Name: pool_proposals pool_proposals_tenant_id_pool_content_hash_key; Type: CONSTRAINT; Schema: memworker; Owner: -
+--
+
+ALTER TABLE ONLY memworker.pool_proposals
+    ADD CONSTRAINT pool_proposals_tenant_id_pool_content_hash_key UNIQUE (tenant_id, pool, content_hash);
+
+--
 -- Name: retention_runs retention_runs_pkey; Type: CONSTRAINT; Schema: memworker; Owner: -
 --
 
@@ -1108,6 +1149,24 @@ CREATE INDEX memory_terms_impact ON memworker.memory_terms USING btree (tenant_i
 CREATE INDEX memory_terms_memory_id_idx ON memworker.memory_terms USING btree (memory_id);
 
 --
+-- Name: pool_proposals_agent; Type: INDEX; Schema: memworker; Owner: -
+--
+
+CREATE INDEX pool_proposals_agent ON memworker.pool_proposals USING btree (tenant_id, agent_id);
+
+--
+-- Name: pool_proposals_listing; Type: INDEX; Schema: memworker; Owner: -
+--
+
+CREATE INDEX pool_proposals_listing ON memworker.pool_proposals USING btree (tenant_id, pool, status, created_at);
+
+--
+-- Name: pool_proposals_sources; Type: INDEX; Schema: memworker; Owner: -
+--
+
+CREATE INDEX pool_proposals_sources ON memworker.pool_proposals USING gin (sources);
+
+--
 -- Name: retention_runs_recent; Type: INDEX; Schema: memworker; Owner: -
 --
 
@@ -1286,6 +1345,20 @@ ALTER TABLE ONLY memworker.memory_terms
     ADD CONSTRAINT memory_terms_memory_id_fkey FOREIGN KEY (tenant_id, memory_id) REFERENCES memworker.memories(tenant_id, id) ON DELETE CASCADE;
 
 --
+-- Name: pool_proposals pool_proposals_tenant_id_agent_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
+--
+
+ALTER TABLE ONLY memworker.pool_proposals
+    ADD CONSTRAINT pool_proposals_tenant_id_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES memworker.agents(tenant_id, id) ON DELETE CASCADE;
+
+--
+-- Name: pool_proposals pool_proposals_tenant_id_pool_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
+--
+
+ALTER TABLE ONLY memworker.pool_proposals
+    ADD CONSTRAINT pool_proposals_tenant_id_pool_fkey FOREIGN KEY (tenant_id, pool) REFERENCES memworker.agents(tenant_id, id) ON DELETE CASCADE;
+
+--
 -- Name: retention_runs retention_runs_tenant_id_agent_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
 --
 
@@ -1393,6 +1466,12 @@ ALTER TABLE memworker.memory_reviews ENABLE ROW LEVEL SECURITY;
 ALTER TABLE memworker.memory_terms ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: pool_proposals; Type: ROW SECURITY; Schema: memworker; Owner: -
+--
+
+ALTER TABLE memworker.pool_proposals ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: retention_runs; Type: ROW SECURITY; Schema: memworker; Owner: -
 --
 
@@ -1481,6 +1560,12 @@ CREATE POLICY tenant_isolation ON memworker.memory_reviews USING ((tenant_id = m
 --
 
 CREATE POLICY tenant_isolation ON memworker.memory_terms USING ((tenant_id = memworker.current_tenant())) WITH CHECK ((tenant_id = memworker.current_tenant()));
+
+--
+-- Name: pool_proposals tenant_isolation; Type: POLICY; Schema: memworker; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memworker.pool_proposals USING ((tenant_id = memworker.current_tenant())) WITH CHECK ((tenant_id = memworker.current_tenant()));
 
 --
 -- Name: retention_runs tenant_isolation; Type: POLICY; Schema: memworker; Owner: -
@@ -1688,6 +1773,12 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE memworker.memory_reviews TO memworker
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE memworker.memory_terms TO memworker_app;
+
+--
+-- Name: TABLE pool_proposals; Type: ACL; Schema: memworker; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE memworker.pool_proposals TO memworker_app;
 
 --
 -- Name: TABLE retention_runs; Type: ACL; Schema: memworker; Owner: -

@@ -38,6 +38,21 @@ CHILD_INIT_TIMEOUT_S = 120.0
 # Publisher.queue_depths reads the same lists). Pinned here rather than left to kombu's default.
 PRIORITY_STEPS = (0, 3, 6, 9)
 
+# Which queue each task is sent to (a worker consumes the queues named by its -Q).
+TASK_ROUTES = {
+    "memworker.ingest": {"queue": INGEST},
+    "memworker.reconcile": {"queue": MAINTENANCE},
+    "memworker.consolidation_sweep": {"queue": MAINTENANCE},
+    "memworker.consolidate": {"queue": CONSOLIDATE},
+    "memworker.retention_tick": {"queue": MAINTENANCE},
+    "memworker.retention_sweep": {"queue": MAINTENANCE},
+    "memworker.deliver_webhook": {"queue": WEBHOOKS},
+    "memworker.webhook_sweep": {"queue": MAINTENANCE},
+    "memworker.ruminate_tick": {"queue": MAINTENANCE},
+    "memworker.ruminate": {"queue": MAINTENANCE},
+    "memworker.drain_access": {"queue": MAINTENANCE},
+}
+
 
 def make_celery(settings: Settings) -> Celery:
     app = Celery(
@@ -69,59 +84,54 @@ def make_celery(settings: Settings) -> Celery:
         },
         task_queues=[Queue(q) for q in QUEUES],
         task_default_queue=INGEST,
-        task_routes={
-            "memworker.ingest": {"queue": INGEST},
-            "memworker.reconcile": {"queue": MAINTENANCE},
-            "memworker.consolidation_sweep": {"queue": MAINTENANCE},
-            "memworker.consolidate": {"queue": CONSOLIDATE},
-            "memworker.retention_tick": {"queue": MAINTENANCE},
-            "memworker.retention_sweep": {"queue": MAINTENANCE},
-            "memworker.deliver_webhook": {"queue": WEBHOOKS},
-            "memworker.webhook_sweep": {"queue": MAINTENANCE},
-            "memworker.ruminate_tick": {"queue": MAINTENANCE},
-            "memworker.ruminate": {"queue": MAINTENANCE},
-            "memworker.drain_access": {"queue": MAINTENANCE},
-        },
+        task_routes=TASK_ROUTES,
         worker_send_task_events=True,
         task_send_sent_event=True,  # for Flower
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
-        beat_schedule={
-            "reconcile": {
-                "task": "memworker.reconcile",
-                "schedule": settings.reconcile_every_s,
-                "options": {"queue": MAINTENANCE, "expires": settings.reconcile_every_s},
-            },
-            "consolidation-sweep": {
-                "task": "memworker.consolidation_sweep",
-                "schedule": SLEEP_SWEEP_EVERY_S,
-                "options": {"queue": MAINTENANCE, "expires": SLEEP_SWEEP_EVERY_S},
-            },
-            "retention-tick": {
-                "task": "memworker.retention_tick",
-                "schedule": RETENTION_EVERY_S,
-                "options": {"queue": MAINTENANCE, "expires": RETENTION_EVERY_S},
-            },
-            "webhook-sweep": {
-                "task": "memworker.webhook_sweep",
-                "schedule": WEBHOOK_SWEEP_EVERY_S,
-                "options": {"queue": MAINTENANCE, "expires": WEBHOOK_SWEEP_EVERY_S},
-            },
-            "rumination": {
-                "task": "memworker.ruminate_tick",
-                "schedule": RUMINATION_AT,
-                "options": {"queue": MAINTENANCE, "expires": 3600},
-            },
-        },
+        beat_schedule=beat_schedule(settings),
     )
+    app.conf.memworker_settings = settings
+    return app
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """What beat sends and how often. Each message expires (most after one period): a tick no
+    worker reached in time is dropped, not piled up behind the next one."""
+    schedule: dict[str, dict[str, Any]] = {
+        "reconcile": {
+            "task": "memworker.reconcile",
+            "schedule": settings.reconcile_every_s,
+            "options": {"queue": MAINTENANCE, "expires": settings.reconcile_every_s},
+        },
+        "consolidation-sweep": {
+            "task": "memworker.consolidation_sweep",
+            "schedule": SLEEP_SWEEP_EVERY_S,
+            "options": {"queue": MAINTENANCE, "expires": SLEEP_SWEEP_EVERY_S},
+        },
+        "retention-tick": {
+            "task": "memworker.retention_tick",
+            "schedule": RETENTION_EVERY_S,
+            "options": {"queue": MAINTENANCE, "expires": RETENTION_EVERY_S},
+        },
+        "webhook-sweep": {
+            "task": "memworker.webhook_sweep",
+            "schedule": WEBHOOK_SWEEP_EVERY_S,
+            "options": {"queue": MAINTENANCE, "expires": WEBHOOK_SWEEP_EVERY_S},
+        },
+        "rumination": {
+            "task": "memworker.ruminate_tick",
+            "schedule": RUMINATION_AT,
+            "options": {"queue": MAINTENANCE, "expires": 3600},
+        },
+    }
     if settings.read_urls():  # replicas queue their reads' access bumps for the primary
-        app.conf.beat_schedule["drain-access"] = {
+        schedule["drain-access"] = {
             "task": "memworker.drain_access",
             "schedule": settings.access_drain_every_s,
             "options": {"queue": MAINTENANCE, "expires": settings.access_drain_every_s},
         }
-    app.conf.memworker_settings = settings
-    return app
+    return schedule
 
 
 def settings_of(app: Celery) -> Settings:

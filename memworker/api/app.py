@@ -23,7 +23,18 @@ from starlette.exceptions import HTTPException
 from memworker import errors, keys, metrics, runtime, tracing
 from memworker.api import deps, limits, ratelimit
 from memworker.api.console import pages as console
-from memworker.api.routes import archives, consolidation, episodes, hooks, lifecycle, memories, pools, recall, sessions
+from memworker.api.routes import (
+    archives,
+    consolidation,
+    episodes,
+    hooks,
+    lifecycle,
+    memories,
+    pools,
+    proposals,
+    recall,
+    sessions,
+)
 from memworker.settings import Settings
 from memworker.storage import db, replicas
 from tasks.publish import Publisher
@@ -34,7 +45,7 @@ ROUTERS = [episodes.router, memories.router, recall.router]
 ROUTERS.append(consolidation.router)  # sleep
 ROUTERS.append(lifecycle.router)  # lifecycle governance
 ROUTERS += [sessions.router, archives.router, hooks.router]  # sessions
-ROUTERS.append(pools.router)  # fleet: shared pools
+ROUTERS += [pools.router, proposals.router]  # fleet: shared pools, sleep's proposals to them
 _STATUS = {
     errors.NotFound: 404,
     errors.InvalidInput: 422,
@@ -53,39 +64,7 @@ def create_app(
     settings = runtime.resolve(settings or Settings.from_env(os.environ))
 
     async def lifespan(app: FastAPI) -> Any:
-        app.state.resources = resources or runtime.build(settings)
-        app.state.publisher = publisher or Publisher.for_settings(settings)
-        app.state.key_cache = keys.KeyCache(ttl_s=10.0)
-        app.state.cache_generation = None  # the first request reads it (deps.principal)
-        # the process's one Redis connection pool: rate limits, queue depths, the console's samples
-        app.state.redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=1, socket_connect_timeout=1)
-        app.state.limiter = ratelimit.Limiter(
-            app.state.redis,
-            key_rate=settings.rate_key_per_s,
-            key_burst=settings.rate_key_burst,
-            tenant_rate=settings.rate_tenant_per_s,
-            tenant_burst=settings.rate_tenant_burst,
-            auth_fail_rate=settings.rate_auth_fail_per_s,
-            auth_fail_burst=settings.rate_auth_fail_burst,
-        )
-        app.state.fleet = metrics.FleetCollector(
-            lambda: app.state.publisher.queue_depths(app.state.redis),
-            lambda: memory_estimates(app.state.resources.pool),
-        )
-        # replicas (MEMWORKER_READ_DATABASE_URL): recall, context, lists and the console read there
-        app.state.reads = (
-            replicas.Reads.open(
-                app.state.resources.pool,
-                settings.read_urls(),
-                app.state.redis,
-                max_lag_s=settings.read_max_lag_s,
-                wait_s=settings.read_wait_s,
-                pool_max=settings.db_pool_max,
-                pool_timeout_s=settings.db_pool_timeout_s,
-            )
-            if settings.read_urls()
-            else None
-        )
+        _open_state(app, settings, resources, publisher)
         yield
         if app.state.reads is not None:
             app.state.reads.close()
@@ -99,12 +78,66 @@ def create_app(
     for router in ROUTERS:
         app.include_router(router)
     console.mount(app)  # the operator's console at /console
+    _add_error_handlers(app)
+    _add_middleware(app, settings)
+    # OpenTelemetry when MEMWORKER_OTEL_ENDPOINT / OTEL_* ask for it (docs/tracing.md): here,
+    # before the lifespan opens the pool, so psycopg's instrumentation sees its connections
+    tracing.setup(settings, "api", app=app)
+    _add_ops_routes(app)
+    return app
+
+
+def _open_state(
+    app: FastAPI, settings: Settings, resources: runtime.Resources | None, publisher: Publisher | None
+) -> None:
+    """What the process shares across requests: the pool, the publisher, the key cache, one Redis
+    connection pool, the rate limiter, the fleet gauges and the read replicas."""
+    app.state.resources = resources or runtime.build(settings)
+    app.state.publisher = publisher or Publisher.for_settings(settings)
+    app.state.key_cache = keys.KeyCache(ttl_s=10.0)
+    app.state.cache_generation = None  # the first request reads it (deps.principal)
+    # the process's one Redis connection pool: rate limits, queue depths, the console's samples
+    app.state.redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=1, socket_connect_timeout=1)
+    app.state.limiter = ratelimit.Limiter(
+        app.state.redis,
+        key_rate=settings.rate_key_per_s,
+        key_burst=settings.rate_key_burst,
+        tenant_rate=settings.rate_tenant_per_s,
+        tenant_burst=settings.rate_tenant_burst,
+        auth_fail_rate=settings.rate_auth_fail_per_s,
+        auth_fail_burst=settings.rate_auth_fail_burst,
+    )
+    app.state.fleet = metrics.FleetCollector(
+        lambda: app.state.publisher.queue_depths(app.state.redis),
+        lambda: memory_estimates(app.state.resources.pool),
+    )
+    # replicas (MEMWORKER_READ_DATABASE_URL): recall, context, lists and the console read there
+    app.state.reads = (
+        replicas.Reads.open(
+            app.state.resources.pool,
+            settings.read_urls(),
+            app.state.redis,
+            max_lag_s=settings.read_max_lag_s,
+            wait_s=settings.read_wait_s,
+            pool_max=settings.db_pool_max,
+            pool_timeout_s=settings.db_pool_timeout_s,
+        )
+        if settings.read_urls()
+        else None
+    )
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Each domain error as its status code, with one JSON shape for every error."""
     for exc_type, code in _STATUS.items():
         app.add_exception_handler(exc_type, _handler(code))
     app.add_exception_handler(RequestValidationError, _validation_handler)
     app.add_exception_handler(HTTPException, _http_error)  # an unknown route, a body that is not JSON, ...
     app.add_exception_handler(errors.RateLimited, _rate_limited)
 
+
+def _add_middleware(app: FastAPI, settings: Settings) -> None:
+    """Body and in-flight limits, replica read-your-writes and request metrics (added last: outermost)."""
     app.add_middleware(limits.BodyLimit, limit=settings.max_body_bytes)
     # outermost: an overloaded process answers before it reads a body or takes a thread
     app.add_middleware(limits.Overload, max_inflight=settings.api_max_inflight)
@@ -112,9 +145,10 @@ def create_app(
     if settings.read_urls():
         app.add_middleware(WriteLsn)
     app.add_middleware(RequestMetrics)  # outermost: it times the refused requests too
-    # OpenTelemetry when MEMWORKER_OTEL_ENDPOINT / OTEL_* ask for it (docs/tracing.md): here,
-    # before the lifespan opens the pool, so psycopg's instrumentation sees its connections
-    tracing.setup(settings, "api", app=app)
+
+
+def _add_ops_routes(app: FastAPI) -> None:
+    """/healthz and /metrics, outside /v1 and without a key."""
 
     @app.get("/healthz", tags=["ops"])
     def healthz(request: Request) -> JSONResponse:
@@ -138,8 +172,6 @@ def create_app(
     @app.get("/metrics", tags=["ops"])
     def metrics_text(request: Request) -> Response:
         return Response(generate_latest(metrics.registry(request.app.state.fleet)), media_type=CONTENT_TYPE_LATEST)
-
-    return app
 
 
 def memory_estimates(pool: Any) -> list[tuple[str, str, float]]:

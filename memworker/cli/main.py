@@ -9,10 +9,11 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from memworker import errors, keys, memories
 from memworker import settings as settings_mod
-from memworker.cli import common, consolidation, demo, lifecycle, mcp, sessions
+from memworker.cli import common, consolidation, demo, lifecycle, mcp, proposals, sessions
 from memworker.fleet import pools
 from memworker.settings import Settings
 from memworker.storage import core_db, db, migrate
@@ -24,6 +25,7 @@ COMMAND_MODULES = [
     sessions,  # sessions, context, archives, webhooks
     demo,  # the fleet simulator
     mcp,  # the Model Context Protocol server
+    proposals,  # sleep's proposals to shared pools
 ]
 
 
@@ -61,6 +63,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="data folder of the embedded stack (MEMWORKER_DATA_DIR)")
     sub = p.add_subparsers(metavar="COMMAND")
 
+    _add_stack_commands(sub)
+    _add_access_commands(sub)
+    _add_memory_commands(sub)
+    for module in COMMAND_MODULES:  # each adds its own subcommands: register(sub)
+        module.register(sub)
+    return p
+
+
+def _add_stack_commands(sub: Any) -> None:
+    """The stack: run it, migrate it, check its configuration."""
     up = sub.add_parser("up", help="run the whole system: Postgres, Redis, API, workers, beat, Flower")
     up.add_argument("--workers", type=int, help="Celery worker processes (default 1)")
     up.add_argument("--api-workers", type=int, help="API processes (default: one per CPU core, at most 4)")
@@ -80,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="report configuration problems and how to fix them")
     c.set_defaults(func=cmd_check)
 
+
+def _add_access_commands(sub: Any) -> None:
+    """Tenants and their API keys."""
     t = sub.add_parser("tenant", help="create or list tenants").add_subparsers(metavar="ACTION")
     tc = t.add_parser("create", help="create a tenant and print its first API key (shown once)")
     tc.add_argument("name")
@@ -107,6 +122,9 @@ def _parser() -> argparse.ArgumentParser:
     kr.add_argument("prefix")
     kr.set_defaults(func=cmd_key_revoke)
 
+
+def _add_memory_commands(sub: Any) -> None:
+    """An agent's memory: recall it, list or replay episodes, usage."""
     r = sub.add_parser("recall", help="ask an agent's memory (through the API)")
     r.add_argument(
         "--agent", required=True, action="append", help="the agent; repeat it for one ranked list over several agents"
@@ -134,9 +152,6 @@ def _parser() -> argparse.ArgumentParser:
     u = sub.add_parser("usage", help="episodes, LLM calls and tokens per agent")
     u.add_argument("--agent")
     u.set_defaults(func=cmd_usage)
-    for module in COMMAND_MODULES:  # each adds its own subcommands: register(sub)
-        module.register(sub)
-    return p
 
 
 # --- commands -------------------------------------------------------------------------------

@@ -16,6 +16,13 @@ from memworker.settings import Settings
 
 
 def register(sub: Any) -> None:
+    _add_session_commands(sub)
+    _add_context_command(sub)
+    _add_webhook_commands(sub)
+
+
+def _add_session_commands(sub: Any) -> None:
+    """`memworker session ACTION`: working memory, plans, context use and archives."""
     s = sub.add_parser("session", help="sessions: working memory, plans, context use, archives")
     a = s.add_subparsers(metavar="ACTION")
 
@@ -67,6 +74,8 @@ def register(sub: Any) -> None:
     d.add_argument("version", type=int)
     d.add_argument("-o", "--output", help="file name (default: AGENT-SESSION-vN.jsonl.gz; '-' for stdout)")
 
+
+def _add_context_command(sub: Any) -> None:
     x = sub.add_parser("context", help="build an agent's runtime context for a query (through the API)")
     x.add_argument("--agent", required=True)
     x.add_argument("--session")
@@ -75,6 +84,8 @@ def register(sub: Any) -> None:
     x.add_argument("query")
     x.set_defaults(func=cmd_context)
 
+
+def _add_webhook_commands(sub: Any) -> None:
     h = sub.add_parser("webhook", help="tenant webhooks for pre_turn, post_turn and archive events")
     ha = h.add_subparsers(metavar="ACTION")
     add = ha.add_parser("add", help="register a webhook (prints its signing secret once)")

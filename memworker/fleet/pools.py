@@ -11,7 +11,11 @@ directly (its routes, a recall across agents) only when its agent list names 'po
 
 A copy's provenance names its source ('memory:<agent>/<id>', then the source's own
 provenance): forgetting or deleting the source deletes the copies. A fact another agent
-already shared confirms the pool's memory (one more source) instead of a second copy."""
+already shared confirms the pool's memory (one more source) instead of a second copy.
+
+Sleep finds what several agents learnt independently and, by the agent's policy
+pools_propose, shares it at once or queues a proposal a person decides
+(memworker/fleet/proposals.py)."""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ import psycopg
 from memworker import errors, memories, redact
 from memworker.lifecycle import governance
 from memworker.policy import Policy
-from memworker.storage import core_db, store
+from memworker.storage import core_db, proposals_db, store
 
 PREFIX = "pool~"
 
@@ -209,33 +213,123 @@ MAX_PROPOSALS = 50  # per sleep pass
 
 def propose(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, ids: list[UUID], policy: Policy) -> int:
     """Sleep's share: of these memories of the agent (a pass's window and what it derived),
-    the general ones another agent of the tenant holds in the same words are shared into every
-    pool the agent may write, with the other agent's memory as a second source. Off unless the
-    policy's pools_propose is on. Returns how many (memory, pool) pairs were shared or confirmed."""
-    if not (policy.pools_propose and policy.pools_write and ids):
+    the general ones another agent of the tenant holds in the same words go to every pool the
+    agent may write, with the other agent's memory as a second source. By the policy's
+    pools_propose: 'review' queues a proposal for each (memworker/fleet/proposals.py decides
+    it), 'auto' shares at once (a fact a person rejected for the pool excepted), 'off' neither.
+    Returns how many (memory, pool) pairs were proposed, or shared or confirmed."""
+    if policy.pools_propose == "off" or not (policy.pools_write and ids):
         return 0
     found = core_db.pool_candidates(
         conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids, kinds=list(PROPOSED_KINDS), limit=MAX_PROPOSALS
     )
-    done = 0
+    if not found:
+        return 0
+    if policy.pools_propose == "review":
+        return _queue(conn, tenant_id, agent_id, found, sorted(policy.pools_write))
+    done, hashes = 0, sorted({c.content_hash for c in found})
     # pools in name order: share() takes each pool's dedup lock until the pass commits, and
     # two agents whose policies list the same pools in other orders must not wait on each other
-    for cand in found:
-        for pool in sorted(policy.pools_write):
-            mid, _ = share(
-                conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=cand.id, pool=pool, policy=policy, actor="sleep"
+    for pool in sorted(policy.pools_write):
+        rejected = proposals_db.proposal_rejected(conn, tenant_id=tenant_id, pool=owner(pool), hashes=hashes)
+        for cand in found:
+            if cand.content_hash in rejected:
+                continue
+            share_from(
+                conn,
+                tenant_id=tenant_id,
+                agent_id=agent_id,
+                memory_id=cand.id,
+                pool=pool,
+                policy=policy,
+                others=[f"memory:{cand.other_agent}/{cand.other_id}"],
+                actor="sleep",
             )
-            target = owner(pool)
-            other = f"memory:{cand.other_agent}/{cand.other_id}"
-            if other not in store.get_memory(conn, tenant_id=tenant_id, agent_id=target, memory_id=mid).provenance:
-                governance.confirm(
-                    conn,
-                    tenant_id=tenant_id,
-                    agent_id=target,
-                    memory_id=mid,
-                    confidence=0.0,  # evidence of the same fact: the pool memory's confidence only grows
-                    source=other,
-                    policy=store.policy_for(conn, tenant_id=tenant_id, agent_id=target),
-                )
             done += 1
     return done
+
+
+def share_from(
+    conn: psycopg.Connection,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    memory_id: UUID,
+    pool: str,
+    policy: Policy,
+    others: list[str],
+    actor: str,
+    embed: Callable[[str], np.ndarray] | None = None,
+) -> tuple[UUID, str]:
+    """share() the agent's memory into the pool, then name each of others (more agents'
+    memories of the same fact) among the pool memory's sources: (its id, share's outcome)."""
+    mid, how = share(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        memory_id=memory_id,
+        pool=pool,
+        policy=policy,
+        actor=actor,
+        embed=embed,
+    )
+    target = owner(pool)
+    pool_policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=target)
+    for other in others:
+        if other not in store.get_memory(conn, tenant_id=tenant_id, agent_id=target, memory_id=mid).provenance:
+            governance.confirm(
+                conn,
+                tenant_id=tenant_id,
+                agent_id=target,
+                memory_id=mid,
+                confidence=0.0,  # evidence of the same fact: the pool memory's confidence only grows
+                source=other,
+                policy=pool_policy,
+            )
+    return mid, how
+
+
+def _queue(
+    conn: psycopg.Connection, tenant_id: UUID, agent_id: str, found: list[core_db.PoolCandidate], names: list[str]
+) -> int:
+    """Review mode: each candidate becomes an open proposal to each pool (created empty on
+    first use, so that it lists), or adds its sources to the fact's open proposal there.
+    Returns how many proposals were made or gained a source."""
+    done = 0
+    # pools by name, facts by hash: two passes proposing the same facts take the proposals'
+    # unique-index entries in one order, so neither waits on the other's second row
+    ordered = sorted(found, key=lambda c: (c.content_hash, c.other_agent, c.id))
+    for name in names:
+        target = ensure(conn, tenant_id=tenant_id, name=name)
+        for cand in ordered:
+            changed = proposals_db.proposal_upsert(
+                conn,
+                tenant_id=tenant_id,
+                pool=target,
+                agent_id=agent_id,
+                memory_id=cand.id,
+                content_hash=cand.content_hash,
+                sources=[f"memory:{agent_id}/{cand.id}", f"memory:{cand.other_agent}/{cand.other_id}"],
+            )
+            done += changed is not None
+    return done
+
+
+def forget_proposals(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_ids: list[UUID]) -> list[UUID]:
+    """Delete the proposals (open or decided) naming any of these memories of the agent as a
+    source: an erased memory leaves no proposal of its words. Returns their ids."""
+    if not memory_ids:
+        return []
+    sources = [f"memory:{agent_id}/{m}" for m in memory_ids]
+    gone = proposals_db.proposal_forget(conn, tenant_id=tenant_id, sources=sources)
+    if gone:
+        store.event(
+            conn,
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            memory_id=None,
+            event="forgotten",
+            reason=f"{len(gone)} pool proposal(s) naming a forgotten memory",
+            related_ids=gone,
+        )
+    return gone

@@ -22,6 +22,7 @@ What goes, in one transaction (so the receipt is exactly what happened):
   (consolidated_at cleared) so the next pass derives new ones from what is left;
 - profile versions that cite a forgotten memory by id or by text;
 - pool memories copied from (or confirmed by) an erased memory (memworker/fleet/pools.py);
+- proposals to a pool naming an erased memory as a source, open or decided;
 - sessions: a forget by session deletes that session (working memory, plan, context-call
   log, archives, webhook deliveries); by subject, every session of the subject. In every
   other session of the agent the erased text is taken out: working-memory lines and goal,
@@ -149,6 +150,7 @@ def forget(
     profiles = lifecycle_db.forget_profiles(conn, **base, needles=profile_needles) if profile_needles else []
     deleted = set(lifecycle_db.forget_delete_memories(conn, **base, ids=everything))
     pooled = pools.forget_copies(conn, tenant_id=tenant_id, agent_id=agent_id, memory_ids=sorted(deleted))
+    proposed = pools.forget_proposals(conn, tenant_id=tenant_id, agent_id=agent_id, memory_ids=sorted(deleted))
     gone_sessions = _forget_sessions(conn, base, plan.sessions)
     scrubbed = _scrub(conn, base, plan.found, erased)
     _audit(conn, base, request, actor, now, plan, sorted(deleted), erased)
@@ -163,6 +165,7 @@ def forget(
         },
         "copies": _ids(plan.copies & deleted),
         "pool_copies": _ids(set(pooled)),  # shared into the tenant's pools (memworker/fleet/pools.py)
+        "pool_proposals": _ids(set(proposed)),  # proposed to a pool, open or decided
         "derived": {
             **_ids(plan.derived & deleted),
             "policy": "removed; their remaining evidence is re-queued for consolidation",

@@ -50,6 +50,11 @@ def make_private(data_dir: Path) -> None:
                 path.chmod(stat.S_IMODE(st.st_mode) & 0o700)
 
 
+def celery_argv(*args: str) -> list[str]:
+    """A Celery command over this project's app, run by this interpreter."""
+    return [sys.executable, "-m", "celery", "-A", "tasks.celery_app", *args]
+
+
 @dataclass
 class Service:
     name: str
@@ -95,19 +100,7 @@ class Stack:
         make_private(self.data_dir)
         self._take_lock()
         s = self.settings
-        if s.database_url:
-            app_url, owner_url = s.database_url, s.admin_database_url or s.database_url
-        else:
-            self._say("starting embedded Postgres (pgvector) ...")
-            pg, owner_url = embedded.start_postgres(self.data_dir)
-            self.infra.append(pg)
-            app_url = db.app_url(owner_url)
-        if s.redis_url:
-            redis_url = s.redis_url
-        else:
-            self._say("starting embedded Redis ...")
-            rd, redis_url = embedded.start_redis(self.data_dir)
-            self.infra.append(rd)
+        app_url, owner_url, redis_url = self._start_servers()
         applied = migrate.migrate(owner_url)
         self._say(f"migrations: {', '.join(applied) if applied else 'up to date'}")
         read_url = self._start_replica(owner_url) if self.replica else s.read_database_url
@@ -131,92 +124,7 @@ class Stack:
             ),
         )
         env = self._child_env(app_url, owner_url, redis_url, read_url)
-        py = sys.executable
-        self.services = [
-            Service(
-                "api",
-                [
-                    py,
-                    "-m",
-                    "memworker.api.serve",  # uvicorn, keeping TCP_NODELAY with several processes
-                    "--host",
-                    s.api_host,
-                    "--port",
-                    str(s.api_port),
-                    "--workers",  # processes sharing the port; each its own pool, caches and model
-                    str(s.api_processes()),
-                    "--log-level",
-                    "warning",
-                ],
-            )
-        ]
-        for i in range(1, s.workers + 1):
-            self.services.append(
-                Service(
-                    f"worker{i}",
-                    [
-                        py,
-                        "-m",
-                        "celery",
-                        "-A",
-                        "tasks.celery_app",
-                        "worker",
-                        "-n",
-                        f"worker{i}@%h",
-                        "-Q",
-                        "ingest,consolidate,maintenance",
-                        "-c",
-                        str(s.worker_concurrency),
-                        "--loglevel",
-                        s.log_level.lower(),
-                    ],
-                )
-            )
-        # Webhook deliveries: their own process, threads (each waits on a tenant's receiver,
-        # up to webhook_timeout_s), so a hanging receiver never holds an ingest worker.
-        self.services.append(
-            Service(
-                "webhooks",
-                [py, "-m", "celery", "-A", "tasks.celery_app", "worker", "-n", "webhooks@%h", "-Q", "webhooks"]
-                + ["-P", "threads", "-c", str(s.webhook_worker_concurrency), "--loglevel", s.log_level.lower()],
-            )
-        )
-        self.services.append(
-            Service(
-                "beat",
-                [
-                    py,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "tasks.celery_app",
-                    "beat",
-                    "--loglevel",
-                    "warning",
-                    "-s",
-                    str(self.data_dir / "beat-schedule"),
-                ],
-            )
-        )
-        self.services.append(
-            Service(
-                "flower",
-                [
-                    py,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "tasks.celery_app",
-                    "flower",
-                    f"--port={s.flower_port}",
-                    "--address=127.0.0.1",
-                    "--logging=warning",
-                ],
-                # Its UI and API can revoke and kill tasks: a login for both (in the env, not
-                # on the command line, which every local user can read).
-                env={"FLOWER_BASIC_AUTH": f"{FLOWER_USER}:{flower_password}"},
-            )
-        )
+        self.services = self._services(flower_password)
         for svc in self.services:
             self._spawn(svc, env)
         self._wait_healthy(api_url)
@@ -229,6 +137,74 @@ class Stack:
             self._say("  reads   recall, context and lists from the replica (docs/scaling.md)")
         self._say(f"  dev API key (tenant '{DEV_TENANT}'): {dev_key}")
         self._say("Ctrl-C stops everything.")
+
+    def _start_servers(self) -> tuple[str, str, str]:
+        """Postgres and Redis: the configured ones, or embedded ones started here. Returns the
+        app's database URL, the owner's (migrations, keys) and Redis's."""
+        s = self.settings
+        if s.database_url:
+            app_url, owner_url = s.database_url, s.admin_database_url or s.database_url
+        else:
+            self._say("starting embedded Postgres (pgvector) ...")
+            pg, owner_url = embedded.start_postgres(self.data_dir)
+            self.infra.append(pg)
+            app_url = db.app_url(owner_url)
+        if s.redis_url:
+            redis_url = s.redis_url
+        else:
+            self._say("starting embedded Redis ...")
+            rd, redis_url = embedded.start_redis(self.data_dir)
+            self.infra.append(rd)
+        return app_url, owner_url, redis_url
+
+    def _services(self, flower_password: str) -> list[Service]:
+        """The children: the API, the ingest workers, the webhook sender, beat and Flower."""
+        s = self.settings
+        api = [
+            sys.executable,
+            "-m",
+            "memworker.api.serve",  # uvicorn, keeping TCP_NODELAY with several processes
+            "--host",
+            s.api_host,
+            "--port",
+            str(s.api_port),
+            "--workers",  # processes sharing the port; each its own pool, caches and model
+            str(s.api_processes()),
+            "--log-level",
+            "warning",
+        ]
+        services = [Service("api", api)]
+        loglevel = s.log_level.lower()
+        for i in range(1, s.workers + 1):
+            services.append(
+                Service(
+                    f"worker{i}",
+                    celery_argv("worker", "-n", f"worker{i}@%h", "-Q", "ingest,consolidate,maintenance")
+                    + ["-c", str(s.worker_concurrency), "--loglevel", loglevel],
+                )
+            )
+        # Webhook deliveries: their own process, threads (each waits on a tenant's receiver,
+        # up to webhook_timeout_s), so a hanging receiver never holds an ingest worker.
+        services.append(
+            Service(
+                "webhooks",
+                celery_argv("worker", "-n", "webhooks@%h", "-Q", "webhooks")
+                + ["-P", "threads", "-c", str(s.webhook_worker_concurrency), "--loglevel", loglevel],
+            )
+        )
+        services.append(
+            Service("beat", celery_argv("beat", "--loglevel", "warning", "-s", str(self.data_dir / "beat-schedule")))
+        )
+        services.append(
+            Service(
+                "flower",
+                celery_argv("flower", f"--port={s.flower_port}", "--address=127.0.0.1", "--logging=warning"),
+                # Its UI and API can revoke and kill tasks: a login for both (in the env, not
+                # on the command line, which every local user can read).
+                env={"FLOWER_BASIC_AUTH": f"{FLOWER_USER}:{flower_password}"},
+            )
+        )
+        return services
 
     def supervise(self) -> None:
         """Restart a child that dies (at most 5 times a minute), until told to stop."""

@@ -279,37 +279,16 @@ class _Pass:
         )
         r.connections_made = len(made)
         made_conns = [Connection(str(m.from_id), str(m.to_id), m.relationship) for m in made]
-        for (group, text, confidence, how), vec in zip(
-            conclusions, vectors[len(texts) - len(conclusions) :], strict=True
-        ):
-            cid = self._write(
-                text,
-                vec,
-                memories.Kind.CONCLUSION,
-                f"conclusion:{group.topic}",
-                confidence,
-                how,
-                {"evidence": list(group.ids), "topic": group.label},
-                summaries.sources(window, group.ids, text if how == "rules" else None),
-            )
-            r.conclusion_ids.append(str(cid))
-        r.conclusions_written = len(r.conclusion_ids)
-        if p.consolidation_rerate:
-            bumps = synthesis.rerate(window, made_conns, agent.last_consolidated_at)
-            old = {i.id: i.salience for i in window}
-            rerated = sleep_db.consolidation_rerate(
-                conn, ids=list(bumps), bumps=[bumps[i] - old[i] for i in bumps], **self.ids
-            )
-            r.salience_rerated = len(rerated)
-        else:
-            r.steps["rerate"] = "off"
+        self._write_conclusions(window, conclusions, vectors[len(texts) - len(conclusions) :])
+        self._rerate(window, made_conns, agent.last_consolidated_at)
         self._distil(window)
         new_ids = [i for i in [r.insight_id, *r.conclusion_ids, *r.summary_ids] if i]
         sleep_db.consolidation_mark(conn, ids=[i.id for i in window] + new_ids, **self.ids)
         if self.subject is None:  # what this agent and another learnt alike goes to its pools (policy)
             ids = [UUID(i.id) for i in window] + [UUID(i) for i in new_ids]
             shared = pools.propose(conn, ids=ids, policy=p, **self.ids)
-            r.steps["pools"] = f"{shared} shared" if p.pools_propose else "off"
+            how = {"auto": "shared", "review": "proposed for review"}.get(p.pools_propose) if p.pools_write else None
+            r.steps["pools"] = f"{shared} {how}" if how else "off"
         if self.subject is None:  # the agent's profile is its general knowledge only
             self._profile(window)
         else:
@@ -475,6 +454,37 @@ class _Pass:
         self.report.tokens_in += done.tokens_in
         self.report.tokens_out += done.tokens_out
         return done.text
+
+    def _write_conclusions(
+        self, window: list[Item], conclusions: list[tuple[synthesis.Group, str, float, str]], vectors: Any
+    ) -> None:
+        """Each topic group's conclusion as an L2 memory citing its evidence."""
+        r = self.report
+        for (group, text, confidence, how), vec in zip(conclusions, vectors, strict=True):
+            cid = self._write(
+                text,
+                vec,
+                memories.Kind.CONCLUSION,
+                f"conclusion:{group.topic}",
+                confidence,
+                how,
+                {"evidence": list(group.ids), "topic": group.label},
+                summaries.sources(window, group.ids, text if how == "rules" else None),
+            )
+            r.conclusion_ids.append(str(cid))
+        r.conclusions_written = len(r.conclusion_ids)
+
+    def _rerate(self, window: list[Item], made_conns: list[Connection], since: datetime | None) -> None:
+        """Salience moved by what the pass found connected and recalled since the last pass (policy)."""
+        if not self.policy.consolidation_rerate:
+            self.report.steps["rerate"] = "off"
+            return
+        bumps = synthesis.rerate(window, made_conns, since)
+        old = {i.id: i.salience for i in window}
+        rerated = sleep_db.consolidation_rerate(
+            self.conn, ids=list(bumps), bumps=[bumps[i] - old[i] for i in bumps], **self.ids
+        )
+        self.report.salience_rerated = len(rerated)
 
     def _write(
         self,

@@ -940,6 +940,7 @@ def pool_forget_copies(conn: Conn, *, tenant_id: UUID, owners: list[str], source
 @dataclass(frozen=True, slots=True)
 class PoolCandidate:
     id: UUID  # the agent's memory
+    content_hash: str  # its normalised words
     other_agent: str  # another agent holding the same words
     other_id: UUID
 

@@ -193,6 +193,7 @@ PATH_VALUES: dict[str, list[str]] = {
     "memory_id": ["@memory", str(uuid.uuid4()), "not-a-uuid", "0", ".."],
     "episode_id": ["@episode", str(uuid.uuid4()), "bad"],
     "review_id": [str(uuid.uuid4()), "bad"],
+    "proposal_id": [str(uuid.uuid4()), "bad"],
     "webhook_id": ["@webhook", str(uuid.uuid4()), "x"],
     "version": ["1", "0", "-1", "99999999999999999999", "abc"],
 }
@@ -486,7 +487,7 @@ def _with(body: Any, path: tuple[Any, ...], value: Any, schema: dict[str, Any], 
 def _seeded_url(path: str, seeded: dict[str, str]) -> str:
     values = {"agent_id": AGENT, "session_id": SESSION, "step_id": STEP, "pool": "fz-pool", "version": "1"}
     values |= {"memory_id": seeded["@memory"], "episode_id": seeded["@episode"], "webhook_id": seeded["@webhook"]}
-    values["review_id"] = str(uuid.uuid4())
+    values["review_id"] = values["proposal_id"] = str(uuid.uuid4())
     for name, value in values.items():
         path = path.replace("{" + name + "}", quote(value, safe=""))
     return path

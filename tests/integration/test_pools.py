@@ -141,7 +141,7 @@ def test_sleep_shares_what_two_agents_learnt_independently(
     stack: dict[str, Any], embedder: Any, tenants: dict[str, Any], clients: dict[str, Client]
 ) -> None:
     c, tenant = clients["charlie"], tenants["charlie"]["id"]
-    c.set_policy({"pools_write": ["lessons"], "pools_propose": True}, agent_id="night")
+    c.set_policy({"pools_write": ["lessons"], "pools_propose": "auto"}, agent_id="night")
     lesson = "Restarting the billing worker clears the stuck invoice queue."
     c.add_memories(
         "night",
@@ -188,7 +188,7 @@ def test_sleep_takes_pool_locks_in_name_order(
     lesson = "Rotating the gateway certificate needs a config reload."
     mine = c.add_memory("owl", lesson, kind="method")
     c.add_memory("lark", lesson, kind="method")
-    policy = Policy(pools_write=("zeta", "alpha"), pools_propose=True)
+    policy = Policy(pools_write=("zeta", "alpha"), pools_propose="auto")
     pool = db.open_pool(stack["app_url"], max_size=3)
     failed: list[BaseException] = []
 

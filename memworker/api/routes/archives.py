@@ -11,7 +11,7 @@ from pydantic import Field
 from memworker import keys
 from memworker.api.deps import AgentId, principal, tx
 from memworker.api.routes.sessions import SessionId, after_commit
-from memworker.schemas import Strict
+from memworker.schemas import ArchiveList, ArchiveOut, Restored, Strict
 from memworker.sessions import archive
 
 router = APIRouter(tags=["sessions"])
@@ -21,7 +21,7 @@ class RestoreIn(Strict):
     version: int | None = Field(default=None, ge=1)  # default: the latest archive
 
 
-@router.post("/v1/agents/{agent_id}/sessions/{session_id}/archive")
+@router.post("/v1/agents/{agent_id}/sessions/{session_id}/archive", response_model=ArchiveOut)
 def post_archive(
     agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -35,7 +35,7 @@ def post_archive(
     return out
 
 
-@router.post("/v1/agents/{agent_id}/sessions/{session_id}/restore")
+@router.post("/v1/agents/{agent_id}/sessions/{session_id}/restore", response_model=Restored)
 def post_restore(
     agent_id: AgentId,
     session_id: SessionId,
@@ -54,7 +54,7 @@ def post_restore(
         )
 
 
-@router.get("/v1/agents/{agent_id}/sessions/{session_id}/archives")
+@router.get("/v1/agents/{agent_id}/sessions/{session_id}/archives", response_model=ArchiveList)
 def list_archives(
     agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -65,7 +65,11 @@ def list_archives(
         }
 
 
-@router.get("/v1/agents/{agent_id}/sessions/{session_id}/archives/{version}")
+@router.get(
+    "/v1/agents/{agent_id}/sessions/{session_id}/archives/{version}",
+    response_class=Response,
+    responses={200: {"content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}}}},
+)
 def download_archive(
     agent_id: AgentId,
     session_id: SessionId,

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from memworker import errors, keys, memories
 from memworker.api.deps import AgentId, principal, publisher, resources, tx
+from memworker.schemas import ConsolidationStatus, ProfileOut, RunList, RunQueued
 from memworker.sleep import consolidation, profile, subjects
 from memworker.sleep.reports import run_json, status_json
 from memworker.storage import sleep_db, store
@@ -18,7 +19,7 @@ logger = logging.getLogger(__name__)
 router = APIRouter(tags=["consolidation"])
 
 
-@router.post("/v1/agents/{agent_id}/consolidate", status_code=202)
+@router.post("/v1/agents/{agent_id}/consolidate", status_code=202, response_model=RunQueued)
 def post_consolidate(agent_id: AgentId, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     """Queue one pass now (it still waits for the agent's lock). 422 when the agent's policy
     has consolidation off: with a paid LLM it must be switched on first."""
@@ -41,7 +42,7 @@ def post_consolidate(agent_id: AgentId, request: Request, p: keys.Principal = De
     return {"run_id": str(run_id), "status": "queued"}
 
 
-@router.get("/v1/agents/{agent_id}/consolidation/runs")
+@router.get("/v1/agents/{agent_id}/consolidation/runs", response_model=RunList)
 def list_runs(
     agent_id: AgentId, request: Request, limit: int = Query(20, ge=1, le=200), p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -53,7 +54,7 @@ def list_runs(
     return {"runs": [run_json(r) for r in rows]}
 
 
-@router.get("/v1/agents/{agent_id}/consolidation")
+@router.get("/v1/agents/{agent_id}/consolidation", response_model=ConsolidationStatus)
 def get_status(agent_id: AgentId, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     """Whether consolidation is on, the gates, failures (flagged after 3 in a row)."""
     p.require("memories:read", agent_id)
@@ -64,7 +65,7 @@ def get_status(agent_id: AgentId, request: Request, p: keys.Principal = Depends(
     return status_json(row, consolidation.enabled(policy, resources(request).settings))
 
 
-@router.get("/v1/agents/{agent_id}/profile")
+@router.get("/v1/agents/{agent_id}/profile", response_model=ProfileOut)
 def get_profile(
     agent_id: AgentId,
     request: Request,

@@ -11,7 +11,16 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from memworker import errors, ingest, keys, metrics
 from memworker.api.deps import AgentId, AgentIdQuery, jsonable, principal, publisher, resources, tx
-from memworker.schemas import EpisodeBatch, EpisodeIn, EpisodeStatus
+from memworker.schemas import (
+    Accepted,
+    AcceptedBatch,
+    EpisodeBatch,
+    EpisodeIn,
+    EpisodeList,
+    EpisodeOut,
+    EpisodeStatus,
+    Usage,
+)
 from memworker.storage import console_db, core_db
 
 logger = logging.getLogger(__name__)
@@ -46,7 +55,7 @@ def _accept(request: Request, p: keys.Principal, agent_id: str, bodies: list[Epi
     return result
 
 
-@router.post("/v1/agents/{agent_id}/episodes", status_code=202)
+@router.post("/v1/agents/{agent_id}/episodes", status_code=202, response_model=Accepted)
 def post_episode(
     agent_id: AgentId, body: EpisodeIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -54,7 +63,7 @@ def post_episode(
     return {"episode_id": str(eid), "status": "queued", "duplicate": not is_new}
 
 
-@router.post("/v1/agents/{agent_id}/episodes/batch", status_code=202)
+@router.post("/v1/agents/{agent_id}/episodes/batch", status_code=202, response_model=AcceptedBatch)
 def post_episodes(
     agent_id: AgentId, body: EpisodeBatch, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -62,7 +71,7 @@ def post_episodes(
     return {"episodes": [{"episode_id": str(e), "status": "queued", "duplicate": not n} for e, n in result]}
 
 
-@router.get("/v1/agents/{agent_id}/episodes/{episode_id}")
+@router.get("/v1/agents/{agent_id}/episodes/{episode_id}", response_model=EpisodeOut)
 def get_episode(
     agent_id: AgentId, episode_id: UUID, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -74,7 +83,7 @@ def get_episode(
     return _episode_json(row)
 
 
-@router.post("/v1/agents/{agent_id}/episodes/{episode_id}/replay", status_code=202)
+@router.post("/v1/agents/{agent_id}/episodes/{episode_id}/replay", status_code=202, response_model=Accepted)
 def replay_episode(
     agent_id: AgentId, episode_id: UUID, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -86,7 +95,7 @@ def replay_episode(
     return {"episode_id": str(episode_id), "status": "queued"}
 
 
-@router.get("/v1/episodes")
+@router.get("/v1/episodes", response_model=EpisodeList)
 def list_episodes(
     request: Request,
     status: EpisodeStatus | None = None,
@@ -102,7 +111,7 @@ def list_episodes(
     return {"episodes": [_episode_json(r) for r in rows]}
 
 
-@router.get("/v1/usage")
+@router.get("/v1/usage", response_model=Usage)
 def usage(request: Request, agent_id: AgentIdQuery = None, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     """LLM calls, tokens and latency per agent and for the tenant: ingest's (the top-level
     fields) and the sleep passes' (`sleep`: runs, llm_calls, tokens_in, tokens_out)."""

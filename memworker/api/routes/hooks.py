@@ -14,7 +14,7 @@ from pydantic import Field
 
 from memworker import errors, keys, memories
 from memworker.api.deps import jsonable, principal, resources, tx
-from memworker.schemas import Strict
+from memworker.schemas import DeliveryList, Strict, WebhookList, WebhookOut
 from memworker.sessions import hooks
 from memworker.storage import sessions_db
 
@@ -28,7 +28,7 @@ class WebhookIn(Strict):
     description: str = Field(default="", max_length=500)
 
 
-@router.post("/v1/webhooks", status_code=201)
+@router.post("/v1/webhooks", status_code=201, response_model=WebhookOut)
 def post_webhook(body: WebhookIn, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     """Register a webhook; the answer holds its signing secret, shown this once."""
     p.require("admin")
@@ -51,7 +51,7 @@ def post_webhook(body: WebhookIn, request: Request, p: keys.Principal = Depends(
     return {**hooks.public(row), "secret": secret}
 
 
-@router.get("/v1/webhooks")
+@router.get("/v1/webhooks", response_model=WebhookList)
 def list_webhooks(request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     p.require("admin")
     with tx(request, p) as conn:
@@ -71,7 +71,7 @@ def delete_webhook(webhook_id: UUID, request: Request, p: keys.Principal = Depen
     return Response(status_code=204)
 
 
-@router.get("/v1/webhooks/{webhook_id}/deliveries")
+@router.get("/v1/webhooks/{webhook_id}/deliveries", response_model=DeliveryList)
 def list_deliveries(
     webhook_id: UUID, request: Request, limit: int = Query(50, ge=1, le=1000), p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:

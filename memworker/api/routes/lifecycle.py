@@ -13,7 +13,18 @@ from memworker import errors, keys, memories, redact, runtime
 from memworker.api.deps import AgentId, jsonable, principal, resources, tx
 from memworker.fleet import pools
 from memworker.lifecycle import forget, governance, retention
-from memworker.schemas import Strict, Tier
+from memworker.schemas import (
+    Forgotten,
+    History,
+    MemoryOut,
+    PolicyOut,
+    RetentionReport,
+    RetentionRuns,
+    ReviewList,
+    ReviewResolved,
+    Strict,
+    Tier,
+)
 from memworker.storage import store
 
 router = APIRouter(tags=["lifecycle"])
@@ -46,7 +57,7 @@ def _actor(p: keys.Principal) -> str:
     return f"key:{p.key_id}"
 
 
-@router.post("/v1/agents/{agent_id}/memories/{memory_id}/promote")
+@router.post("/v1/agents/{agent_id}/memories/{memory_id}/promote", response_model=MemoryOut)
 def promote(
     agent_id: AgentId, memory_id: UUID, body: PromoteIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -67,7 +78,7 @@ def promote(
         ).to_json()
 
 
-@router.get("/v1/agents/{agent_id}/memories/{memory_id}/history")
+@router.get("/v1/agents/{agent_id}/memories/{memory_id}/history", response_model=History)
 def history(
     agent_id: AgentId, memory_id: UUID, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -83,7 +94,7 @@ def history(
     }
 
 
-@router.get("/v1/agents/{agent_id}/review")
+@router.get("/v1/agents/{agent_id}/review", response_model=ReviewList)
 def review_list(
     agent_id: AgentId,
     request: Request,
@@ -99,7 +110,7 @@ def review_list(
     return {"reviews": [{**jsonable(i), "newer": jsonable(i["newer"]), "older": jsonable(i["older"])} for i in items]}
 
 
-@router.post("/v1/agents/{agent_id}/review/{review_id}/resolve")
+@router.post("/v1/agents/{agent_id}/review/{review_id}/resolve", response_model=ReviewResolved)
 def review_resolve(
     agent_id: AgentId, review_id: UUID, body: ResolveIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -120,7 +131,7 @@ def review_resolve(
         )
 
 
-@router.post("/v1/agents/{agent_id}/forget")
+@router.post("/v1/agents/{agent_id}/forget", response_model=Forgotten)
 def forget_route(
     agent_id: AgentId, body: ForgetIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -141,14 +152,14 @@ def forget_route(
         return forget.forget(conn, tenant_id=p.tenant_id, agent_id=agent_id, request=req, actor=_actor(p))
 
 
-@router.get("/v1/agents/{agent_id}/policy")
+@router.get("/v1/agents/{agent_id}/policy", response_model=PolicyOut)
 def agent_policy(agent_id: AgentId, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
         return governance.get_policy(conn, tenant_id=p.tenant_id, agent_id=agent_id)
 
 
-@router.put("/v1/agents/{agent_id}/policy")
+@router.put("/v1/agents/{agent_id}/policy", response_model=PolicyOut)
 def put_agent_policy(
     agent_id: AgentId, request: Request, body: dict[str, Any] = Body(...), p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -178,14 +189,14 @@ def _check_pool_grants(conn: Any, p: keys.Principal, agent_id: str, body: dict[s
                 raise errors.Forbidden(f"{name}: this key does not reach pool {pool!r}, so it cannot grant it")
 
 
-@router.get("/v1/policy")
+@router.get("/v1/policy", response_model=PolicyOut)
 def tenant_policy(request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     p.require("memories:read")
     with tx(request, p) as conn:
         return governance.get_policy(conn, tenant_id=p.tenant_id, agent_id=None)
 
 
-@router.put("/v1/policy")
+@router.put("/v1/policy", response_model=PolicyOut)
 def put_tenant_policy(
     request: Request, body: dict[str, Any] = Body(...), p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -200,7 +211,7 @@ def put_tenant_policy(
     return out
 
 
-@router.post("/v1/agents/{agent_id}/retention/run")
+@router.post("/v1/agents/{agent_id}/retention/run", response_model=RetentionReport)
 def retention_run(agent_id: AgentId, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     """Sweep the agent now (the same rules as the beat sweep); returns the report."""
     p.require("admin", agent_id)
@@ -208,7 +219,7 @@ def retention_run(agent_id: AgentId, request: Request, p: keys.Principal = Depen
     return report.to_json()
 
 
-@router.get("/v1/agents/{agent_id}/retention")
+@router.get("/v1/agents/{agent_id}/retention", response_model=RetentionRuns)
 def retention_reports(
     agent_id: AgentId, request: Request, limit: int = Query(20, ge=1, le=500), p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from memworker import errors, keys, memories, redact
 from memworker.api.deps import AgentId, check_metadata, decode_cursor, encode_cursor, principal, read_tx, resources, tx
 from memworker.fleet import pools
 from memworker.lifecycle import governance
-from memworker.schemas import Kind, MemoryBatch, MemoryIn, MemoryPatch, Tier
+from memworker.schemas import Kind, MemoryBatch, MemoryIn, MemoryList, MemoryOut, MemoryPatch, Tier
 from memworker.storage import store
 
 router = APIRouter(tags=["memories"])
@@ -111,21 +111,21 @@ def _redacted(request: Request, bodies: list[MemoryIn], vectors: Any) -> tuple[l
     return out, vecs
 
 
-@router.post("/v1/agents/{agent_id}/memories", status_code=201)
+@router.post("/v1/agents/{agent_id}/memories", status_code=201, response_model=MemoryOut)
 def post_memory(
     agent_id: AgentId, body: MemoryIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
     return _write(request, p, agent_id, [body])[0].to_json()
 
 
-@router.post("/v1/agents/{agent_id}/memories/batch", status_code=201)
+@router.post("/v1/agents/{agent_id}/memories/batch", status_code=201, response_model=MemoryList)
 def post_memories(
     agent_id: AgentId, body: MemoryBatch, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
     return {"memories": [m.to_json() for m in _write(request, p, agent_id, body.memories)]}
 
 
-@router.get("/v1/agents/{agent_id}/memories")
+@router.get("/v1/agents/{agent_id}/memories", response_model=MemoryList)
 def list_memories(
     agent_id: AgentId,
     request: Request,
@@ -208,7 +208,7 @@ def _metadata_filter(request: Request, raw: str) -> dict[str, Any]:
     return value
 
 
-@router.get("/v1/agents/{agent_id}/memories/{memory_id}")
+@router.get("/v1/agents/{agent_id}/memories/{memory_id}", response_model=MemoryOut)
 def get_memory(
     agent_id: AgentId, memory_id: UUID, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -218,7 +218,7 @@ def get_memory(
         return store.get_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id).to_json()
 
 
-@router.patch("/v1/agents/{agent_id}/memories/{memory_id}")
+@router.patch("/v1/agents/{agent_id}/memories/{memory_id}", response_model=MemoryOut)
 def patch_memory(
     agent_id: AgentId, memory_id: UUID, body: MemoryPatch, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -254,4 +254,5 @@ def delete_memory(
         store.delete_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id)
         # its copies in shared pools go with it
         pools.forget_copies(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_ids=[memory_id])
+        pools.forget_proposals(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_ids=[memory_id])
     return Response(status_code=204)

@@ -14,7 +14,7 @@ from memworker import keys, memories
 from memworker.api.deps import AgentId, decode_cursor, principal, resources, tx
 from memworker.api.routes.memories import _write, memory_page
 from memworker.fleet import pools
-from memworker.schemas import MemoryBatch, MemoryIn, Strict
+from memworker.schemas import MemoryBatch, MemoryIn, MemoryList, MemoryOut, PoolList, Shared, Strict
 from memworker.storage import store
 
 router = APIRouter(tags=["pools"])
@@ -25,7 +25,7 @@ class ShareIn(Strict):
     pool: str = Field(pattern=memories.AGENT_ID.pattern, description="a pool the agent's policy lets it write")
 
 
-@router.get("/v1/pools")
+@router.get("/v1/pools", response_model=PoolList)
 def list_pools(request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
     """The tenant's pools (those this key may read), with their live memory counts."""
     p.require("memories:read")
@@ -34,7 +34,7 @@ def list_pools(request: Request, p: keys.Principal = Depends(principal)) -> dict
     return {"pools": [x for x in found if p.agent_ids is None or pools.owner(x["pool"]) in p.agent_ids]}
 
 
-@router.post("/v1/pools/{pool}/memories", status_code=201)
+@router.post("/v1/pools/{pool}/memories", status_code=201, response_model=MemoryOut)
 def post_pool_memory(
     body: MemoryIn, request: Request, pool: str = PoolName, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -42,14 +42,14 @@ def post_pool_memory(
     return _write(request, p, pools.owner(pool), [body])[0].to_json() | {"pool": pool}
 
 
-@router.post("/v1/pools/{pool}/memories/batch", status_code=201)
+@router.post("/v1/pools/{pool}/memories/batch", status_code=201, response_model=MemoryList)
 def post_pool_memories(
     body: MemoryBatch, request: Request, pool: str = PoolName, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
     return {"memories": [m.to_json() | {"pool": pool} for m in _write(request, p, pools.owner(pool), body.memories)]}
 
 
-@router.get("/v1/pools/{pool}/memories")
+@router.get("/v1/pools/{pool}/memories", response_model=MemoryList)
 def list_pool_memories(
     request: Request,
     pool: str = PoolName,
@@ -78,7 +78,7 @@ def delete_pool_memory(
     return Response(status_code=204)
 
 
-@router.post("/v1/agents/{agent_id}/memories/{memory_id}/share", status_code=201)
+@router.post("/v1/agents/{agent_id}/memories/{memory_id}/share", status_code=201, response_model=Shared)
 def share_memory(
     agent_id: AgentId, memory_id: UUID, body: ShareIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:

@@ -11,13 +11,13 @@ from memworker import keys, metrics, recall
 from memworker.api.deps import AgentId, check_metadata, client_lsn, principal, reads, resources, tx
 from memworker.fleet import pools
 from memworker.policy import Policy
-from memworker.schemas import AgentsRecallIn, RecallIn
+from memworker.schemas import AgentsRecallIn, Recalled, RecallIn
 from memworker.storage import store
 
 router = APIRouter(tags=["recall"])
 
 
-@router.post("/v1/agents/{agent_id}/recall")
+@router.post("/v1/agents/{agent_id}/recall", response_model=Recalled)
 def post_recall(
     agent_id: AgentId, body: RecallIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -68,7 +68,7 @@ def _policy(request: Request, p: keys.Principal, agent_id: str) -> Policy:
         return store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
 
 
-@router.post("/v1/recall")
+@router.post("/v1/recall", response_model=Recalled)
 def post_recall_agents(
     body: AgentsRecallIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:

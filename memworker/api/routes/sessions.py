@@ -24,7 +24,17 @@ from memworker.api.deps import (
     tx,
 )
 from memworker.models import budget
-from memworker.schemas import Strict, subject_field
+from memworker.schemas import (
+    ContextCalls,
+    ContextOut,
+    ContextUse,
+    PlanOut,
+    SessionList,
+    SessionOut,
+    Strict,
+    WorkingOut,
+    subject_field,
+)
 from memworker.sessions import context_call, plans, session, working
 from memworker.storage import bumps, sessions_db, store
 
@@ -144,7 +154,7 @@ def _plan_json(row: dict[str, Any]) -> dict[str, Any]:
 # --- sessions and working memory -----------------------------------------------------------
 
 
-@router.post("/v1/agents/{agent_id}/sessions", status_code=201)
+@router.post("/v1/agents/{agent_id}/sessions", status_code=201, response_model=SessionOut)
 def post_session(
     agent_id: AgentId,
     request: Request,
@@ -173,7 +183,7 @@ def post_session(
     return {**session.summary(row, policy), "created": created}
 
 
-@router.get("/v1/agents/{agent_id}/sessions")
+@router.get("/v1/agents/{agent_id}/sessions", response_model=SessionList)
 def list_sessions(
     agent_id: AgentId,
     request: Request,
@@ -188,7 +198,7 @@ def list_sessions(
     return {"sessions": [session.summary(r, policy) for r in rows]}
 
 
-@router.get("/v1/agents/{agent_id}/sessions/{session_id}")
+@router.get("/v1/agents/{agent_id}/sessions/{session_id}", response_model=SessionOut)
 def get_session(
     agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -198,7 +208,7 @@ def get_session(
         return session.summary(row, store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id))
 
 
-@router.get("/v1/agents/{agent_id}/sessions/{session_id}/working")
+@router.get("/v1/agents/{agent_id}/sessions/{session_id}/working", response_model=WorkingOut)
 def get_working(
     agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -209,7 +219,7 @@ def get_working(
         )
 
 
-@router.patch("/v1/agents/{agent_id}/sessions/{session_id}/working")
+@router.patch("/v1/agents/{agent_id}/sessions/{session_id}/working", response_model=WorkingOut)
 def patch_working(
     agent_id: AgentId,
     session_id: SessionId,
@@ -246,7 +256,7 @@ def patch_working(
 # --- plans ---------------------------------------------------------------------------------
 
 
-@router.put("/v1/agents/{agent_id}/sessions/{session_id}/plan")
+@router.put("/v1/agents/{agent_id}/sessions/{session_id}/plan", response_model=PlanOut)
 def put_plan(
     agent_id: AgentId, session_id: SessionId, body: PlanIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -259,7 +269,7 @@ def put_plan(
     return _plan_json(row)
 
 
-@router.get("/v1/agents/{agent_id}/sessions/{session_id}/plan")
+@router.get("/v1/agents/{agent_id}/sessions/{session_id}/plan", response_model=PlanOut)
 def get_plan(
     agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -272,7 +282,7 @@ def get_plan(
         )
 
 
-@router.patch("/v1/agents/{agent_id}/sessions/{session_id}/plan/steps/{step_id}")
+@router.patch("/v1/agents/{agent_id}/sessions/{session_id}/plan/steps/{step_id}", response_model=PlanOut)
 def patch_step(
     agent_id: AgentId,
     session_id: SessionId,
@@ -303,7 +313,7 @@ def patch_step(
 # --- runtime context and context use --------------------------------------------------------
 
 
-@router.post("/v1/agents/{agent_id}/context")
+@router.post("/v1/agents/{agent_id}/context", response_model=ContextOut)
 def post_context(
     agent_id: AgentId, body: ContextIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -359,7 +369,7 @@ def post_context(
     }
 
 
-@router.post("/v1/agents/{agent_id}/sessions/{session_id}/usage")
+@router.post("/v1/agents/{agent_id}/sessions/{session_id}/usage", response_model=ContextUse)
 def post_usage(
     agent_id: AgentId, session_id: SessionId, body: UsageIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
@@ -376,7 +386,7 @@ def post_usage(
     return use
 
 
-@router.get("/v1/agents/{agent_id}/sessions/{session_id}/context_calls")
+@router.get("/v1/agents/{agent_id}/sessions/{session_id}/context_calls", response_model=ContextCalls)
 def context_calls(
     agent_id: AgentId,
     session_id: SessionId,

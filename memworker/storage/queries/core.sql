@@ -534,7 +534,7 @@ RETURNING id;
 -- Of the given memories of an agent, the general ones (no subject) that another agent of the
 -- tenant also holds, live, in the same normalised words: learnt independently, so worth sharing.
 -- One index probe (tenant, agent, content_hash) per memory and other agent.
-SELECT w.id, o.agent_id AS other_agent, o.id AS other_id
+SELECT w.id, w.content_hash, o.agent_id AS other_agent, o.id AS other_id
 FROM memories w
 JOIN agents a ON a.tenant_id = w.tenant_id AND a.id <> w.agent_id AND NOT starts_with(a.id, 'pool~')
 CROSS JOIN LATERAL (

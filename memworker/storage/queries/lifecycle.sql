@@ -420,12 +420,15 @@ ORDER BY id LIMIT %(batch)s;
 -- most per_term postings, a term's document frequency is counted only up to df_cap (enough
 -- to rank rare against common), and each given memory keeps its max_pairs best candidates
 -- (most probes shared): the cost per given memory is bounded whatever the vocabulary.
--- The per-term lookups are sub-selects per row (ARRAY(...) and a scalar count, which the
--- planner cannot flatten into joins) with the index key (tenant, agent, term) bound, so they
--- stay index probes even when the table's statistics are stale (a fresh database growing
--- fast). The joins this replaced were faster in bulk (a 60-agent retention bench: first sweep
--- 28.8 s with them, 45.4 s with these probes) but, planned on a freshly ingested agent
--- before ANALYZE, ran 100 s to 10 min for one sweep batch; these run in milliseconds either way.
+-- The per-term lookups are sub-selects per distinct term of the batch (ARRAY(...) and a
+-- scalar count, which the planner cannot flatten into joins) with the index key (tenant,
+-- agent, term) bound, so they stay index probes even when the table's statistics are stale
+-- (a fresh database growing fast); read once per batch, not once per memory and term, the
+-- postings are then joined in memory (a sweep batch of 500 memories over a 40-word vocabulary
+-- shares its 40 terms' postings instead of reading 3,000 postings lists). The plain joins
+-- that came before were faster in bulk (a 60-agent retention bench: first sweep 28.8 s with
+-- them, 45.4 s with per-row probes) but, planned on a freshly ingested agent before ANALYZE,
+-- ran 100 s to 10 min for one sweep batch; probes run in milliseconds either way.
 -- Only memories of the same subject (or both general) are ever paired, so the subject is kept
 -- before the caps: an agent with many subjects holds many near-identical statements about
 -- different people, and those would otherwise fill the per-term postings and the max_pairs
@@ -437,48 +440,61 @@ WITH mine AS (
   SELECT t.memory_id, t.term, m.subject FROM memory_terms t
   JOIN memories m ON m.tenant_id = t.tenant_id AND m.id = t.memory_id
   WHERE t.memory_id = ANY(%(ids)s::uuid[]) AND t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
-), df AS (
+    AND m.id = ANY(%(ids)s::uuid[])  -- key lookups, never a scan of the agent's memories
+), df AS MATERIALIZED (
   SELECT d.term, (SELECT count(*) FROM (
                     SELECT 1 FROM memory_terms t
                     WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = d.term
                     LIMIT %(df_cap)s) x) AS df
   FROM (SELECT DISTINCT term FROM mine) d
-), rare AS (
+), rare AS MATERIALIZED (
   SELECT memory_id, term, subject, least(n, %(probe_terms)s) AS probes FROM (
     SELECT m.memory_id, m.term, m.subject,
            row_number() OVER (PARTITION BY m.memory_id ORDER BY d.df, m.term) AS r,
            count(*) OVER (PARTITION BY m.memory_id) AS n
     FROM mine m JOIN df d USING (term)) x
   WHERE r <= %(probe_terms)s
-), hits AS (
-  SELECT r.memory_id AS a, r.subject, o.b, count(*) AS shared
-  FROM rare r
-  CROSS JOIN unnest(ARRAY(
-    (SELECT t.memory_id FROM memory_terms t
-     WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = r.term
-       AND t.memory_id <> r.memory_id
-     LIMIT %(per_term)s)
-    UNION
-    SELECT s.id FROM (SELECT s.id FROM memories s
-                      WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s
-                        AND s.subject IS NOT NULL AND s.subject = r.subject
-                      ORDER BY s.created_at DESC LIMIT %(per_term)s) s
-    WHERE s.id <> r.memory_id
-      AND (SELECT true FROM memory_terms t  -- a key lookup per memory, never the term's postings
+), posts AS MATERIALIZED (
+  SELECT p.term, ARRAY(SELECT t.memory_id FROM memory_terms t
+                       WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = p.term
+                       ORDER BY t.memory_id LIMIT %(per_term)s + 1) AS ids
+  FROM (SELECT DISTINCT term FROM rare) p
+), posted AS (
+  SELECT p.term, u.b, u.i FROM posts p CROSS JOIN unnest(p.ids) WITH ORDINALITY AS u(b, i)
+), probes AS (
+  SELECT r.memory_id, r.term, r.subject, r.probes, p.ids,
+         coalesce(array_position(p.ids, r.memory_id) <= %(per_term)s, false) AS inside
+  FROM rare r JOIN posts p USING (term)
+), hits AS MATERIALIZED (
+  SELECT a, subject, b, count(*) AS shared FROM (
+    SELECT r.memory_id AS a, r.subject, o.b, r.probes
+    FROM probes r JOIN posted o ON o.term = r.term
+    WHERE o.b <> r.memory_id AND (o.i <= %(per_term)s OR r.inside)
+    UNION ALL
+    SELECT r.memory_id, r.subject, s.id, r.probes
+    FROM probes r CROSS JOIN LATERAL (
+      SELECT s.id FROM memories s
+      WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s
+        AND s.subject IS NOT NULL AND s.subject = r.subject
+      ORDER BY s.created_at DESC LIMIT %(per_term)s) s
+    WHERE r.subject IS NOT NULL AND s.id <> r.memory_id
+      AND NOT (s.id = ANY(r.ids[1:%(per_term)s]) OR (r.inside AND s.id IS NOT DISTINCT FROM r.ids[%(per_term)s + 1]))
+      AND (SELECT true FROM memory_terms t
            WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = r.term
-             AND t.memory_id = s.id))) AS o(b)
-  GROUP BY r.memory_id, r.subject, o.b
-  HAVING count(*) * 3 >= max(r.probes)
-), cand AS (
+             AND t.memory_id = s.id)) x
+  GROUP BY a, subject, b
+  HAVING count(*) * 3 >= max(probes)
+), live AS MATERIALIZED (
   -- the subject and liveness filters come before the max_pairs cap, so other subjects' and
-  -- retired memories never take the places of the memory's own subject's live ones; a
-  -- sub-select per hit (a key lookup), not a join the planner could turn into a scan
+  -- retired memories never take the places of the memory's own subject's live ones; looked
+  -- up once per distinct candidate (by key), not once per hit
+  SELECT m.id, m.subject FROM memories m
+  WHERE m.tenant_id = %(tenant_id)s AND m.id = ANY(ARRAY(SELECT DISTINCT b FROM hits))
+    AND m.kind <> 'turn' AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)
+), cand AS (
   SELECT a, b FROM (
     SELECT h.a, h.b, row_number() OVER (PARTITION BY h.a ORDER BY h.shared DESC, h.b) AS r
-    FROM hits h
-    WHERE (SELECT m.subject IS NOT DISTINCT FROM h.subject AND m.kind <> 'turn'
-                  AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)
-           FROM memories m WHERE m.tenant_id = %(tenant_id)s AND m.id = h.b)) x
+    FROM hits h JOIN live l ON l.id = h.b AND l.subject IS NOT DISTINCT FROM h.subject) x
   WHERE r <= %(max_pairs)s
 ), bags AS (
   SELECT t.memory_id, array_agg(t.term) AS terms FROM memory_terms t

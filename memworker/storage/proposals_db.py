@@ -1,0 +1,108 @@
+"""Typed queries of queries/proposals.sql: sleep's proposals to a tenant's shared pools,
+waiting for review (memworker/fleet/proposals.py). One function per `-- name:` block, named
+like it; rows come back as frozen dataclasses.
+
+The caller owns the transaction and binds the tenant (db.tenant_tx). pool: the pool's
+agents row, 'pool~<name>'."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from memworker.storage import _sql
+
+Conn = psycopg.Connection[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    id: UUID
+    pool: str
+    agent_id: str  # the agent whose pass proposed it first
+    memory_id: UUID  # its memory: the text a copy takes
+    sources: list[str]  # 'memory:<agent>/<id>' of each agent that learnt it
+    status: str  # open | approved | rejected
+    pool_memory_id: UUID | None
+    reason: str | None
+    decided_by: str | None
+    decided_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    text: str | None  # None once the proposing memory is gone
+    kind: str | None
+    live: bool
+
+
+def proposal_upsert(
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    pool: str,
+    agent_id: str,
+    memory_id: UUID,
+    content_hash: str,
+    sources: list[str],
+) -> bool | None:
+    """True: proposed; False: sources added to the open proposal; None: nothing changed."""
+    row = _sql.one(
+        conn,
+        "proposal_upsert",
+        tenant_id=tenant_id,
+        pool=pool,
+        agent_id=agent_id,
+        memory_id=memory_id,
+        content_hash=content_hash,
+        sources=sources,
+    )
+    return None if row is None else bool(row["created"])
+
+
+def proposal_list(
+    conn: Conn, *, tenant_id: UUID, pool: str, status: str | None, agent_ids: list[str] | None, limit: int
+) -> list[Proposal]:
+    rows = _sql.all_(
+        conn, "proposal_list", tenant_id=tenant_id, pool=pool, status=status, agent_ids=agent_ids, limit=limit
+    )
+    return [Proposal(**r) for r in rows]
+
+
+def proposal_lock(conn: Conn, *, tenant_id: UUID, pool: str, proposal_id: UUID) -> Proposal | None:
+    row = _sql.one(conn, "proposal_lock", tenant_id=tenant_id, pool=pool, proposal_id=proposal_id)
+    return Proposal(**row) if row else None
+
+
+def proposal_decide(
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    proposal_id: UUID,
+    status: str,
+    pool_memory_id: UUID | None,
+    reason: str | None,
+    actor: str,
+) -> int:
+    return _sql.run(
+        conn,
+        "proposal_decide",
+        tenant_id=tenant_id,
+        proposal_id=proposal_id,
+        status=status,
+        pool_memory_id=pool_memory_id,
+        reason=reason,
+        actor=actor,
+    )
+
+
+def proposal_rejected(conn: Conn, *, tenant_id: UUID, pool: str, hashes: list[str]) -> set[str]:
+    rows = _sql.all_(conn, "proposal_rejected", tenant_id=tenant_id, pool=pool, hashes=hashes)
+    return {r["content_hash"] for r in rows}
+
+
+def proposal_forget(conn: Conn, *, tenant_id: UUID, sources: list[str]) -> list[UUID]:
+    """The ids of the proposals deleted because they name one of sources."""
+    return [r["id"] for r in _sql.all_(conn, "proposal_forget", tenant_id=tenant_id, sources=sources)]

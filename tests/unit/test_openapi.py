@@ -1,0 +1,187 @@
+"""The API describes its answers, and the SDK calls what the API describes.
+
+- Every /v1 operation in /openapi.json has a 2xx response, and each 2xx response but a 204
+  has a content schema that names its fields (a named answer in memworker/schemas.py), or
+  is a file download (a binary string).
+- Every call in memworker/sdk.py (`self._obj`, `self._list`, `self._call` and `self._http.get`
+  with a literal method and path) names an operation the document has, with that method;
+  a `_list(..., key=K)` unwraps an array field K the answer declares, and a `[...]["k"]` read
+  of an answer reads a field it declares.
+
+The document comes from the app factory (no lifespan: nothing is connected), the SDK's calls
+from its source (ast)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from memworker.api.app import create_app
+from memworker.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+SDK = ROOT / "memworker" / "sdk.py"
+PLACEHOLDER = re.compile(r"\{[^}]+\}")
+
+
+@cache
+def document() -> dict[str, Any]:
+    # URLs that are never dialled: the factory builds routes only; the lifespan would connect
+    settings = Settings.from_env(
+        {"MEMWORKER_DATABASE_URL": "postgresql://unused/unused", "MEMWORKER_REDIS_URL": "redis://unused:1"}
+    )
+    return create_app(settings).openapi()
+
+
+def operations() -> dict[tuple[str, str], dict[str, Any]]:
+    """(METHOD, path with each {parameter} as {}) -> the operation, for /v1 paths."""
+    return {
+        (method.upper(), PLACEHOLDER.sub("{}", path)): op
+        for path, ops in document()["paths"].items()
+        if path.startswith("/v1/")
+        for method, op in ops.items()
+    }
+
+
+def resolve(schema: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if ref is None:
+        return schema
+    name = ref.removeprefix("#/components/schemas/")
+    return resolve(document()["components"]["schemas"][name])
+
+
+def answer_schema(op: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of the operation's 2xx answer ({} when it has no JSON body)."""
+    for code, response in op["responses"].items():
+        if code.startswith("2"):
+            content = response.get("content", {}).get("application/json")
+            return resolve(content["schema"]) if content else {}
+    return {}
+
+
+def test_every_v1_operation_declares_its_answer() -> None:
+    ops = operations()
+    assert len(ops) > 40  # the whole API, not an empty document
+    missing = []
+    for (method, path), op in sorted(ops.items()):
+        codes = [c for c in op["responses"] if c.startswith("2")]
+        if not codes:
+            missing.append(f"{method} {path}: no 2xx response")
+            continue
+        if codes == ["204"]:
+            continue  # no content, by definition
+        content = op["responses"][codes[0]].get("content", {})
+        schemas = [resolve(c.get("schema", {})) for c in content.values()]
+        named = [s for s in schemas if s.get("properties") and s.get("title")]
+        binary = [s for s in schemas if s.get("type") == "string" and s.get("format") == "binary"]
+        if not named and not binary:
+            missing.append(f"{method} {path}: {schemas}")
+    assert missing == [], "operations whose answer has no named schema:\n" + "\n".join(missing)
+
+
+def answer_names() -> set[str]:
+    """The components the 2xx answers use, those they nest included."""
+    refs = re.compile(r"#/components/schemas/(\w+)")
+    todo = [
+        response for op in operations().values() for code, response in op["responses"].items() if code.startswith("2")
+    ]
+    names: set[str] = set()
+    while todo:
+        for name in refs.findall(str(todo.pop())):
+            if name not in names:
+                names.add(name)
+                todo.append(document()["components"]["schemas"][name])
+    return names
+
+
+def test_answers_are_open_so_no_field_is_dropped() -> None:
+    """A response model filters what a route returns; every answer keeps fields it does not
+    name (additionalProperties), so one a route adds before its answer names it is never cut."""
+    schemas = document()["components"]["schemas"]
+    names = answer_names()
+    assert {"MemoryOut", "Recalled", "Hit"} <= names
+    closed = sorted(n for n in names if schemas[n].get("additionalProperties") is not True)
+    assert closed == []
+
+
+def _path_template(node: ast.expr) -> str | None:
+    """A literal path, an f-string's with each {expression} as {}, else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for value in node.values:
+            if isinstance(value, ast.Constant):
+                parts.append(str(value.value))
+            else:
+                parts.append("{}")
+        return "".join(parts)
+    return None
+
+
+def sdk_calls() -> list[tuple[int, str, str, str | None, str | None]]:
+    """(line, METHOD, path template, _list key, a field read off the answer) per SDK call."""
+    tree = ast.parse(SDK.read_text())
+    reads: dict[int, str] = {}  # id of a call node -> the field read off its answer
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)
+        ):
+            reads[id(node.value)] = node.slice.value
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        f = node.func
+        is_self = isinstance(f.value, ast.Name) and f.value.id == "self" and f.attr in ("_obj", "_list", "_call")
+        is_http_get = (
+            f.attr == "get"
+            and isinstance(f.value, ast.Attribute)
+            and f.value.attr == "_http"
+            and isinstance(f.value.value, ast.Name)
+            and f.value.value.id == "self"
+        )
+        if is_self and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant):
+            method, path = str(node.args[0].value), _path_template(node.args[1])
+        elif is_http_get and node.args:
+            method, path = "GET", _path_template(node.args[0])
+        else:
+            continue
+        if path is None:  # a path passed through (request(), _obj's own body): not a route
+            continue
+        key = next((k.value.value for k in node.keywords if k.arg == "key" and isinstance(k.value, ast.Constant)), None)
+        found.append((node.lineno, method, path, key, reads.get(id(node))))
+    return found
+
+
+def test_the_sdk_calls_only_documented_operations() -> None:
+    ops = operations()
+    calls = sdk_calls()
+    assert len(calls) > 40  # the walk found the client's methods
+    problems = []
+    for line, method, path, key, field in calls:
+        op = ops.get((method, path))
+        if op is None:
+            problems.append(f"sdk.py:{line}: {method} {path} is not in /openapi.json")
+            continue
+        props = answer_schema(op).get("properties", {})
+        if key is not None and props.get(key, {}).get("type") != "array":
+            problems.append(f"sdk.py:{line}: {method} {path} answers no array field {key!r}")
+        if field is not None and field not in props:
+            problems.append(f"sdk.py:{line}: {method} {path} answers no field {field!r}")
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_sdk_walk_reads_paths_methods_and_keys() -> None:
+    """The walk itself: a literal method and an f-string path, an unwrapped key, a read field."""
+    calls = {(m, p): (k, f) for _, m, p, k, f in sdk_calls()}
+    assert calls[("GET", "/v1/agents/{}/consolidation/runs")] == ("runs", None)
+    assert calls[("POST", "/v1/agents/{}/consolidate")] == (None, "run_id")
+    assert ("GET", "/v1/agents/{}/sessions/{}/archives/{}") in calls  # the download, through httpx
