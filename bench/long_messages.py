@@ -100,39 +100,63 @@ class LongConversation:
     sample_id: str
     messages: list[Message]
     questions: list[LongQuestion] = field(default_factory=list)
+    where: dict[str, str] = field(default_factory=dict)  # dia_id -> message key
+
+    def emit(self, role: str, parts: list[str], dias: list[str]) -> None:
+        key = f"{self.sample_id}:m{len(self.messages)}"
+        self.messages.append(Message(key, role, " ".join(parts)))
+        self.where.update((d, key) for d in dias)
+
+    def ask(self, conv: Conversation) -> LongConversation:
+        """The conversation's questions, each evidence turn as the message that holds it."""
+        for q in conv.questions:
+            keys = tuple(dict.fromkeys(self.where[d] for d in q.evidence if d in self.where))
+            if keys:
+                self.questions.append(LongQuestion(q.text, q.category, keys))
+        return self
 
 
-def fold(conv: Conversation, words: int) -> LongConversation:
-    """The conversation as short user messages and long assistant ones (the module's rule)."""
-    messages: list[Message] = []
-    where: dict[str, str] = {}  # dia_id -> message key
-
-    def emit(role: str, parts: list[str], dias: list[str]) -> None:
-        key = f"{conv.sample_id}:m{len(messages)}"
-        messages.append(Message(key, role, " ".join(parts)))
-        where.update((d, key) for d in dias)
-
+def fold(conv: Conversation, words: int, padding: Sequence[str]) -> LongConversation:
+    """Shape "fold": short user messages and long assistant ones made of the turns that follow."""
+    out = LongConversation(conv.index, conv.sample_id, [])
     for s in conv.sessions:
         turns = list(s.turns)
-        i, first = 0, True
+        i, head = 0, f"[{s.date}] " if s.date else ""
         while i < len(turns):
-            head = f"[{s.date}] " if first and s.date else ""
-            emit("user", [head + turns[i].line], [turns[i].dia_id])
-            first, i = False, i + 1
-            parts: list[str] = []
-            dias: list[str] = []
-            while i < len(turns) and sum(len(p.split()) for p in parts) < words:
-                parts.append(turns[i].line)
-                dias.append(turns[i].dia_id)
-                i += 1
-            if parts:
-                emit("assistant", parts, dias)
-    out = LongConversation(conv.index, conv.sample_id, messages)
-    for q in conv.questions:
-        keys = tuple(dict.fromkeys(where[d] for d in q.evidence if d in where))
-        if keys:
-            out.questions.append(LongQuestion(q.text, q.category, keys))
-    return out
+            out.emit("user", [head + turns[i].line], [turns[i].dia_id])
+            head, i = "", i + 1
+            j = i
+            while j < len(turns) and sum(len(t.line.split()) for t in turns[i:j]) < words:
+                j += 1
+            if j > i:
+                out.emit("assistant", [t.line for t in turns[i:j]], [t.dia_id for t in turns[i:j]])
+            i = j
+    return out.ask(conv)
+
+
+def answers(conv: Conversation, words: int, padding: Sequence[str]) -> LongConversation:
+    """Shape "answers": the first speaker's turns are short user messages; each turn of the
+    other speaker opens a long assistant message, filled up to `words` words with text of
+    another conversation (what it says is never evidence here)."""
+    out = LongConversation(conv.index, conv.sample_id, [])
+    first = conv.sessions[0].turns[0].speaker
+    at = 0
+    for s in conv.sessions:
+        head = f"[{s.date}] " if s.date else ""
+        for t in s.turns:
+            if t.speaker == first:
+                out.emit("user", [head + t.line], [t.dia_id])
+            else:
+                parts = [head + t.line]
+                while sum(len(p.split()) for p in parts) < words:
+                    parts.append(padding[at % len(padding)])
+                    at += 1
+                out.emit("assistant", parts, [t.dia_id])
+            head = ""
+    return out.ask(conv)
+
+
+SHAPES = {"answers": answers, "fold": fold}
 
 
 # --- writing ---------------------------------------------------------------------------------
@@ -203,7 +227,7 @@ def ask(client: Client, agent: str, conv: LongConversation, mapper: Mapper, diag
             diag.distinct.append(len(frozenset().union(*hits)) if hits else 0)
             diag.turns.append(sum(1 for m in mems if m["kind"] == "turn"))
             diag.items.append(sum(1 for m in mems if m["kind"] != "turn"))
-            diag.collapsed.append(sum(len(m.get("signals", {}).get("collapsed", [])) for m in mems))
+            diag.collapsed.append(sum(len(m.get("collapsed") or []) for m in mems))
             wide = client.recall(agent, q.text, k=WIDE_K)
             whits = first_distinct([mapper.covers(m) for m in wide["memories"]], K)
             diag.wide.append(Answer(conv.index, q.category, q.evidence, whits, float(wide["took_ms"])))
@@ -364,6 +388,7 @@ def report(run: Run, args: argparse.Namespace, load_before: str, stack: Stack, t
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--conversations", type=int, default=None, help="only the first N conversations (a quick run)")
+    p.add_argument("--shape", choices=sorted(SHAPES), default="answers", help="how the long messages are made")
     p.add_argument("--words", type=int, default=250, help="an assistant message's minimum length in words")
     p.add_argument("--timeout", type=float, default=1200.0, help="seconds to wait for the episodes")
     p.add_argument("--data", type=Path, default=DATA)
@@ -372,7 +397,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     load_before = loadavg()
     convs = load(args.data, None)
-    run = Run([fold(c, args.words) for c in convs[: args.conversations]])
+    shape = SHAPES[args.shape]
+    # the padding of conversation i is the text of conversation i + 1's turns
+    pads = [[t.content for t in convs[(c.index + 1) % len(convs)].turns] for c in convs]
+    run = Run([shape(c, args.words, pads[c.index]) for c in convs[: args.conversations]])
     run.answers["dense"] = dense(run.convs)
     with stack_from_args(args, raise_limits=True) as stack:
         key, tag = run_key(stack, "long")

@@ -13,6 +13,8 @@ after their last change) and decayed within the last day. Then --writes memories
 POST .../memories/batch (500 a time), and the agent is swept twice in this process
 (memworker.lifecycle.retention.sweep_agent): the sweep after the writes (it checks them for
 merges and contradictions) and the next one, with nothing new (an idle hourly tick).
+With --unchecked the filled rows are left as a bulk import leaves them, never checked (the agent's
+mark cleared): the sweeps then show one run's bounded share of that pass (retention.REPAIR_PER_RUN).
 Writes bench/results/sweep_scale.md.
 """
 
@@ -36,6 +38,7 @@ from _common import (  # noqa: E402
     fmt,
     loadavg,
     md_table,
+    owner_connect,
     stack_from_args,
     write_report,
 )
@@ -67,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--writes", type=int, default=500, help="memories written through the API per size")
     p.add_argument("--styles", default=",".join(STYLES))
     p.add_argument("--seed", type=int, default=11)
+    p.add_argument("--unchecked", action="store_true", help="leave the filled rows unchecked (a bulk import)")
     p.add_argument("--no-write", action="store_true")
     add_stack_args(p)
     args = p.parse_args(argv)
@@ -90,6 +94,12 @@ def main(argv: list[str] | None = None) -> int:
                     have[s] = max(have[s], size)
                 build_index(stack, indexdef)
                 for s in styles:
+                    if args.unchecked:
+                        with owner_connect(stack, tenant_id) as conn:
+                            conn.execute(
+                                "UPDATE agents SET retention_done_at = NULL WHERE tenant_id = %s AND id = %s",
+                                (uuid.UUID(tenant_id), agents[s]),
+                            )
                     rate = direct_rate(client, agents[s], texts[s], args.writes)
                     have[s] += args.writes
                     after_s, after = sweep(stack, tenant_id, agents[s])
@@ -125,7 +135,14 @@ def main(argv: list[str] | None = None) -> int:
                 table,
                 "",
                 f"- per size: the agent filled by COPY as an hourly-swept agent is (checked, decayed within the "
-                f"day), then {args.writes} memories by POST .../memories/batch, then two sweeps.",
+                f"day), then {args.writes} memories by POST .../memories/batch, then two sweeps."
+                + (
+                    " With --unchecked: the filled rows never checked (as after a bulk import)."
+                    if args.unchecked
+                    else ""
+                ),
+                f"- one run checks at most {retention.REPAIR_PER_RUN:,} fresh memories for merges and contradictions;"
+                " an unfinished pass goes on in the next run.",
                 "",
             ]
         )

@@ -30,7 +30,8 @@ class Policy:
     pools_read: tuple[str, ...] = ()
     pools_write: tuple[str, ...] = ()
     # what sleep does with the general facts, methods and lessons this agent and another agent
-    # of the tenant learnt independently (the same words), for each pools_write pool: 'review'
+    # of the tenant learnt independently (in any words dedup takes for the same fact:
+    # memworker/fleet/matches.py), for each pools_write pool: 'review'
     # queues a proposal a person approves or rejects (nothing reaches the pool before), 'auto'
     # shares at once, 'off' neither. Both agents' memories are its sources.
     pools_propose: str = "review"

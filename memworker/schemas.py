@@ -209,11 +209,11 @@ class AgentsRecallIn(RecallIn):
 
 
 # --- answers --------------------------------------------------------------------------------
-# The JSON each /v1 route answers with, by name, so /openapi.json and /docs show it and the SDK
-# returns it typed. TypedDicts, not models: an answer passes through as the route built it (a
-# field it leaves out stays out, none is added with a default), and every one is open
-# (extra='allow'): a field a route adds before its answer here names it is kept, never dropped.
-# Dates are ISO 8601 strings, ids strings.
+# The JSON each /v1 route answers with (its response_model), by name, so /openapi.json and /docs
+# show it; the SDK's calls are checked against that document. TypedDicts, not models: an answer
+# passes through as the route built it (a field it leaves out stays out, none is added with a
+# default), and every one is open (extra='allow'): a field a route adds before its answer here
+# names it is kept, never dropped. Dates are ISO 8601 strings, ids strings.
 
 _OPEN = ConfigDict(extra="allow")
 

@@ -274,6 +274,9 @@ class Client:
     def add_pool_memory(self, pool: str, text: str, **fields: Any) -> dict[str, Any]:
         return self._obj("POST", f"/v1/pools/{_seg(pool)}/memories", json={"text": text, **fields})
 
+    def add_pool_memories(self, pool: str, memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return self._list("POST", f"/v1/pools/{_seg(pool)}/memories/batch", json={"memories": memories}, key="memories")
+
     def pool_memories(self, pool: str, *, limit: int = 50, subject: str | None = None) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"limit": limit} | ({"subject": subject} if subject else {})
         return self._list("GET", f"/v1/pools/{_seg(pool)}/memories", params=params, key="memories")

@@ -307,7 +307,9 @@ CREATE TABLE memworker.agents (
     retention_at timestamp with time zone,
     retention_done_at timestamp with time zone,
     ann boolean DEFAULT false NOT NULL,
-    ann_ready boolean DEFAULT false NOT NULL
+    ann_ready boolean DEFAULT false NOT NULL,
+    retention_repair_clock timestamp with time zone,
+    retention_repair_after uuid
 );
 
 ALTER TABLE ONLY memworker.agents FORCE ROW LEVEL SECURITY;
@@ -1050,7 +1052,7 @@ CREATE INDEX memories_agent ON memworker.memories USING btree (tenant_id, agent_
 -- Name: memories_ann; Type: INDEX; Schema: memworker; Owner: -
 --
 
-CREATE INDEX memories_ann ON memworker.memories USING hnsw (embedding public.vector_cosine_ops) WHERE (ann AND (valid_to IS NULL));
+CREATE INDEX memories_ann ON memworker.memories USING hnsw (embedding public.vector_cosine_ops) WITH (m='32', ef_construction='128') WHERE (ann AND (valid_to IS NULL));
 
 --
 -- Name: memories_carried_by; Type: INDEX; Schema: memworker; Owner: -

@@ -13,9 +13,9 @@ A copy's provenance names its source ('memory:<agent>/<id>', then the source's o
 provenance): forgetting or deleting the source deletes the copies. A fact another agent
 already shared confirms the pool's memory (one more source) instead of a second copy.
 
-Sleep finds what several agents learnt independently and, by the agent's policy
-pools_propose, shares it at once or queues a proposal a person decides
-(memworker/fleet/proposals.py)."""
+Sleep finds what several agents learnt independently, in their own words
+(memworker/fleet/matches.py), and, by the agent's policy pools_propose, shares it at once or
+queues a proposal a person decides (memworker/fleet/proposals.py)."""
 
 from __future__ import annotations
 
@@ -28,9 +28,10 @@ import numpy as np
 import psycopg
 
 from memworker import errors, memories, redact
+from memworker.fleet import matches
 from memworker.lifecycle import governance
 from memworker.policy import Policy
-from memworker.storage import core_db, proposals_db, store
+from memworker.storage import core_db, db, proposals_db, store
 
 PREFIX = "pool~"
 
@@ -207,42 +208,38 @@ def forget_copies(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, m
     return gone
 
 
-PROPOSED_KINDS = ("fact", "method", "decision", "preference", "conclusion", "insight")  # lessons, methods, facts
-MAX_PROPOSALS = 50  # per sleep pass
-
-
 def propose(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, ids: list[UUID], policy: Policy) -> int:
     """Sleep's share: of these memories of the agent (a pass's window and what it derived),
-    the general ones another agent of the tenant holds in the same words go to every pool the
-    agent may write, with the other agent's memory as a second source. By the policy's
-    pools_propose: 'review' queues a proposal for each (memworker/fleet/proposals.py decides
-    it), 'auto' shares at once (a fact a person rejected for the pool excepted), 'off' neither.
-    Returns how many (memory, pool) pairs were proposed, or shared or confirmed."""
+    the general ones another agent of the tenant learnt too, in its own words or the same
+    (memworker/fleet/matches.py), go to every pool the agent may write, the other agents'
+    memories named as sources. By the policy's pools_propose: 'review' queues a proposal for
+    each (memworker/fleet/proposals.py decides it), 'auto' shares at once (a fact a person
+    rejected for the pool, in any words, excepted), 'off' neither. Returns how many (memory,
+    pool) pairs were proposed, or shared or confirmed."""
     if policy.pools_propose == "off" or not (policy.pools_write and ids):
         return 0
-    found = core_db.pool_candidates(
-        conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids, kinds=list(PROPOSED_KINDS), limit=MAX_PROPOSALS
-    )
+    found = matches.findings(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids, policy=policy)
     if not found:
         return 0
     if policy.pools_propose == "review":
-        return _queue(conn, tenant_id, agent_id, found, sorted(policy.pools_write))
-    done, hashes = 0, sorted({c.content_hash for c in found})
+        return _queue(conn, tenant_id, found, sorted(policy.pools_write), policy)
+    done = 0
     # pools in name order: share() takes each pool's dedup lock until the pass commits, and
     # two agents whose policies list the same pools in other orders must not wait on each other
     for pool in sorted(policy.pools_write):
-        rejected = proposals_db.proposal_rejected(conn, tenant_id=tenant_id, pool=owner(pool), hashes=hashes)
-        for cand in found:
-            if cand.content_hash in rejected:
+        db.dedup_lock(conn, tenant_id, owner(pool))
+        for finding in found:
+            held = matches.proposal(conn, tenant_id=tenant_id, pool=owner(pool), finding=finding, policy=policy)
+            if held is not None and held.status == "rejected":
                 continue
             share_from(
                 conn,
                 tenant_id=tenant_id,
                 agent_id=agent_id,
-                memory_id=cand.id,
+                memory_id=finding.memory.id,
                 pool=pool,
                 policy=policy,
-                others=[f"memory:{cand.other_agent}/{cand.other_id}"],
+                others=list(finding.others),
                 actor="sleep",
             )
             done += 1
@@ -290,28 +287,35 @@ def share_from(
 
 
 def _queue(
-    conn: psycopg.Connection, tenant_id: UUID, agent_id: str, found: list[core_db.PoolCandidate], names: list[str]
+    conn: psycopg.Connection, tenant_id: UUID, found: list[matches.Finding], names: list[str], policy: Policy
 ) -> int:
-    """Review mode: each candidate becomes an open proposal to each pool (created empty on
-    first use, so that it lists), or adds its sources to the fact's open proposal there.
-    Returns how many proposals were made or gained a source."""
+    """Review mode: each finding becomes an open proposal to each pool (created empty on
+    first use, so that it lists), or adds its sources to the pool's open proposal of the same
+    fact; a decided fact is left as it was. Returns how many proposals were made or gained a
+    source."""
     done = 0
-    # pools by name, facts by hash: two passes proposing the same facts take the proposals'
-    # unique-index entries in one order, so neither waits on the other's second row
-    ordered = sorted(found, key=lambda c: (c.content_hash, c.other_agent, c.id))
     for name in names:
         target = ensure(conn, tenant_id=tenant_id, name=name)
-        for cand in ordered:
-            changed = proposals_db.proposal_upsert(
-                conn,
-                tenant_id=tenant_id,
-                pool=target,
-                agent_id=agent_id,
-                memory_id=cand.id,
-                content_hash=cand.content_hash,
-                sources=[f"memory:{agent_id}/{cand.id}", f"memory:{cand.other_agent}/{cand.other_id}"],
-            )
-            done += changed is not None
+        # one pass at a time matches and opens a pool's proposals (pools in name order, as
+        # above): two agents proposing one fact in two wordings at once make one proposal
+        db.dedup_lock(conn, tenant_id, target)
+        for finding in found:
+            held = matches.proposal(conn, tenant_id=tenant_id, pool=target, finding=finding, policy=policy)
+            if held is None:
+                made = proposals_db.proposal_upsert(
+                    conn,
+                    tenant_id=tenant_id,
+                    pool=target,
+                    agent_id=finding.agent_id,
+                    memory_id=finding.memory.id,
+                    content_hash=finding.memory.content_hash,  # the first wording keys the fact
+                    sources=finding.sources,
+                )
+                done += made is not None
+            elif held.status == "open":
+                done += proposals_db.proposal_add_sources(
+                    conn, tenant_id=tenant_id, proposal_id=held.id, sources=finding.sources
+                )
     return done
 
 

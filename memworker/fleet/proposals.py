@@ -1,11 +1,12 @@
 """Proposals to a shared pool, decided by a person: with an agent's policy pools_propose =
 'review', a sleep pass that finds a general fact, method or lesson another agent of the tenant
-learnt independently (the same words) queues it for each pool the agent writes
-(memworker/fleet/pools.py) instead of sharing it. Nothing reaches the pool before approval.
+learnt independently (in its own words: memworker/fleet/matches.py judges "the same fact")
+queues it for each pool the agent writes (memworker/fleet/pools.py) instead of sharing it.
+Nothing reaches the pool before approval.
 
 - one proposal per pool and fact: the next pass, or another agent's, adds its memory to the
-  open proposal's sources; a decided fact is not proposed again (nor shared automatically
-  once rejected);
+  open proposal's sources, also when it says the fact in other words; a decided fact is not
+  proposed again in any words (nor shared automatically once rejected);
 - approving shares the proposing agent's memory (or, when that one is gone, the first live
   source's) into the pool as a share does (redacted by the pool's policy, deduplicated
   against it) and names every other live source in the pool memory's provenance; approving

@@ -34,6 +34,9 @@ logger = logging.getLogger(__name__)
 
 ACTOR = "retention"
 DECAY_STEP_DAYS = 1.0  # a row's salience/confidence is rewritten at most once a day
+# The most fresh memories one run checks for merges and contradictions: past it the pass goes
+# on in the next run (agents.retention_repair_*), so a run stays seconds long after a bulk write.
+REPAIR_PER_RUN = 2_000
 _NIL = UUID(int=0)
 COUNTS = (
     "scanned",
@@ -137,7 +140,14 @@ def sweep_agent(
             return report
         report.run_id = str(run_id)
         policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
-        state = lifecycle_db.retention_state(conn, tenant_id=tenant_id, agent_id=agent_id, now=now)
+        state = lifecycle_db.retention_state(
+            conn,
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            now=now,
+            tiers=list(rules.EPISODIC_TIERS),
+            protected=list(rules.PROTECTED_KINDS),
+        )
         assert state is not None
     report.scanned = state.live
     sweep = _Sweep(pool, tenant_id, agent_id, policy, now, report, lock_wait_s)
@@ -145,16 +155,16 @@ def sweep_agent(
         if not policy.retention_enabled:
             report.status, report.skipped_reason = "skipped", "retention_enabled is false in the policy"
         else:
-            sweep.run(state.retention_done_at)
+            sweep.run(state)
             report.status = "done"
     except _Busy:
         report.status = "partial"
         report.skipped_reason = "the agent stayed locked (consolidation or another sweep); the next run resumes"
     except Exception as exc:  # recorded on the run row, then raised: the failure is never silent
         report.status, report.error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
-        _finish(pool, tenant_id, report, started)
+        _finish(pool, tenant_id, report, started, sweep.done_at)
         raise
-    _finish(pool, tenant_id, report, started)
+    _finish(pool, tenant_id, report, started, sweep.done_at)
     logger.info(
         "retention %s/%s: %s, %d changed of %d",
         tenant_id,
@@ -167,7 +177,11 @@ def sweep_agent(
     return report
 
 
-def _finish(pool: psycopg_pool.ConnectionPool, tenant_id: UUID, report: Report, started: float) -> None:
+def _finish(
+    pool: psycopg_pool.ConnectionPool, tenant_id: UUID, report: Report, started: float, done_at: datetime | None
+) -> None:
+    """Record the run; done_at: the clock the next merge and contradiction pass starts after
+    (None while the pass is unfinished)."""
     report.duration_ms = int((time.perf_counter() - started) * 1000)
     assert report.clock is not None  # set before the sweep starts
     with db.tenant_tx(pool, tenant_id) as conn:
@@ -187,6 +201,7 @@ def _finish(pool: psycopg_pool.ConnectionPool, tenant_id: UUID, report: Report, 
             agent_id=report.agent_id,
             now=report.clock,
             done=report.status == "done",
+            done_at=done_at,
         )
 
 
@@ -206,13 +221,14 @@ class _Sweep:
         self.ids: dict[str, Any] = dict(tenant_id=tenant_id, agent_id=agent_id)
         # the parameters every batched delete (_drain) takes
         self.base: dict[str, Any] = dict(**self.ids, now=now, actor=ACTOR, batch=policy.retention_batch)
+        self.done_at: datetime | None = None  # set when the merge and contradiction pass finishes
 
-    def run(self, last_done: datetime | None) -> None:
+    def run(self, state: lifecycle_db.RetentionState) -> None:
         p = self.policy
         protected = list(rules.PROTECTED_KINDS)
         episodic = list(rules.EPISODIC_TIERS)
         self._phase("expire", lambda: self._drain(lifecycle_db.retention_purge_expired, "expired"))
-        self._phase("repair", lambda: self._repair(last_done))
+        self._phase("repair", lambda: self._repair(state))
         self._phase("promote", self._promote)
         if (age := p.decay_days) is not None:
             self._phase(
@@ -248,27 +264,31 @@ class _Sweep:
                     reason=f"not used for {unused:g} days",
                 ),
             )
-        self._phase(
-            "forget_cap",
-            lambda: self._drain(
-                lifecycle_db.retention_forget_cap,
-                "forgotten_cap",
-                tiers=episodic,
-                protected=protected,
-                cap=p.max_episodic,
-                reason=f"over the cap of {p.max_episodic} episodic memories (distilled, least recalled, oldest)",
-            ),
-        )
-        self._phase(
-            "forget_semantic_cap",
-            lambda: self._drain(
-                lifecycle_db.retention_forget_semantic_cap,
-                "forgotten_cap",
-                protected=protected,
-                cap=p.max_semantic,
-                reason=f"over the cap of {p.max_semantic} semantic memories (least evidence and value)",
-            ),
-        )
+        # the counts are from the sweep's start, and the steps before only remove rows: an agent
+        # under a cap skips ranking all its rows for it (a row written meanwhile waits a tick)
+        if state.episodic > p.max_episodic:
+            self._phase(
+                "forget_cap",
+                lambda: self._drain(
+                    lifecycle_db.retention_forget_cap,
+                    "forgotten_cap",
+                    tiers=episodic,
+                    protected=protected,
+                    cap=p.max_episodic,
+                    reason=f"over the cap of {p.max_episodic} episodic memories (distilled, least recalled, oldest)",
+                ),
+            )
+        if state.semantic > p.max_semantic:
+            self._phase(
+                "forget_semantic_cap",
+                lambda: self._drain(
+                    lifecycle_db.retention_forget_semantic_cap,
+                    "forgotten_cap",
+                    protected=protected,
+                    cap=p.max_semantic,
+                    reason=f"over the cap of {p.max_semantic} semantic memories (least evidence and value)",
+                ),
+            )
         self._phase("decay", self._decay)
         # an agent past recall's exact-scan size goes into the HNSW index once (large_agents)
         self._phase(
@@ -355,14 +375,20 @@ class _Sweep:
                 return
             after = rows[-1].id
 
-    def _repair(self, last_done: datetime | None) -> None:
-        """Merge and contradiction checks for what changed since the last complete sweep."""
-        since = last_done or datetime.min.replace(tzinfo=self.now.tzinfo)
-        after = _NIL
+    def _repair(self, state: lifecycle_db.RetentionState) -> None:
+        """Merge and contradiction checks for what changed since the last complete pass, at most
+        REPAIR_PER_RUN memories a run: an unfinished pass records where it stopped and the
+        clock it began at, and the next run goes on from there. Only a finished pass moves the
+        mark on, to the clock it began at, so what changed while it ran is checked next."""
+        since = state.retention_done_at or datetime.min.replace(tzinfo=self.now.tzinfo)
+        began = state.repair_clock or self.now
+        after = state.repair_after or _NIL
+        checked = 0
         while True:
+            want = min(self.policy.retention_batch, REPAIR_PER_RUN - checked)
             with self._tx() as conn:  # reads only: no lock needed
                 fresh = lifecycle_db.retention_fresh(
-                    conn, **self.ids, after=after, now=self.now, since=since, batch=self.policy.retention_batch
+                    conn, **self.ids, after=after, now=self.now, since=since, batch=want
                 )
                 pairs = governance.pairs(conn, **self.ids, ids=fresh, now=self.now) if fresh else []
                 ids = {p.a for p in pairs} | {p.b for p in pairs}
@@ -378,9 +404,20 @@ class _Sweep:
             if decided.supersede or decided.review or decided.merge:
                 with self._locked() as conn:
                     self._apply(conn, decided)
-            if len(fresh) < self.policy.retention_batch:
+            checked += len(fresh)
+            if len(fresh) < want:
+                if state.repair_clock is not None:
+                    self._repair_mark(None, None)
+                self.done_at = began
                 return
             after = fresh[-1]
+            if checked >= REPAIR_PER_RUN:
+                self._repair_mark(began, after)
+                return
+
+    def _repair_mark(self, clock: datetime | None, after: UUID | None) -> None:
+        with self._tx() as conn:
+            lifecycle_db.retention_repair_mark(conn, **self.ids, clock=clock, after=after)
 
     def _apply(self, conn: psycopg.Connection, decided: rules.Plan) -> None:
         t, a, now = self.tenant_id, self.agent_id, self.now

@@ -697,6 +697,19 @@ _sql.Q[_RECALL_READ] = _sql.without_ctes(_sql.Q["recall"], ("bumped", "bump"))
 _BOUNDED = " /* bounded candidates */"
 for _name in ("recall", _RECALL_READ):
     _sql.Q[_name + ":bounded"] = _sql.Q[_name] + _BOUNDED
+# The exact statement (ids NULL) without the candidate-id conditions. With them, the generic
+# plan the server caches after five runs estimated an agent's live rows at 2 (the conditions'
+# selectivity for unknown ids) and joined the postings to them in a nested loop: twice the
+# CPU of the exact statement's own generic plan (bench/recall_latency.py --natural).
+_CANDIDATE_IDS = (
+    "\n    AND (%(ids)s::uuid[] IS NULL OR m.id = ANY(%(ids)s::uuid[]))",
+    "\n    AND (%(ids)s::uuid[] IS NULL OR t.memory_id = ANY(%(ids)s::uuid[]))  -- the candidates' postings only",
+)
+for _name in ("recall", _RECALL_READ):
+    for _condition in _CANDIDATE_IDS:
+        if _condition not in _sql.Q[_name]:
+            raise RuntimeError(f"{_name}: no candidate-id condition {_condition.strip()!r} to drop")
+        _sql.Q[_name] = _sql.Q[_name].replace(_condition, "")
 
 
 # --- recall --------------------------------------------------------------------------------------
@@ -938,15 +951,61 @@ def pool_forget_copies(conn: Conn, *, tenant_id: UUID, owners: list[str], source
 
 
 @dataclass(frozen=True, slots=True)
-class PoolCandidate:
-    id: UUID  # the agent's memory
+class PoolMemory:
+    """An agent's memory a sleep pass may propose to a pool."""
+
+    id: UUID
+    text: str
+    kind: str
     content_hash: str  # its normalised words
-    other_agent: str  # another agent holding the same words
+    embedding: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class PoolCandidate:
+    """Another agent's memory that may say the same (not yet confirmed by its words)."""
+
+    other_agent: str
     other_id: UUID
+    text: str
+    similarity: float  # cosine with the agent's memory
+
+
+def pool_examined(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], kinds: list[str], limit: int
+) -> list[PoolMemory]:
+    rows = _sql.all_(conn, "pool_examined", tenant_id=tenant_id, agent_id=agent_id, ids=ids, kinds=kinds, limit=limit)
+    return [PoolMemory(**r) for r in rows]
 
 
 def pool_candidates(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], kinds: list[str], limit: int
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    embedding: np.ndarray,
+    terms: list[str],
+    kinds: list[str],
+    min_similarity: float,
+    max_peers: int,
+    per_peer: int,
+    probe_terms: int,
+    per_term: int,
+    df_cap: int,
 ) -> list[PoolCandidate]:
-    rows = _sql.all_(conn, "pool_candidates", tenant_id=tenant_id, agent_id=agent_id, ids=ids, kinds=kinds, limit=limit)
+    rows = _sql.all_(
+        conn,
+        "pool_candidates",
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        embedding=embedding,
+        terms=terms,
+        kinds=kinds,
+        min_similarity=min_similarity,
+        max_peers=max_peers,
+        per_peer=per_peer,
+        probe_terms=probe_terms,
+        per_term=per_term,
+        df_cap=df_cap,
+    )
     return [PoolCandidate(**r) for r in rows]

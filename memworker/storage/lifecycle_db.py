@@ -146,6 +146,10 @@ class RetentionRun:
 class RetentionState:
     retention_done_at: datetime | None
     live: int
+    repair_clock: datetime | None = None  # an unfinished merge/contradiction pass: begun at this clock
+    repair_after: UUID | None = None  # ... and checked up to this memory id
+    episodic: int = 0  # the live rows the episodic cap counts
+    semantic: int = 0  # the live rows the semantic cap counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,9 +455,22 @@ def retention_start(
     return row["id"] if row else None
 
 
-def retention_state(conn: Conn, *, tenant_id: UUID, agent_id: str, now: datetime) -> RetentionState | None:
-    row = _sql.one(conn, "retention_state", tenant_id=tenant_id, agent_id=agent_id, now=now)
-    return RetentionState(row["retention_done_at"], int(row["live"])) if row else None
+def retention_state(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, now: datetime, tiers: list[str], protected: list[str]
+) -> RetentionState | None:
+    row = _sql.one(
+        conn, "retention_state", tenant_id=tenant_id, agent_id=agent_id, now=now, tiers=tiers, protected=protected
+    )
+    if row is None:
+        return None
+    return RetentionState(
+        row["retention_done_at"],
+        int(row["live"]),
+        row["retention_repair_clock"],
+        row["retention_repair_after"],
+        int(row["episodic"]),
+        int(row["semantic"]),
+    )
 
 
 def retention_finish(
@@ -502,8 +519,18 @@ def retention_finish(
     )
 
 
-def retention_stamp(conn: Conn, *, tenant_id: UUID, agent_id: str, now: datetime, done: bool) -> int:
-    return _sql.run(conn, "retention_stamp", tenant_id=tenant_id, agent_id=agent_id, now=now, done=done)
+def retention_stamp(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, now: datetime, done: bool, done_at: datetime | None
+) -> int:
+    return _sql.run(
+        conn, "retention_stamp", tenant_id=tenant_id, agent_id=agent_id, now=now, done=done, done_at=done_at
+    )
+
+
+def retention_repair_mark(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, clock: datetime | None, after: UUID | None
+) -> int:
+    return _sql.run(conn, "retention_repair_mark", tenant_id=tenant_id, agent_id=agent_id, clock=clock, after=after)
 
 
 def retention_runs(conn: Conn, *, tenant_id: UUID, agent_id: str, limit: int) -> list[RetentionRun]:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import numpy as np
 import psycopg
 
 from memworker.storage import _sql
@@ -98,9 +99,46 @@ def proposal_decide(
     )
 
 
-def proposal_rejected(conn: Conn, *, tenant_id: UUID, pool: str, hashes: list[str]) -> set[str]:
-    rows = _sql.all_(conn, "proposal_rejected", tenant_id=tenant_id, pool=pool, hashes=hashes)
-    return {r["content_hash"] for r in rows}
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A proposal of the pool that may hold a fact already."""
+
+    id: UUID
+    status: str
+    text: str | None  # its proposing memory's, None once that is gone
+    similarity: float
+    linked: bool  # it names one of the fact's memories, or has its hash: no words to confirm
+
+
+def proposal_match(
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    pool: str,
+    sources: list[str],
+    content_hash: str,
+    embedding: np.ndarray,
+    min_similarity: float,
+    near: int,
+) -> list[Match]:
+    rows = _sql.all_(
+        conn,
+        "proposal_match",
+        tenant_id=tenant_id,
+        pool=pool,
+        sources=sources,
+        content_hash=content_hash,
+        embedding=embedding,
+        min_similarity=min_similarity,
+        near=near,
+    )
+    return [Match(**r) for r in rows]
+
+
+def proposal_add_sources(conn: Conn, *, tenant_id: UUID, proposal_id: UUID, sources: list[str]) -> bool:
+    """True when a source was added (the proposal open, not already naming them all)."""
+    row = _sql.one(conn, "proposal_add_sources", tenant_id=tenant_id, proposal_id=proposal_id, sources=sources)
+    return row is not None
 
 
 def proposal_forget(conn: Conn, *, tenant_id: UUID, sources: list[str]) -> list[UUID]:

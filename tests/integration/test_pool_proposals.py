@@ -2,8 +2,10 @@
 person approves or rejects and leaves the pool untouched until then; 'auto' shares at once;
 'off' does neither. Approving is idempotent and writes one copy naming every source; a
 rejected fact is not proposed (nor shared automatically) again; erasing a source drops its
-proposals; proposals never cross tenants and a limited key sees only what it reaches. Real
-API, Postgres and a real sleep pass."""
+proposals; proposals never cross tenants and a limited key sees only what it reaches. "The
+same fact" is judged as dedup judges it: other words for it count, a changed value, a negation
+or swapped roles do not, and a subject's memory is never pooled. Real API, Postgres, embedder
+and a real sleep pass."""
 
 from __future__ import annotations
 
@@ -12,15 +14,16 @@ from typing import Any
 from uuid import UUID
 
 import httpx
+import numpy as np
 import pytest
 
 from memworker import keys
 from memworker.cli import main as cli
-from memworker.fleet import pools
+from memworker.fleet import matches, pools
 from memworker.policy import Policy
 from memworker.sdk import ApiError, Client
 from memworker.sleep import consolidation
-from memworker.storage import db
+from memworker.storage import core_db, db
 
 LESSON = "Restarting the billing worker clears the stuck invoice queue."
 
@@ -256,3 +259,86 @@ def test_the_cli_lists_and_decides_proposals(
     assert f"memory:owl/{mine['id']}" in copy["provenance"]
     assert cli.main(["proposals", "reject", "--pool", "cli", prop["id"]]) == 1  # approved: refused, said so
     assert "approved" in capsys.readouterr().err
+
+
+def _cosine(embedder: Any, a: str, b: str) -> float:
+    va, vb = embedder.embed([a, b])
+    return float(np.dot(va, vb) / (np.linalg.norm(va) * np.linalg.norm(vb)))
+
+
+def test_one_fact_in_other_words_is_one_proposal_with_every_source(
+    stack: dict[str, Any], tenants: dict[str, Any], clients: dict[str, Client]
+) -> None:
+    c, tenant = clients["bob"], tenants["bob"]["id"]
+    review = Policy(pools_write=("runbook",))
+    north = c.add_memory("north", "The deploy script does not run on Fridays.", kind="fact")
+    south = c.add_memory("south", "The deploy script never runs on Fridays.", kind="decision")  # one family
+    assert _propose(stack, tenant, "north", [north["id"]], review) == 1
+    (prop,) = c.pool_proposals("runbook")
+    assert prop["text"] == north["text"] and prop["agent_id"] == "north"
+    assert prop["sources"] == [f"memory:north/{north['id']}", f"memory:south/{south['id']}"]
+    assert _propose(stack, tenant, "south", [south["id"]], review) == 0  # its pass: the same fact, proposed
+    east = c.add_memory("east", "The deploy script doesn't run on Fridays.", kind="fact")
+    assert _propose(stack, tenant, "east", [east["id"]], review) == 1  # a third wording joins it
+    (joined,) = c.pool_proposals("runbook")
+    assert joined["id"] == prop["id"] and len(joined["sources"]) == 3
+    assert f"memory:east/{east['id']}" in joined["sources"]
+
+    c.reject_pool_proposal("runbook", prop["id"], reason="not for everyone")
+    west = c.add_memory("west", "The deploy script never runs on Fridays.", kind="fact")
+    assert _propose(stack, tenant, "west", [west["id"]], review) == 0
+    assert _propose(stack, tenant, "west", [west["id"]], Policy(pools_write=("runbook",), pools_propose="auto")) == 0
+    assert c.pool_proposals("runbook") == [] and c.pool_memories("runbook") == []
+    # a wording that names none of the proposal's memories, nor has its words, still finds
+    # the rejected proposal: by its vector, confirmed by the words
+    with db.connect(stack["app_url"]) as conn:
+        db.bind_tenant(conn, tenant)
+        (mine,) = core_db.pool_examined(
+            conn, tenant_id=tenant, agent_id="west", ids=[UUID(west["id"])], kinds=["fact"], limit=1
+        )
+        held = matches.proposal(
+            conn, tenant_id=tenant, pool="pool~runbook", finding=matches.Finding("west", mine, ()), policy=review
+        )
+    assert held is not None and (str(held.id), held.status, held.linked) == (prop["id"], "rejected", False)
+
+
+def test_a_changed_value_a_negation_or_swapped_roles_is_another_fact(
+    stack: dict[str, Any], embedder: Any, tenants: dict[str, Any], clients: dict[str, Client]
+) -> None:
+    c, tenant = clients["bob"], tenants["bob"]["id"]
+    review = Policy(pools_write=("stack",))
+    pairs = [
+        ("The search cluster runs Elasticsearch 7.", "The search cluster runs Elasticsearch 8."),
+        ("The backup job runs on Sundays.", "The backup job does not run on Sundays."),
+        ("The payments team reports to the platform team.", "The platform team reports to the payments team."),
+    ]
+    for older, newer in pairs:  # the vectors alone would take each pair for one fact
+        assert _cosine(embedder, older, newer) >= review.dedup_restated_similarity, (older, newer)
+    left = c.add_memories("left", [{"text": a, "kind": "fact"} for a, _ in pairs])
+    c.add_memories("right", [{"text": b, "kind": "fact"} for _, b in pairs])
+    # the same words, but a method is not a fact: another kind family
+    c.add_memory("right", "Rotate the search cluster's keys every quarter.", kind="fact")
+    method = c.add_memory("left", "Rotate the search cluster's keys every quarter.", kind="method")
+    assert _propose(stack, tenant, "left", [m["id"] for m in [*left, method]], review) == 0
+    assert "stack" not in [p["pool"] for p in c.pools()]
+    # the same value, said by a third agent in other words: proposed, without the other value
+    third = c.add_memory("third", "The search cluster now runs Elasticsearch 7.", kind="fact")
+    assert _propose(stack, tenant, "third", [third["id"]], review) == 1
+    (prop,) = c.pool_proposals("stack")
+    assert prop["sources"] == [f"memory:third/{third['id']}", f"memory:left/{left[0]['id']}"]
+
+
+def test_a_subject_memory_is_never_proposed(
+    stack: dict[str, Any], tenants: dict[str, Any], clients: dict[str, Client]
+) -> None:
+    c, tenant = clients["bob"], tenants["bob"]["id"]
+    text = "The customer wants every invoice as a PDF attachment."
+    a = c.add_memory("north", text, kind="preference", subject="cust-1")
+    b = c.add_memory("south", text, kind="preference", subject="cust-1")
+    general = c.add_memory("east", text, kind="preference")
+    for mode in ("review", "auto"):
+        policy = Policy(pools_write=("people",), pools_propose=mode)
+        assert _propose(stack, tenant, "north", [a["id"]], policy) == 0  # about one person
+        assert _propose(stack, tenant, "south", [b["id"]], policy) == 0
+        assert _propose(stack, tenant, "east", [general["id"]], policy) == 0  # the others' are a subject's
+    assert "people" not in [p["pool"] for p in c.pools()]

@@ -222,3 +222,15 @@ def test_sleep_takes_pool_locks_in_name_order(
     assert not thread.is_alive() and not failed, failed
     assert [m["text"] for m in c.pool_memories("alpha")] == [lesson]
     assert [m["text"] for m in c.pool_memories("zeta")] == [lesson]
+
+
+def test_a_batch_write_to_a_pool_answers_each_memory_with_its_pool(clients: dict[str, Client]) -> None:
+    c = clients["charlie"]
+    texts = ["Invoices are issued on the first of the month.", "Late invoices carry no fee."]
+    written = c.add_pool_memories("handbook", [{"text": t, "kind": "fact"} for t in texts])
+    assert [(m["text"], m["pool"]) for m in written] == [(t, "handbook") for t in texts]
+    assert sorted(m["id"] for m in c.pool_memories("handbook")) == sorted(m["id"] for m in written)
+    with pytest.raises(ApiError) as bad:
+        c.add_pool_memories("handbook", [])
+    assert bad.value.status == 422
+    assert len(c.pool_memories("handbook")) == 2  # the refused batch changed nothing

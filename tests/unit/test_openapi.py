@@ -6,7 +6,7 @@
 - Every call in memworker/sdk.py (`self._obj`, `self._list`, `self._call` and `self._http.get`
   with a literal method and path) names an operation the document has, with that method;
   a `_list(..., key=K)` unwraps an array field K the answer declares, and a `[...]["k"]` read
-  of an answer reads a field it declares.
+  of an answer reads a field it declares. And every operation has a method that calls it.
 
 The document comes from the app factory (no lifespan: nothing is connected), the SDK's calls
 from its source (ast)."""
@@ -108,18 +108,35 @@ def test_answers_are_open_so_no_field_is_dropped() -> None:
     assert closed == []
 
 
-def _path_template(node: ast.expr) -> str | None:
-    """A literal path, an f-string's with each {expression} as {}, else None."""
+def _path_templates(node: ast.expr, local: dict[str, ast.expr]) -> list[str]:
+    """The paths an argument can be: a literal, an f-string's with each {expression} as {},
+    both sides of `a if c else b`, what a local name was set to; [] for anything else."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
+        return [node.value]
     if isinstance(node, ast.JoinedStr):
-        parts = []
-        for value in node.values:
-            if isinstance(value, ast.Constant):
-                parts.append(str(value.value))
-            else:
-                parts.append("{}")
-        return "".join(parts)
+        return ["".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)]
+    if isinstance(node, ast.IfExp):
+        return _path_templates(node.body, local) + _path_templates(node.orelse, local)
+    if isinstance(node, ast.Name) and node.id in local:
+        return _path_templates(local[node.id], local)
+    return []
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+def _route_call(node: ast.Call) -> tuple[str, ast.expr] | None:
+    """(METHOD, the path argument) of a call that reaches a route, else None."""
+    f = node.func
+    if not isinstance(f, ast.Attribute):
+        return None
+    if _is_self(f.value) and f.attr in ("_obj", "_list", "_call") and len(node.args) >= 2:
+        method = node.args[0]
+        if isinstance(method, ast.Constant) and isinstance(method.value, str):
+            return method.value, node.args[1]
+    if f.attr == "get" and isinstance(f.value, ast.Attribute) and f.value.attr == "_http" and _is_self(f.value.value):
+        return ("GET", node.args[0]) if node.args else None
     return None
 
 
@@ -136,28 +153,27 @@ def sdk_calls() -> list[tuple[int, str, str, str | None, str | None]]:
         ):
             reads[id(node.value)] = node.slice.value
     found = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef):
             continue
-        f = node.func
-        is_self = isinstance(f.value, ast.Name) and f.value.id == "self" and f.attr in ("_obj", "_list", "_call")
-        is_http_get = (
-            f.attr == "get"
-            and isinstance(f.value, ast.Attribute)
-            and f.value.attr == "_http"
-            and isinstance(f.value.value, ast.Name)
-            and f.value.value.id == "self"
-        )
-        if is_self and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant):
-            method, path = str(node.args[0].value), _path_template(node.args[1])
-        elif is_http_get and node.args:
-            method, path = "GET", _path_template(node.args[0])
-        else:
-            continue
-        if path is None:  # a path passed through (request(), _obj's own body): not a route
-            continue
-        key = next((k.value.value for k in node.keywords if k.arg == "key" and isinstance(k.value, ast.Constant)), None)
-        found.append((node.lineno, method, path, key, reads.get(id(node))))
+        local = {
+            t.id: a.value
+            for a in ast.walk(fn)
+            if isinstance(a, ast.Assign)
+            for t in a.targets
+            if isinstance(t, ast.Name)
+        }
+        for node in ast.walk(fn):
+            call = _route_call(node) if isinstance(node, ast.Call) else None
+            if call is None:
+                continue
+            assert isinstance(node, ast.Call)
+            key = next(
+                (k.value.value for k in node.keywords if k.arg == "key" and isinstance(k.value, ast.Constant)), None
+            )
+            # a path passed through (request(), _obj's own body) is no route: no template
+            for path in _path_templates(call[1], local):
+                found.append((node.lineno, call[0], path, key, reads.get(id(node))))
     return found
 
 
@@ -179,9 +195,16 @@ def test_the_sdk_calls_only_documented_operations() -> None:
     assert problems == [], "\n".join(problems)
 
 
+def test_the_sdk_reaches_every_operation() -> None:
+    reached = {(method, path) for _, method, path, _, _ in sdk_calls()}
+    assert sorted(set(operations()) - reached) == []
+
+
 def test_the_sdk_walk_reads_paths_methods_and_keys() -> None:
     """The walk itself: a literal method and an f-string path, an unwrapped key, a read field."""
     calls = {(m, p): (k, f) for _, m, p, k, f in sdk_calls()}
     assert calls[("GET", "/v1/agents/{}/consolidation/runs")] == ("runs", None)
     assert calls[("POST", "/v1/agents/{}/consolidate")] == (None, "run_id")
     assert ("GET", "/v1/agents/{}/sessions/{}/archives/{}") in calls  # the download, through httpx
+    # a path set in a local name, one of two: an agent's policy or the tenant's
+    assert {("PUT", "/v1/agents/{}/policy"), ("PUT", "/v1/policy")} <= set(calls)

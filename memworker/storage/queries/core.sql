@@ -530,21 +530,52 @@ DELETE FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = ANY(%(owners)s::text[]) AND provenance && %(sources)s::text[]
 RETURNING id;
 
--- name: pool_candidates
--- Of the given memories of an agent, the general ones (no subject) that another agent of the
--- tenant also holds, live, in the same normalised words: learnt independently, so worth sharing.
--- One index probe (tenant, agent, content_hash) per memory and other agent.
-SELECT w.id, w.content_hash, o.agent_id AS other_agent, o.id AS other_id
-FROM memories w
-JOIN agents a ON a.tenant_id = w.tenant_id AND a.id <> w.agent_id AND NOT starts_with(a.id, 'pool~')
-CROSS JOIN LATERAL (
-  SELECT x.id, x.agent_id FROM memories x
-  WHERE x.tenant_id = w.tenant_id AND x.agent_id = a.id AND x.content_hash = w.content_hash
-    AND x.valid_to IS NULL AND (x.expires_at IS NULL OR x.expires_at > now()) AND x.subject IS NULL
-    AND x.kind <> 'turn'
-  ORDER BY x.id LIMIT 1) o
-WHERE w.tenant_id = %(tenant_id)s AND w.agent_id = %(agent_id)s AND w.id = ANY(%(ids)s::uuid[])
-  AND w.subject IS NULL AND w.kind = ANY(%(kinds)s::text[])
-  AND w.valid_to IS NULL AND (w.expires_at IS NULL OR w.expires_at > now())
-ORDER BY w.id, o.agent_id
+-- name: pool_examined
+-- Of the given memories of an agent (a sleep pass's window and what it derived), those a
+-- pool may take: general (a subject's memory is about one person and is never pooled), live,
+-- of the proposed kinds; at most `limit`, oldest first.
+SELECT id, text, kind, content_hash, embedding FROM memories
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
+  AND subject IS NULL AND kind = ANY(%(kinds)s::text[])
+  AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
+ORDER BY created_at, id
 LIMIT %(limit)s;
+
+-- name: pool_candidates
+-- The memories of other agents of the tenant that may say what one memory says: general,
+-- live, of its kind family, at cosine >= min_similarity; at most per_peer from each of the
+-- max_peers most recently active agents. As find_duplicate, a statement that says the same
+-- shares most of its words, so each peer is probed through its rarest postings of the
+-- memory's terms (probe_terms terms, per_term postings each, document frequencies counted up
+-- to df_cap) before any vector is compared: the cost per memory is bounded whatever the size
+-- of the fleet's agents. The caller confirms each candidate by its words (rules.confirms).
+WITH peers AS (
+  SELECT a.id FROM agents a
+  WHERE a.tenant_id = %(tenant_id)s AND a.id <> %(agent_id)s AND NOT starts_with(a.id, 'pool~')
+  ORDER BY greatest(a.last_episode_at, a.last_pass_at, a.created_at) DESC, a.id
+  LIMIT %(max_peers)s
+)
+SELECT p.id AS other_agent, o.id AS other_id, o.text, o.similarity
+FROM peers p CROSS JOIN LATERAL (
+  SELECT x.id, x.text, 1 - (x.embedding <=> %(embedding)s) AS similarity
+  FROM (
+    SELECT DISTINCT t.memory_id FROM (
+      SELECT q.term FROM unnest(%(terms)s::text[]) AS q(term)
+      CROSS JOIN LATERAL (SELECT count(*) AS df FROM (
+        SELECT 1 FROM memory_terms c
+        WHERE c.tenant_id = %(tenant_id)s AND c.agent_id = p.id AND c.term = q.term
+        LIMIT %(df_cap)s) y) d
+      WHERE d.df > 0  -- a term the peer never used finds nothing
+      ORDER BY d.df, q.term LIMIT %(probe_terms)s) pr
+    CROSS JOIN LATERAL (
+      SELECT c.memory_id FROM memory_terms c
+      WHERE c.tenant_id = %(tenant_id)s AND c.agent_id = p.id AND c.term = pr.term
+      LIMIT %(per_term)s) t
+  ) near
+  JOIN memories x ON x.tenant_id = %(tenant_id)s AND x.id = near.memory_id
+  WHERE x.agent_id = p.id AND x.subject IS NULL AND x.kind = ANY(%(kinds)s::text[])
+    AND x.valid_to IS NULL AND (x.expires_at IS NULL OR x.expires_at > now())
+    AND x.embedding <=> %(embedding)s <= 1 - %(min_similarity)s
+  ORDER BY x.embedding <=> %(embedding)s, x.id
+  LIMIT %(per_peer)s) o
+ORDER BY o.similarity DESC, p.id, o.id;

@@ -207,11 +207,19 @@ ON CONFLICT (tenant_id, agent_id, run_key) DO UPDATE SET started_at = now()
 RETURNING id;
 
 -- name: retention_state
-SELECT a.retention_done_at,
-       (SELECT count(*) FROM memories m
-        WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.valid_to IS NULL
-          AND (m.expires_at IS NULL OR m.expires_at > %(now)s)) AS live
-FROM agents a WHERE a.tenant_id = %(tenant_id)s AND a.id = %(agent_id)s;
+-- With the live rows each cap counts (retention_forget_cap, retention_forget_semantic_cap),
+-- in the same scan: an agent under a cap skips that cap's ranking of all its rows.
+SELECT a.retention_done_at, a.retention_repair_clock, a.retention_repair_after,
+       coalesce(c.live, 0) AS live, coalesce(c.episodic, 0) AS episodic, coalesce(c.semantic, 0) AS semantic
+FROM agents a
+CROSS JOIN (
+  SELECT count(*) AS live,
+         count(*) FILTER (WHERE m.tier = ANY(%(tiers)s::text[]) AND m.kind <> ALL(%(protected)s::text[])) AS episodic,
+         count(*) FILTER (WHERE m.tier = 'L1' AND m.kind <> ALL(%(protected)s::text[]) AND m.kind <> 'turn') AS semantic
+  FROM memories m
+  WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.valid_to IS NULL
+    AND (m.expires_at IS NULL OR m.expires_at > %(now)s)) c
+WHERE a.tenant_id = %(tenant_id)s AND a.id = %(agent_id)s;
 
 -- name: retention_finish
 UPDATE retention_runs
@@ -224,9 +232,17 @@ SET status = %(status)s, finished_at = now(), scanned = %(scanned)s, expired = %
 WHERE tenant_id = %(tenant_id)s AND id = %(run_id)s;
 
 -- name: retention_stamp
+-- done_at: what the next run's merge and contradiction pass starts after (the clock of the run
+-- that began the pass just finished), or NULL while that pass is unfinished.
 UPDATE agents
 SET retention_at = %(now)s,
-    retention_done_at = CASE WHEN %(done)s THEN %(now)s ELSE retention_done_at END
+    retention_done_at = CASE WHEN %(done)s THEN coalesce(%(done_at)s::timestamptz, retention_done_at)
+                             ELSE retention_done_at END
+WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
+
+-- name: retention_repair_mark
+-- Where an unfinished merge and contradiction pass goes on (both NULL once it is finished).
+UPDATE agents SET retention_repair_clock = %(clock)s, retention_repair_after = %(after)s
 WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
 
 -- name: retention_runs
@@ -348,12 +364,10 @@ WITH ranked AS (
 -- salience once salience_decay_after_days old; confidence halves per
 -- confidence_half_life_days without new evidence. decayed_at makes it incremental, so two
 -- sweeps at the same clock decay once; rows are rewritten at most once per step_days.
-WITH batch AS (
-  SELECT id FROM memories
-  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id > %(after)s
-    AND tier <> 'L3' AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s)
-  ORDER BY id LIMIT %(batch)s
-), calc AS (
+-- The batch holds only rows due for a rewrite (the test is in the scan, not after it), so a
+-- sweep whose rows were all decayed within the step is one statement, not one per batch of
+-- the whole agent.
+WITH calc AS (
   SELECT m.id,
          CASE WHEN %(s_half)s::float8 IS NULL OR %(s_after)s::float8 IS NULL OR m.access_count > 0
                    OR m.tier NOT IN ('L0', 'L1') OR m.kind = ANY(%(protected)s::text[]) THEN 0
@@ -364,7 +378,13 @@ WITH batch AS (
               ELSE greatest(0, extract(epoch FROM %(now)s::timestamptz
                                        - greatest(m.decayed_at, m.created_at, m.confirmed_at)) / 86400)
          END AS c_days
-  FROM memories m JOIN batch b ON b.id = m.id
+  FROM memories m
+  WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.id > %(after)s
+    AND m.tier <> 'L3' AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)
+), batch AS (
+  SELECT id, s_days, c_days FROM calc
+  WHERE s_days >= %(step_days)s OR c_days >= %(step_days)s
+  ORDER BY id LIMIT %(batch)s
 ), upd AS (
   UPDATE memories m
   SET salience = CASE WHEN c.s_days > 0 THEN m.salience * power(0.5, c.s_days / %(s_half)s::float8)
@@ -374,8 +394,8 @@ WITH batch AS (
                                       m.confidence * power(0.5, c.c_days / %(c_half)s::float8))
                         ELSE m.confidence END,
       decayed_at = %(now)s
-  FROM calc c
-  WHERE m.id = c.id AND (c.s_days >= %(step_days)s OR c.c_days >= %(step_days)s)
+  FROM batch c
+  WHERE m.id = c.id
   RETURNING m.id
 )
 SELECT (SELECT id FROM batch ORDER BY id DESC LIMIT 1) AS last_id,

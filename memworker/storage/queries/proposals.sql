@@ -45,11 +45,35 @@ SET status = %(status)s, pool_memory_id = %(pool_memory_id)s, reason = %(reason)
     decided_by = %(actor)s, decided_at = now(), updated_at = now()
 WHERE tenant_id = %(tenant_id)s AND id = %(proposal_id)s AND status = 'open';
 
--- name: proposal_rejected
--- Of these facts, those a person rejected for the pool: an automatic share skips them too.
-SELECT content_hash FROM pool_proposals
-WHERE tenant_id = %(tenant_id)s AND pool = %(pool)s AND status = 'rejected'
-  AND content_hash = ANY(%(hashes)s::text[]);
+-- name: proposal_match
+-- The pool's proposals (any status) that may already hold a fact: those naming one of
+-- sources (the memories found to say it) or keyed by its content_hash (`linked`), then the
+-- `near` nearest by their proposing memory's vector at cosine >= min_similarity, which the
+-- caller confirms by their words. The nearest are searched among the pool's proposals only:
+-- each one waits for, or took, a person's decision, so they stay few.
+(SELECT p.id, p.status, m.text, 1.0::float8 AS similarity, true AS linked
+ FROM pool_proposals p
+ LEFT JOIN memories m ON m.tenant_id = p.tenant_id AND m.agent_id = p.agent_id AND m.id = p.memory_id
+ WHERE p.tenant_id = %(tenant_id)s AND p.pool = %(pool)s
+   AND (p.sources && %(sources)s::text[] OR p.content_hash = %(content_hash)s)
+ ORDER BY p.created_at, p.id LIMIT %(near)s)
+UNION ALL
+(SELECT p.id, p.status, m.text, 1 - (m.embedding <=> %(embedding)s) AS similarity, false AS linked
+ FROM pool_proposals p
+ JOIN memories m ON m.tenant_id = p.tenant_id AND m.agent_id = p.agent_id AND m.id = p.memory_id
+ WHERE p.tenant_id = %(tenant_id)s AND p.pool = %(pool)s
+   AND m.embedding <=> %(embedding)s <= 1 - %(min_similarity)s
+ ORDER BY m.embedding <=> %(embedding)s, p.id LIMIT %(near)s);
+
+-- name: proposal_add_sources
+-- Add these sources to an open proposal of the same fact (up to 100 sources). A row comes
+-- back only when a source was added.
+UPDATE pool_proposals AS p
+SET sources = (p.sources || ARRAY(SELECT s FROM unnest(%(sources)s::text[]) s WHERE s <> ALL(p.sources)))[1:100],
+    updated_at = now()
+WHERE p.tenant_id = %(tenant_id)s AND p.id = %(proposal_id)s AND p.status = 'open'
+  AND NOT p.sources @> %(sources)s::text[] AND cardinality(p.sources) < 100
+RETURNING p.id;
 
 -- name: proposal_forget
 -- Every proposal (any status) naming one of these memories as a source: erasing a memory
