@@ -5,7 +5,9 @@ into its first and second half, are the memories of two agents (10 conversations
 of about 300 memories), written through the API (POST .../memories/batch, which embeds them
 with the product's embedder); LoCoMo's questions (every category, distinct texts) are the
 queries, each asked of the agent holding the half of its conversation with its first evidence
-turn. Recall k=10 through the HTTP API of the `memworker up` the bench started.
+turn. Recall k=10 through the HTTP API of the `memworker up` the bench started. The bench's
+tenant has sleep turned off (policy consolidation_enabled false), so the corpus stays as
+written.
 
 Uncached: the API keeps an LRU of query embeddings per process (models/embeddings.
 CachedQueryEmbedder) and an agent's policy for a while; it caches no recall results. An
@@ -353,6 +355,9 @@ def corpus_key(stack: Stack, corpus: dict[str, list[dict[str, Any]]]) -> tuple[s
         return str(state["key"]), int(state["memories"]), 0.0
     tenant_id, key = create_tenant(stack, f"bench-recall-natural-{int(time.time())}")
     with Client(stack.api_url, key, timeout=300) as client:
+        # no sleep passes: their conclusions and re-rated salience would change what the
+        # questions find from one run to the next, and their CPU is not recall's
+        client.set_policy({"consolidation_enabled": False})
         memories, load_s = load(client, corpus)
     if saved is not None:
         saved.write_text(json.dumps({"tenant_id": tenant_id, "key": key, "memories": memories}))
@@ -434,11 +439,23 @@ def report(
     return "\n".join(lines)
 
 
-def write_section(text: str, name: str = "recall_latency.md") -> Path:
-    """The natural-text section into the report, replacing an earlier one and keeping the rest."""
+def _report_path(name: str) -> Path:
     from _common import RESULTS
 
-    path = Path(os.environ.get("MEMWORKER_BENCH_RESULTS") or RESULTS) / name
+    return Path(os.environ.get("MEMWORKER_BENCH_RESULTS") or RESULTS) / name
+
+
+def kept(name: str = "recall_latency.md") -> str:
+    """The natural-text sections of the report (from SECTION to the end), for the other mode's
+    rewrite of the rest; "" when there are none."""
+    path = _report_path(name)
+    old = path.read_text() if path.exists() else ""
+    return "\n\n" + SECTION + old.split(SECTION, 1)[1].rstrip() if SECTION in old else ""
+
+
+def write_section(text: str, name: str = "recall_latency.md") -> Path:
+    """The natural-text section into the report, replacing an earlier one and keeping the rest."""
+    path = _report_path(name)
     old = path.read_text() if path.exists() else "# Recall latency\n"
     head, _, tail = old.partition(SECTION)
     rest = tail.split("\n## ", 1)

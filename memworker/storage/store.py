@@ -83,6 +83,7 @@ def write_memory(
     source_key already stored (a retried write, the same idempotency key) changes nothing
     and returns that memory's id with written False."""
     tf, doc_len = tokens.term_frequencies(draft.text)
+    doc_len = doc_len if draft.doc_len is None else draft.doc_len
     memory_id = core_db.insert_memory(
         conn,
         tenant_id=tenant_id,
