@@ -3,7 +3,8 @@ memworker.storage.store.write_memory (the one write path of ingest, direct write
 the row, its postings, the event). Default: into one small agent, with the impact-ordered
 postings' index (sql/0012: memory_terms_impact) dropped (A) and in place (B). With --large N:
 into an agent of N memories that is in the HNSW index (large_agents), with that index built
-as pgvector's default graph (A: m 16, ef_construction 64) and as shipped (B: sql/0017).
+as shipped, pgvector's default graph (A: m 16, ef_construction 64), and as a denser graph
+(B: m 32, ef_construction 128).
 
 Run:  python bench/write_upkeep.py                       # 10 rounds of 100 memories
       python bench/write_upkeep.py --large 20000 --rounds 3
@@ -58,13 +59,16 @@ def set_index(stack, indexdef: str, present: bool) -> None:  # type: ignore[no-u
             conn.execute(indexdef)
 
 
-def set_graph(stack, indexdef: str, shipped: bool) -> None:  # type: ignore[no-untyped-def]
-    """memories_ann as shipped (B) or with pgvector's default graph (A): the same index
-    without its WITH (...) options."""
+def set_graph(stack, indexdef: str, dense: bool) -> None:  # type: ignore[no-untyped-def]
+    """memories_ann as shipped, pgvector's default graph (A), or the same index built as a
+    denser graph (B)."""
+    shipped = re.sub(r" WITH \([^)]*\)", "", indexdef)
     with owner_connect(stack) as conn:
         conn.execute("SET maintenance_work_mem = '512MB'")
         conn.execute(f"DROP INDEX IF EXISTS memworker.{ANN}")
-        conn.execute(indexdef if shipped else re.sub(r" WITH \([^)]*\)", "", indexdef))
+        conn.execute(
+            shipped.replace(" WHERE ", " WITH (m = 32, ef_construction = 128) WHERE ", 1) if dense else shipped
+        )
 
 
 def write_round(stack, tenant_id: str, agent: str, n: int, maker: TextMaker, rng: np.random.Generator) -> float:  # type: ignore[no-untyped-def]
@@ -95,6 +99,70 @@ def write_round(stack, tenant_id: str, agent: str, n: int, maker: TextMaker, rng
         pool.close()
 
 
+def prepare(stack, tenant_id: str, large: int, seed: int) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    """(the definition of the index the A/B switches, the agent written into); with large, the
+    agent of that size loaded and the HNSW index built once after the load, as shipped."""
+    with owner_connect(stack) as conn:
+        row = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", (ANN if large else INDEX,))
+        indexdef = str(row.fetchone()["indexdef"])
+    if not large:
+        return indexdef, "upkeep"
+    from agent_size import load_agent
+
+    with owner_connect(stack) as conn:  # a bulk build after the load, not row by row
+        conn.execute(f"DROP INDEX memworker.{ANN}")
+    load_agent(stack, tenant_id, f"big-{large}", large, seed)
+    set_graph(stack, indexdef, False)
+    return indexdef, f"big-{large}"
+
+
+def run_ab(stack, args: argparse.Namespace) -> dict[str, list[float]]:  # type: ignore[no-untyped-def]
+    """Memories/s per round and side, the sides in turn."""
+    maker, rng = TextMaker(args.seed), np.random.default_rng(args.seed)
+    tenant_id, _ = create_tenant(stack, f"write-upkeep-{random.randrange(10**6)}")
+    indexdef, agent = prepare(stack, tenant_id, args.large, args.seed)
+    switch = set_graph if args.large else set_index
+    write_round(stack, tenant_id, agent, args.memories, maker, rng)  # warm-up: the agent, the caches
+    rates: dict[str, list[float]] = {"A": [], "B": []}
+    try:
+        for r in range(args.rounds):
+            for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
+                switch(stack, indexdef, side == "B")
+                rates[side].append(write_round(stack, tenant_id, agent, args.memories, maker, rng))
+                print(f"round {r + 1} {side}: {rates[side][-1]:.1f} memories/s", flush=True)
+    finally:
+        switch(stack, indexdef, not args.large)  # leave the index as shipped
+    return rates
+
+
+def report(args: argparse.Namespace, rates: dict[str, list[float]], note: str) -> str:
+    labels = (
+        ("A: HNSW graph m 16, ef_construction 64 (as shipped)", "B: m 32, ef_construction 128")
+        if args.large
+        else ("A: without the impact index", "B: with it (as shipped)")
+    )
+    rows = [
+        [label, fmt(statistics.median(rates[side]), 1), fmt(min(rates[side]), 1), fmt(max(rates[side]), 1)]
+        for label, side in zip(labels, "AB", strict=True)
+    ]
+    what = "into a large agent, two HNSW graphs" if args.large else "with and without the impact-ordered postings index"
+    where = f"an agent of {args.large:,} memories in the HNSW index" if args.large else "one small agent"
+    ratio = statistics.median(rates["B"]) / statistics.median(rates["A"])
+    return "\n".join(
+        [
+            f"# Writes {what} (A/B in one sitting)",
+            "",
+            note,
+            "",
+            md_table(["side", "memories/s (median)", "min", "max"], rows),
+            "",
+            f"- B / A: {ratio:.3f} ({args.rounds} rounds of {args.memories} memories per side, alternating; "
+            f"{PER_TX} memories per transaction, {where}, no embedding).",
+            "",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=10, help="rounds per side")
@@ -106,48 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     load_before = loadavg()
     random.seed(args.seed)
-    maker, rng = TextMaker(args.seed), np.random.default_rng(args.seed)
-    rates: dict[str, list[float]] = {"A": [], "B": []}
     with stack_from_args(args) as stack:
-        tenant_id, _ = create_tenant(stack, f"write-upkeep-{random.randrange(10**6)}")
-        with owner_connect(stack) as conn:
-            indexdef = str(
-                conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", (INDEX,)).fetchone()["indexdef"]
-            )
-        write_round(stack, tenant_id, args.memories, maker, rng)  # warm-up: the agent, the caches
-        try:
-            for r in range(args.rounds):
-                for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
-                    set_index(stack, indexdef, present=side == "B")
-                    rates[side].append(write_round(stack, tenant_id, args.memories, maker, rng))
-                    print(f"round {r + 1} {side}: {rates[side][-1]:.1f} memories/s", flush=True)
-        finally:
-            set_index(stack, indexdef, present=True)
-    a, b = statistics.median(rates["A"]), statistics.median(rates["B"])
-    labels = (
-        ("A: HNSW graph m 16, ef_construction 64", "B: m 32, ef_construction 128 (as shipped)")
-        if args.large
-        else ("A: without the impact index", "B: with it (as shipped)")
-    )
-    rows = [
-        [label, fmt(statistics.median(rates[side]), 1), fmt(min(rates[side]), 1), fmt(max(rates[side]), 1)]
-        for label, side in zip(labels, "AB", strict=True)
-    ]
-    text = "\n".join(
-        [
-            f"# Writes {'into a large agent, two HNSW graphs' if args.large else 'with and without the impact-ordered postings index'} (A/B in one sitting)",
-            "",
-            environment_note(load_before, command_line(), stack),
-            "",
-            md_table(["side", "memories/s (median)", "min", "max"], rows),
-            "",
-            f"- B / A: {b / a:.3f} ({args.rounds} rounds of {args.memories} memories per side, alternating; "
-            f"{PER_TX} memories per transaction, "
-            + (f"an agent of {args.large:,} memories in the HNSW index" if args.large else "one small agent")
-            + ", no embedding).",
-            "",
-        ]
-    )
+        rates = run_ab(stack, args)
+    text = report(args, rates, environment_note(load_before, command_line(), stack))
     print(text)
     if not args.no_write:
         write_report("write_upkeep_hnsw.md" if args.large else "write_upkeep.md", text)

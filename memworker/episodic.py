@@ -8,9 +8,10 @@ long they live. The rules, stated once:
   stop words only) or made only of acknowledgement words ("ok", "thanks", "haha", "hi"...);
 - split, never cut: a message longer than memories.MAX_TEXT_CHARS becomes consecutive parts
   at sentence (else word) boundaries, each part a turn with the same provenance;
-- one message, one document: each part of a split message is scored by BM25 at its whole
-  message's length (Turn.length), so a long message does not enter recall as several short
-  documents, each a better match per word than the message is (docs/episodes.md);
+- one message, one document: BM25 indexes each part of a split message as its whole message
+  (Turn.message_text), so a long message does not enter recall as several short documents,
+  each a better match per word than the message is; each part keeps its own text and
+  embedding (docs/episodes.md, "Long messages");
 - the text is "<speaker> (<date>): <content>", so BM25 matches names and dates and the
   embedding sees who said it; the date is the message's occurred_at, else the episode's."""
 
@@ -41,7 +42,7 @@ class Turn:
     role: str
     speaker: str | None
     occurred_at: datetime | None
-    length: int | None = None  # BM25 length of a split message's part: its message's; None: its own
+    message_text: str | None = None  # what BM25 indexes for a part of a split message: the whole message
 
     @property
     def source_key(self) -> str:
@@ -102,18 +103,10 @@ def turns(messages: list[dict[str, Any]] | None, content: str, occurred_at: date
         label = speaker or m.get("role") or "user"
         head = f"{label} ({_stamp(when)}): " if when else f"{label}: "
         texts = [head + part for part in split(body, memories.MAX_TEXT_CHARS - len(head))]
-        length = message_length(texts)
+        whole = " ".join(texts) if len(texts) > 1 else None  # the parts as they are stored
         for p, text in enumerate(texts):
-            out.append(Turn(i, p, text, str(m.get("role") or "user"), speaker, when, length))
+            out.append(Turn(i, p, text, str(m.get("role") or "user"), speaker, when, whole))
     return out
-
-
-def message_length(parts: list[str]) -> int | None:
-    """The BM25 length of a message split into these parts (their token counts summed, each
-    part's head included); None for a message kept whole (its turn's own length)."""
-    if len(parts) < 2:
-        return None
-    return sum(len(tokens.tokenize(p)) for p in parts)
 
 
 def _parse(value: Any) -> datetime | None:

@@ -570,7 +570,7 @@ def _store_turn(conn: Any, tenant_id: UUID, c: _Claimed, turn: episodic.Turn, ve
         metadata={**c.metadata, **who, **when},
         flags=memories.flags_for(turn.text),
         subject=memories.subject_of(c.episode.messages, (turn.message,), c.subject),
-        doc_len=turn.length,
+        index_text=turn.message_text,
     )
     mid, _ = store.write_memory(  # written by an earlier attempt that did commit: the same id
         conn,

@@ -141,9 +141,9 @@ class Draft:
     flags: tuple[str, ...] = ()
     trust: str = "episode"  # where it came from: episode, api, consolidation
     subject: str | None = None  # None: the agent's general knowledge
-    # BM25's document length when it is not the text's own: a part of a split message is
-    # scored at its whole message's length (memworker/episodic.py); None: the text's own
-    doc_len: int | None = None
+    # what BM25 indexes when it is not the text itself: a part of a split message indexes its
+    # whole message (memworker/episodic.py); None: the text
+    index_text: str | None = None
 
 
 @dataclass(frozen=True)

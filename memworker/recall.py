@@ -37,9 +37,9 @@ POSTINGS_BUDGET = 5_000
 POSTINGS_PER_TERM = 200
 LEXICAL_CANDIDATES = 200
 # HNSW breadth for the vector candidates. Texts that share their terms lie in dense clusters
-# of near-equal vectors; what finds a query's cluster is the graph's density (sql/0017), not
-# a wider scan: on the denser graph 60 to 1,000 found the same share of the exact top 60
-# (bench/agent_size.py, docs/scaling.md), 400 a little more of the top 10.
+# of near-equal vectors; what finds a query's cluster is the graph's density, not a wider
+# scan: 60 to 1,000 found the same share of the exact top 60 (bench/agent_size.py,
+# docs/scaling.md), 400 a little more of the top 10.
 EF_SEARCH = 400
 # A large agent's document count and average length are read once per process and minute:
 # BM25 over a bounded candidate set needs them for the whole agent.

@@ -1052,7 +1052,7 @@ CREATE INDEX memories_agent ON memworker.memories USING btree (tenant_id, agent_
 -- Name: memories_ann; Type: INDEX; Schema: memworker; Owner: -
 --
 
-CREATE INDEX memories_ann ON memworker.memories USING hnsw (embedding public.vector_cosine_ops) WITH (m='32', ef_construction='128') WHERE (ann AND (valid_to IS NULL));
+CREATE INDEX memories_ann ON memworker.memories USING hnsw (embedding public.vector_cosine_ops) WHERE (ann AND (valid_to IS NULL));
 
 --
 -- Name: memories_carried_by; Type: INDEX; Schema: memworker; Owner: -

@@ -82,8 +82,7 @@ def write_memory(
     insights): the row, its BM25 postings and a 'created' event. Returns (id, written): a
     source_key already stored (a retried write, the same idempotency key) changes nothing
     and returns that memory's id with written False."""
-    tf, doc_len = tokens.term_frequencies(draft.text)
-    doc_len = doc_len if draft.doc_len is None else draft.doc_len
+    tf, doc_len = tokens.term_frequencies(draft.text if draft.index_text is None else draft.index_text)
     memory_id = core_db.insert_memory(
         conn,
         tenant_id=tenant_id,
