@@ -27,7 +27,10 @@ Before measuring, the bench waits until the stack is quiet (the writes' follow-u
 
 The 1-client run asks its questions in a fixed order on a freshly loaded stack, so the hits
 (each as its turn's dia_id) are comparable between two runs of different code: --hits-out
-saves them, --hits-compare reports how many rankings agree with a saved file."""
+saves them, --hits-compare reports how many rankings agree with a saved file. On a stack given
+by --api-url and --data-dir (the data dir an earlier run loaded: the load is written once),
+restart `memworker up` before each run: its API processes remember the questions' embeddings
+(the report's "embedded by the API" shows whether they did)."""
 
 from __future__ import annotations
 
@@ -221,6 +224,7 @@ class Run:
     cpu: dict[str, float] = field(default_factory=dict)  # seconds by role
     client_cpu_s: float = 0.0
     hits: list[list[str]] = field(default_factory=list)  # the 1-client run's, in question order
+    embedded: float = float("nan")  # queries the API processes embedded during the run (/metrics)
 
     @property
     def answered(self) -> int:
@@ -264,11 +268,13 @@ def run(
     for t in threads:
         t.start()
     start.wait()
+    embedded = embedded_queries(stack.api_url)
     before, own, started = cpu.sample(), os.times(), time.perf_counter()
     for t in threads:
         t.join()
     out.wall_s = time.perf_counter() - started
     after, own_after = cpu.sample(), os.times()
+    out.embedded = embedded_queries(stack.api_url) - embedded
     out.cpu = cpu.between(before, after)
     out.client_cpu_s = own_after.user + own_after.system - own.user - own.system
     out.hits = [h for r in results for h in r]
@@ -278,6 +284,21 @@ def run(
         flush=True,
     )
     return out
+
+
+def embedded_queries(api_url: str) -> float:
+    """How many recall queries the API processes have embedded (cache misses): the sum of
+    memworker_query_embedding_batch_size on /metrics, NaN when it cannot be read."""
+    import httpx
+
+    try:
+        text = httpx.get(f"{api_url}/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return float("nan")
+    for line in text.splitlines():
+        if line.startswith("memworker_query_embedding_batch_size_sum "):
+            return float(line.split()[1])
+    return float("nan")
 
 
 # --- the query embedding, bare ---------------------------------------------------------------------
@@ -397,6 +418,7 @@ def report(
             [
                 r.name,
                 r.answered,
+                fmt(r.embedded, 0),
                 ", ".join(f"{n} x {k}" for k, n in r.errors.items()) or "0",
                 fmt(r.answered / r.wall_s if r.wall_s else float("nan")),
                 fmt(percentile(r.server_ms, 50), 2),
@@ -415,7 +437,17 @@ def report(
         f"through the API; LoCoMo questions as queries, recall k={K}, default policy.",
         "",
         md_table(
-            ["run", "answered", "errors", "QPS", "took_ms p50", "server CPU ms / recall", *roles, "clients"],
+            [
+                "run",
+                "answered",
+                "embedded by the API",
+                "errors",
+                "QPS",
+                "took_ms p50",
+                "server CPU ms / recall",
+                *roles,
+                "clients",
+            ],
             rows,
         ),
         "",
@@ -426,7 +458,8 @@ def report(
         "- server CPU = api + postgres backends + postgres other + worker + redis (utime + stime of the "
         "stack's processes, /proc/<pid>/stat, over the run) / recalls answered; flower is not counted; "
         "clients = the bench process (httpx clients in threads).",
-        "- uncached: no question was sent before in the run (the API embeds each); cached: "
+        "- uncached: no question was sent before in the run (the API embeds each; 'embedded by the API' "
+        "counts the queries its processes embedded during the run, from /metrics); cached: "
         f"{args.cached_pool} questions embedded before the run, repeated.",
     ]
     if agree is not None:

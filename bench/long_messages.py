@@ -1,12 +1,20 @@
 """Long messages: does recall through episodes find a long message as well as the same message
 written directly, and as well as a plain dense search over whole messages?
 
-The conversations are LoCoMo's, rewritten as a user asking and an assistant answering at length:
-in each session one turn becomes a short user message, then the turns that follow are folded
-into one assistant message until it holds at least --words words (every folded turn kept
-whole, as "Speaker: text"; a session's end closes the message), and so on. The first message of
-a session starts with the session's date in brackets. A question's evidence is the set of
-messages that now hold its evidence turns (message level: a long message counts once).
+The conversations are LoCoMo's, rewritten with long messages in one of two shapes (--shape):
+
+  answers  (default) the first speaker's turns are short user messages; each turn of the other
+           speaker opens a long assistant message, filled up to --words words with the text of
+           another conversation's turns (an answer that goes on at length; what the filler says
+           is never evidence, so the long messages mostly compete with the short ones);
+  fold     one turn becomes a short user message, then the turns that follow are folded into
+           one assistant message until it holds --words words (every folded turn kept whole,
+           as "Speaker: text"; a session's end closes it): the evidence is mostly inside the
+           long messages.
+
+The first message of a session starts with the session's date in brackets. A question's
+evidence is the set of messages that now hold its evidence turns (message level: a long
+message counts once).
 
 Three ways to the same messages, through the HTTP API of one default `memworker up`, and one
 baseline computed here, side by side in one run (recall k=10, default policy):
@@ -26,10 +34,12 @@ messages its top 10 cover, how many of them are turns and items, how many memori
 into the hits, R@10 with the recall asked for k=30 and cut at 10 distinct messages (what a
 wider pool before the collapse would give), and R@10 by the length of the evidence message.
 
-Run:  python bench/long_messages.py                       # all 10 conversations (about 6 min)
-      python bench/long_messages.py --conversations 3     # a quick run (said so in the report)
-Options: --words N (the assistant message's minimum, 250), --timeout S, --data PATH, and the
-stack options of bench/_common. Writes bench/results/long_messages.md. Data:
+Run:  python bench/long_messages.py                       # the first 2 conversations (about 5 min)
+      python bench/long_messages.py --conversations 10    # all of them (the answers shape: ~25 min)
+      python bench/long_messages.py --shape fold
+Options: --shape, --words N (the assistant message's minimum, 250), --conversations N,
+--timeout S, --data PATH, --out NAME, and the stack options of bench/_common. Writes
+bench/results/long_messages.md. Data:
 /work/shared/benchdata/locomo/locomo10.json (SOURCE.md there; CC BY-NC 4.0)."""
 
 from __future__ import annotations
@@ -387,7 +397,7 @@ def report(run: Run, args: argparse.Namespace, load_before: str, stack: Stack, t
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--conversations", type=int, default=None, help="only the first N conversations (a quick run)")
+    p.add_argument("--conversations", type=int, default=2, help="the first N conversations (10: all)")
     p.add_argument("--shape", choices=sorted(SHAPES), default="answers", help="how the long messages are made")
     p.add_argument("--words", type=int, default=250, help="an assistant message's minimum length in words")
     p.add_argument("--timeout", type=float, default=1200.0, help="seconds to wait for the episodes")
