@@ -94,7 +94,7 @@ def build(settings: Settings, *, embedder: embeddings.Embedder | None = None) ->
         settings,
         pool,
         emb,
-        embeddings.CachedQueryEmbedder(emb),
+        embeddings.CachedQueryEmbedder(emb, max_batch=settings.query_batch_max),
         reflection.build(settings.llm_base_url, settings.llm_model, settings.llm_api_key, settings.llm_timeout_s),
     )
 

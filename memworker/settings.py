@@ -43,6 +43,8 @@ class Settings:
     embedding_threads: int = 1  # embedder threads per process; processes, not threads, use the cores
     embedding_backend: str = "onnx"  # or "torch"; same vectors, onnx measured faster (docs/embeddings.md)
     embedding_cache_dir: Path | None = None  # where the ONNX export is cached; None: ~/.cache/memworker
+    # concurrent recalls' query embeddings one API process computes in one model call; 1: each alone
+    query_batch_max: int = 32
     llm_base_url: str | None = None  # OpenAI-compatible; None: the offline reflector
     llm_model: str = "gpt-4o-mini"
     llm_api_key: str | None = field(default=None, repr=False)
@@ -139,6 +141,7 @@ class Settings:
             "reconcile_every_s",
             "db_pool_timeout_s",
             "embedding_threads",
+            "query_batch_max",
         ]
         positive += ["consolidation_backlog_max", "consolidation_sweep_limit", "consolidation_lease_s"]
         positive += ["webhook_timeout_s", "webhook_max_attempts", "webhook_backoff_s"]

@@ -75,8 +75,10 @@ class CachedQueryEmbedder:
 
     The first caller to find the model free embeds at once (a lone request never waits) and
     takes along every query queued meanwhile, up to max_batch; a caller whose query is not
-    done when a batch ends embeds the next one. A batch of 16 short queries costs little more
-    than one on this model, so concurrent recalls stop queueing behind each other's embedding."""
+    done when a batch ends embeds the next one, so concurrent recalls stop queueing behind each
+    other's embedding. The model's work grows with the rows, but its per-call cost is shared:
+    16 short questions in one call measured about 3.8 ms of CPU each against 5.5 ms alone (ONNX,
+    1 thread, chunks by length as OnnxEmbedder.embed does). max_batch 1: each query alone."""
 
     def __init__(self, inner: Embedder, size: int = 4096, max_batch: int = 32) -> None:
         self.inner = inner
