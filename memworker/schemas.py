@@ -636,8 +636,8 @@ class ProposalOut(TypedDict):
     pool: str
     agent_id: str
     memory_id: str
-    text: str
-    kind: str
+    text: str | None  # None once the proposing memory is gone (its other sources may be live)
+    kind: str | None
     status: str
 
 

@@ -290,7 +290,7 @@ class Client:
         return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/memories/{_seg(memory_id)}/share", json={"pool": pool})
 
     def pool_proposals(self, pool: str, *, status: str = "open", limit: int = 100) -> list[dict[str, Any]]:
-        """What sleep proposed to the pool (policy pools_propose 'review'): open, approved or rejected."""
+        """What sleep proposed to the pool (policy pools_propose 'review'): open, approved, rejected or all."""
         params = {"status": status, "limit": limit}
         return self._list("GET", f"/v1/pools/{_seg(pool)}/proposals", params=params, key="proposals")
 

@@ -17,7 +17,7 @@ def register(sub: Any) -> None:
     a = p.add_subparsers(metavar="ACTION")
     ls = a.add_parser("list", help="a pool's proposals, oldest first")
     ls.add_argument("--pool", required=True)
-    ls.add_argument("--status", choices=("open", "approved", "rejected"), default="open")
+    ls.add_argument("--status", choices=("open", "approved", "rejected", "all"), default="open")
     ls.add_argument("--limit", type=int, default=100)
     ls.add_argument("--json", action="store_true", help="print the API's JSON answer")
     ls.set_defaults(func=cmd_list)

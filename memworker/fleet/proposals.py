@@ -29,7 +29,7 @@ import psycopg
 from memworker import errors
 from memworker.fleet import pools
 from memworker.policy import Policy
-from memworker.storage import core_db, proposals_db, store
+from memworker.storage import core_db, db, proposals_db, store
 
 STATUSES = ("open", "approved", "rejected")
 
@@ -97,13 +97,16 @@ def approve(
     """Share the proposal into the pool: {"proposal", "outcome", "memory"}. Raises NotFound,
     Conflict (rejected; or no source left live), Forbidden (the sharing agent's policy no
     longer names the pool in pools_write). embed: as for pools.share (a redacted text's vector)."""
-    row = _locked(conn, tenant_id, pool, proposal_id, agent_ids)
     target = pools.owner(pool)
+    # the pool's dedup lock before the proposal's row, in the order a sleep pass queueing a
+    # proposal takes them: the reverse order deadlocks against it
+    db.dedup_lock(conn, tenant_id, target)
+    row = _locked(conn, tenant_id, pool, proposal_id, agent_ids)
     if row.status == "rejected":
         raise errors.Conflict("this proposal was rejected; a rejected proposal cannot be approved")
     if row.status == "approved":
         return {"proposal": to_json(row), "outcome": "already approved", "memory": _pool_memory(conn, tenant_id, row)}
-    agent, mid, others, policy = _sharer(conn, tenant_id, pool, row)
+    agent, mid, others, policy = _sharer(conn, tenant_id, pool, row, agent_ids)
     pool_mid, how = pools.share_from(
         conn,
         tenant_id=tenant_id,
@@ -138,20 +141,25 @@ def approve(
 
 
 def _sharer(
-    conn: psycopg.Connection, tenant_id: UUID, pool: str, row: proposals_db.Proposal
+    conn: psycopg.Connection, tenant_id: UUID, pool: str, row: proposals_db.Proposal, agent_ids: list[str] | None
 ) -> tuple[str, UUID, list[str], Policy]:
     """Which live source the copy is shared from (the proposing agent's memory first, and an
-    agent whose policy still names the pool before one whose does not), the other live
-    sources, and the sharing agent's policy. Raises Conflict when no source is live."""
+    agent whose policy still names the pool before one whose does not; for a key limited to
+    some agents, one of theirs: the copy and the answer show its text), the other live
+    sources, and the sharing agent's policy. Raises Conflict when no source it may share from
+    is live."""
     live = [
         (agent, mid)
         for agent, mid in filter(None, map(_parsed, row.sources))
         if core_db.pool_source(conn, tenant_id=tenant_id, agent_id=agent, memory_id=mid) is not None
     ]
-    if not live:
-        raise errors.Conflict("none of this proposal's source memories is live any more: reject it instead")
+    if not any(agent_ids is None or a in agent_ids for a, _ in live):
+        raise errors.Conflict(
+            "none of this proposal's source memories (of the agents this key names) is live: reject it instead"
+        )
     policies = {a: store.policy_for(conn, tenant_id=tenant_id, agent_id=a) for a, _ in live}
-    live.sort(key=lambda s: pool not in policies[s[0]].pools_write)  # stable: the order otherwise kept
+    # stable: the proposing agent's first otherwise
+    live.sort(key=lambda s: (agent_ids is not None and s[0] not in agent_ids, pool not in policies[s[0]].pools_write))
     (agent, mid), rest = live[0], live[1:]
     return agent, mid, [f"memory:{a}/{m}" for a, m in rest], policies[agent]
 

@@ -200,7 +200,6 @@ def _finish(
             tenant_id=tenant_id,
             agent_id=report.agent_id,
             now=report.clock,
-            done=report.status == "done",
             done_at=done_at,
         )
 

@@ -519,12 +519,8 @@ def retention_finish(
     )
 
 
-def retention_stamp(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, now: datetime, done: bool, done_at: datetime | None
-) -> int:
-    return _sql.run(
-        conn, "retention_stamp", tenant_id=tenant_id, agent_id=agent_id, now=now, done=done, done_at=done_at
-    )
+def retention_stamp(conn: Conn, *, tenant_id: UUID, agent_id: str, now: datetime, done_at: datetime | None) -> int:
+    return _sql.run(conn, "retention_stamp", tenant_id=tenant_id, agent_id=agent_id, now=now, done_at=done_at)
 
 
 def retention_repair_mark(

@@ -68,3 +68,28 @@ def test_a_word_of_one_part_finds_the_message_once(alice: Client, worker: Any) -
     scores = {h["id"]: h["signals"]["bm25"] for h in hits if h["provenance"] == hit["provenance"]}
     assert set(scores) == {p["id"] for p in parts}
     assert len(set(scores.values())) == 1 and min(scores.values()) > 0
+
+
+def test_forget_takes_every_part_of_a_message_that_copied_the_erased_text(alice: Client, worker: Any) -> None:
+    """A part whose own text lacks an erased identifier still answers to it through the whole
+    message's words, so erasing a copy erases every part of that message."""
+    said = alice.add_episode("ledger-bot", messages=[{"role": "user", "content": "My card is 4111 2222 3333 4444."}])
+    alice.wait_for_episode("ledger-bot", said["episode_id"])
+    # a later long answer quotes the number in its last part only
+    copied = LONG.replace("quokka-shaped buoy", "buoy paid with card 4111 2222 3333 4444")
+    copy = alice.add_episode("ledger-bot", messages=[{"role": "assistant", "content": copied}])
+    alice.wait_for_episode("ledger-bot", copy["episode_id"])
+    source = [f"episode:{copy['episode_id']}#m0"]
+    parts = [
+        m for m in alice.list_memories("ledger-bot", kind="turn", limit=200)["memories"] if m["provenance"] == source
+    ]
+    assert len(parts) >= 3 and sum("4444" in p["text"] for p in parts) == 1
+    alice.set_policy({"recall_collapse": False}, agent_id="ledger-bot")
+    before = alice.recall("ledger-bot", "4111 2222 3333 4444", k=20, kinds=["turn"])["memories"]
+    assert {p["id"] for p in parts} <= {h["id"] for h in before}
+    receipt = alice.forget("ledger-bot", provenance=f"episode:{said['episode_id']}")
+    assert receipt["copies"]["count"] >= len(parts)
+    left = alice.list_memories("ledger-bot", limit=200)["memories"]
+    assert [m for m in left if m["provenance"] == source and m["kind"] == "turn"] == []
+    after = alice.recall("ledger-bot", "4111 2222 3333 4444", k=20, explain=True)["memories"]
+    assert [h["text"] for h in after if h["signals"]["bm25"] > 0] == []  # no row answers to the words

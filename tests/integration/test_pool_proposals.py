@@ -342,3 +342,25 @@ def test_a_subject_memory_is_never_proposed(
         assert _propose(stack, tenant, "south", [b["id"]], policy) == 0
         assert _propose(stack, tenant, "east", [general["id"]], policy) == 0  # the others' are a subject's
     assert "people" not in [p["pool"] for p in c.pools()]
+
+
+def test_a_proposal_whose_proposing_memory_is_gone_still_lists_and_approves(
+    stack: dict[str, Any], tenants: dict[str, Any], clients: dict[str, Client]
+) -> None:
+    """Retention may remove the proposing agent's memory (an expiry, a cap); the proposal then
+    shows no text, and approving it shares another live source's."""
+    c, tenant = clients["charlie"], tenants["charlie"]["id"]
+    fact = "Badge readers on floor three reset at midnight."
+    gone = c.add_memory("wren", fact, kind="fact")
+    kept = c.add_memory("finch", fact, kind="fact")
+    assert _propose(stack, tenant, "wren", [gone["id"]], Policy(pools_write=("floors",))) == 1
+    with db.connect(stack["owner_url"]) as conn:  # as a retention sweep removes a row
+        db.bind_tenant(conn, tenant)
+        conn.execute("DELETE FROM memworker.memories WHERE id = %s", (gone["id"],))
+    (prop,) = c.pool_proposals("floors")
+    assert prop["text"] is None and prop["kind"] is None
+    c.set_policy({"pools_write": ["floors"]}, agent_id="finch")
+    done = c.approve_pool_proposal("floors", prop["id"])
+    assert done["memory"]["text"] == fact
+    assert f"memory:finch/{kept['id']}" in done["memory"]["provenance"]
+    assert [p["status"] for p in c.pool_proposals("floors", status="all")] == ["approved"]

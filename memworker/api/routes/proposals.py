@@ -32,15 +32,21 @@ def _agents(p: keys.Principal) -> list[str] | None:
 def list_proposals(
     request: Request,
     pool: str = PoolName,
-    status: Literal["open", "approved", "rejected"] | None = "open",
+    status: Literal["open", "approved", "rejected", "all"] = "open",
     limit: int = Query(100, ge=1, le=1000),
     p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
-    """The pool's proposals (open by default), oldest first, each with its sources."""
+    """The pool's proposals (open by default; status=all for every one), oldest first, each
+    with its sources."""
     p.require("memories:read", pools.owner(pool))
     with tx(request, p) as conn:
         found = proposals.listing(
-            conn, tenant_id=p.tenant_id, pool=pool, status=status, agent_ids=_agents(p), limit=limit
+            conn,
+            tenant_id=p.tenant_id,
+            pool=pool,
+            status=None if status == "all" else status,
+            agent_ids=_agents(p),
+            limit=limit,
         )
     return {"proposals": [proposals.to_json(x) for x in found]}
 

@@ -533,12 +533,12 @@ RETURNING id;
 -- name: pool_examined
 -- Of the given memories of an agent (a sleep pass's window and what it derived), those a
 -- pool may take: general (a subject's memory is about one person and is never pooled), live,
--- of the proposed kinds; at most `limit`, oldest first.
+-- of the proposed kinds; at most `limit`, newest first (what the pass derived comes last).
 SELECT id, text, kind, content_hash, embedding FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
   AND subject IS NULL AND kind = ANY(%(kinds)s::text[])
   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
-ORDER BY created_at, id
+ORDER BY created_at DESC, id
 LIMIT %(limit)s;
 
 -- name: pool_candidates

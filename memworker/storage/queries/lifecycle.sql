@@ -233,11 +233,11 @@ WHERE tenant_id = %(tenant_id)s AND id = %(run_id)s;
 
 -- name: retention_stamp
 -- done_at: what the next run's merge and contradiction pass starts after (the clock of the run
--- that began the pass just finished), or NULL while that pass is unfinished.
+-- that began the pass just finished), or NULL while that pass is unfinished. A finished pass
+-- counts even when a later phase of its run stopped short: its decisions are committed.
 UPDATE agents
 SET retention_at = %(now)s,
-    retention_done_at = CASE WHEN %(done)s THEN coalesce(%(done_at)s::timestamptz, retention_done_at)
-                             ELSE retention_done_at END
+    retention_done_at = coalesce(%(done_at)s::timestamptz, retention_done_at)
 WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
 
 -- name: retention_repair_mark
@@ -629,12 +629,22 @@ WHERE e.tenant_id = %(tenant_id)s AND e.agent_id = %(agent_id)s AND e.id = ANY(%
 
 -- name: forget_memory_copies
 -- Memories, live or retired (histories show retired ones), whose text, entities, topics or
--- metadata hold a needle (lower-cased by the caller).
-SELECT id, kind, provenance FROM memories
-WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id <> ALL(%(exclude)s::uuid[])
-  AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n
-              WHERE strpos(lower(concat_ws(' ', text, array_to_string(entities, ' '), array_to_string(topics, ' '),
-                                           metadata::text)), n) > 0);
+-- metadata hold a needle (lower-cased by the caller), and the other parts of a split message
+-- one of them is part of (the same provenance): every part is indexed for BM25 with the whole
+-- message's words, so a part whose own text lacks the needle still answers to it.
+WITH hit AS (
+  SELECT id, kind, provenance FROM memories
+  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id <> ALL(%(exclude)s::uuid[])
+    AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n
+                WHERE strpos(lower(concat_ws(' ', text, array_to_string(entities, ' '), array_to_string(topics, ' '),
+                                             metadata::text)), n) > 0)
+)
+SELECT id, kind, provenance FROM hit
+UNION
+SELECT m.id, m.kind, m.provenance FROM memories m
+WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.kind = 'turn'
+  AND m.id <> ALL(%(exclude)s::uuid[])
+  AND m.provenance && (SELECT array_agg(p) FROM hit, unnest(hit.provenance) p WHERE hit.kind = 'turn');
 
 -- name: forget_episode_copies
 -- Episodes whose content, messages or metadata hold a needle (lower-cased by the caller).
