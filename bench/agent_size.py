@@ -11,7 +11,7 @@ agent per size under a fresh tenant with bench/recall_latency.py's loader (binar
 memories with sentences from a fixed vocabulary and their BM25 postings), with vectors made
 from each sentence's terms (recall_latency.text_vector: texts that share terms lie close, as
 with a real embedder; random vectors would leave the vector side nothing to find). An agent
-past recall.EXACT_MAX is loaded as memworker.large_agents.index leaves it (ann, ann_ready),
+past recall.EXACT_MAX is loaded as memworker.storage.large_agents.index leaves it (ann, ann_ready),
 and the HNSW index is dropped before the COPY and built once after it (a bulk build, much
 faster than row by row; its time is reported); then VACUUM ANALYZE. It times
 memworker.recall.serve as the API calls it (the app role's pooled connection, the tenant

@@ -6,7 +6,7 @@ roles, negations, changed values, paraphrases, near misses).
 
     python bench/knowledge_updates.py [--rules-only] [--api-url URL --api-key KEY --data-dir DIR]
 
-1. The rules (pure, every pair): memworker.lifecycle.rules.changed (what dedup, supersede,
+1. The rules (pure, every pair): memworker.rules.changed (what dedup, supersede,
    review and merge ask), against the contradiction rule alone (the rule before knowledge
    updates), in the same run; and dedup's whole decision (rules.confirms) at each pair's
    real cosine (the bundled embedder) with the default policy, against the cosine-and-words
@@ -40,7 +40,7 @@ from bench._common import (
     stack_from_args,
     write_report,
 )
-from memworker.lifecycle import rules
+from memworker import rules
 from memworker.models import embeddings
 from memworker.policy import Policy
 from memworker.sdk import Client

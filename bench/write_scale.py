@@ -13,7 +13,7 @@ It starts `memworker up` (1 worker) on a temporary data dir. Two agents, one per
 Each agent is filled up to the next size by binary COPY of realistic rows (memories with
 vectors made from their terms, bench/recall_latency.text_vector, and their BM25 postings),
 stamped as swept, and, past recall.EXACT_MAX, put into the HNSW index as
-memworker.large_agents.index leaves it (the index is dropped for the COPY and built once
+memworker.storage.large_agents.index leaves it (the index is dropped for the COPY and built once
 after: a bulk build). Then, through the API: --writes memories by POST .../memories/batch, 500
 a time (memories/s), and --episodes episodes of 4 messages (POST .../episodes, then waited until
 stored: episodes/s through the worker: reflection, embedding, the duplicate lookup, the merge and

@@ -11,11 +11,12 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import logging
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import psycopg_pool
@@ -24,9 +25,7 @@ from memworker import episodic, errors, memories, redact, reflection, schemas, t
 from memworker.lifecycle import governance
 from memworker.models.embeddings import Embedder
 from memworker.policy import Policy
-from memworker.sessions import hooks
 from memworker.settings import Settings
-from memworker.sleep import synthesis
 from memworker.storage import core_db, db, sessions_db, sleep_db, store
 
 logger = logging.getLogger(__name__)
@@ -40,6 +39,8 @@ EXTRA_BATCHES = 4
 # batches 1, within 16 batches 2, deeper 3 (served last). A tenant with nothing waiting goes
 # ahead of one with thousands queued, whose own first batches still go ahead of its deeper ones.
 URGENCY_BATCHES = (1, 4, 16)
+# Sleep's explicit gate: an accepted episode that asks for it requests a consolidation pass.
+_ASK = re.compile(r"\b(consolidate|save (my |the |our )?progress)\b|保存进度|整合记忆", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[NewEpiso
         episodes = [_redacted(ep) for ep in episodes]
     episodes = _session_subjects(conn, tenant_id, agent_id, episodes)
     out: list[tuple[UUID, bool]] = []
-    asks_to_consolidate = False
+    asked = False
     for ep in episodes:
         new_id = core_db.insert_episode(
             conn,
@@ -104,7 +105,7 @@ def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[NewEpiso
         )
         if new_id is not None:
             out.append((new_id, True))
-            asks_to_consolidate = asks_to_consolidate or synthesis.asks_to_consolidate(ep.content)
+            asked = asked or asks_to_consolidate(ep.content)
             continue
         existing = core_db.episode_by_key(
             conn, tenant_id=tenant_id, agent_id=agent_id, idempotency_key=ep.idempotency_key
@@ -112,9 +113,14 @@ def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[NewEpiso
         assert existing is not None  # the conflict was on this key
         out.append((existing.id, False))
     core_db.touch_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
-    if asks_to_consolidate:  # the explicit gate: an episode that says "consolidate" / "save progress"
+    if asked:  # the explicit gate: an episode that says "consolidate" / "save progress"
         sleep_db.consolidation_request(conn, tenant_id=tenant_id, agent_id=agent_id)
     return out
+
+
+def asks_to_consolidate(text: str) -> bool:
+    """The explicit gate: an episode that says 'consolidate' or 'save progress'."""
+    return bool(_ASK.search(text))
 
 
 def backlog(conn: Any, *, tenant_id: UUID, batch: int) -> int:
@@ -156,6 +162,28 @@ def _redacted(ep: NewEpisode) -> NewEpisode:
         messages=msgs or None,
         metadata=redact.redact_value(ep.metadata),
     )
+
+
+class PostTurn(Protocol):
+    """The post-turn hook (memworker.sessions.hooks.episode_stored), run in the transaction
+    that stores each episode so that what it queues (post_turn webhooks, the session's
+    transcript estimate) commits with the episode or not at all. The caller passes it:
+    ingest sits below sessions and imports nothing of theirs. Returns the webhook deliveries
+    to send after the commit (Outcome.deliveries)."""
+
+    def __call__(
+        self,
+        conn: Any,
+        *,
+        tenant_id: UUID,
+        agent_id: str,
+        episode_id: UUID,
+        session_id: str | None,
+        content: str,
+        metadata: dict[str, Any],
+        memory_ids: list[UUID],
+        settings: Settings,
+    ) -> list[UUID]: ...
 
 
 @dataclass
@@ -201,6 +229,7 @@ def process(
     *,
     tenant_id: UUID,
     episode_ids: list[UUID],
+    post_turn: PostTurn,
     others_waiting: Callable[[], bool] | None = None,
 ) -> Outcome:
     """Claim, reflect, embed and store one tenant's episodes, a batch at a time, until every
@@ -208,6 +237,7 @@ def process(
     one batch holds, and nobody else will come for the rest). others_waiting: asked before
     each extra batch of the tenant's backlog; True (another tenant's urgent work is queued)
     ends the task after the batches already claimed, so the queue serves that work next.
+    post_turn: the hook each stored episode runs in its transaction (PostTurn).
 
     While one batch is stored, the next is claimed, reflected and embedded in a second
     thread: the model (onnxruntime, torch) and the database waits (psycopg) both release the
@@ -236,7 +266,7 @@ def process(
                 if go_on
                 else None
             )
-            _store_batch(pool, settings, tenant_id, batch, outcome)
+            _store_batch(pool, settings, tenant_id, batch, outcome, post_turn)
             if upcoming is None:
                 break
             pending = still
@@ -388,7 +418,12 @@ def _load_one(
 
 
 def _store_batch(
-    pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID, batch: _Batch, outcome: Outcome
+    pool: psycopg_pool.ConnectionPool,
+    settings: Settings,
+    tenant_id: UUID,
+    batch: _Batch,
+    outcome: Outcome,
+    post_turn: PostTurn,
 ) -> None:
     offset = 0
     for c in batch.claimed:
@@ -398,7 +433,7 @@ def _store_batch(
         if c.error is None and mine is not None:
             try:
                 with tracing.span("ingest.store", episode_id=str(c.id), items=len(mine)):
-                    _store_one(pool, settings, tenant_id, c, mine, outcome)
+                    _store_one(pool, settings, tenant_id, c, mine, outcome, post_turn)
                 continue
             except errors.Unavailable:
                 raise  # Postgres is down: let the task retry the whole batch
@@ -409,7 +444,13 @@ def _store_batch(
 
 
 def _store_one(
-    pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID, c: _Claimed, vectors: Any, outcome: Outcome
+    pool: psycopg_pool.ConnectionPool,
+    settings: Settings,
+    tenant_id: UUID,
+    c: _Claimed,
+    vectors: Any,
+    outcome: Outcome,
+    post_turn: PostTurn,
 ) -> None:
     assert c.result is not None
     with db.tenant_tx(pool, tenant_id) as conn:
@@ -430,7 +471,7 @@ def _store_one(
         governance.check_new(
             conn, tenant_id=tenant_id, agent_id=c.agent_id, written=written, policy=policy, actor="ingest"
         )
-        deliveries = _finish_episode(conn, settings, tenant_id, c, memory_ids)
+        deliveries = _finish_episode(conn, settings, tenant_id, c, memory_ids, post_turn)
     outcome.stored.append(c.id)
     outcome.deliveries += deliveries
 
@@ -524,7 +565,9 @@ def _confirm_duplicate(
     return dup
 
 
-def _finish_episode(conn: Any, settings: Settings, tenant_id: UUID, c: _Claimed, memory_ids: list[UUID]) -> list[UUID]:
+def _finish_episode(
+    conn: Any, settings: Settings, tenant_id: UUID, c: _Claimed, memory_ids: list[UUID], post_turn: PostTurn
+) -> list[UUID]:
     """The episode marked stored with its memories and LLM usage, then its post-turn hook.
     Returns the webhook deliveries to send after the commit."""
     assert c.result is not None
@@ -541,7 +584,7 @@ def _finish_episode(conn: Any, settings: Settings, tenant_id: UUID, c: _Claimed,
         llm_ms=r.llm_ms,
     )
     # the post-turn hook: session transcript estimate, post_turn webhooks
-    deliveries = hooks.episode_stored(
+    deliveries = post_turn(
         conn,
         tenant_id=tenant_id,
         agent_id=c.agent_id,

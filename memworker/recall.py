@@ -22,13 +22,13 @@ from memworker import errors, tokens
 from memworker.fleet import pools
 from memworker.memories import KINDS, SUBJECT, TIERS
 from memworker.policy import Policy
-from memworker.storage import bumps, core_db, db, replicas, sessions_db
+from memworker.storage import bumps, core_db, db, large_agents, replicas, sessions_db
 
 MAX_K = 100
 
-# The switch: an agent with more live memories than this gets the bounded statement. Below it
-# the exact scan is as fast (bench/agent_size.py) and needs no statistics from elsewhere.
-EXACT_MAX = 5_000
+# The switch: an agent with more live memories than this gets the bounded statement; it is the
+# size at which storage/large_agents.py puts an agent into the HNSW index.
+EXACT_MAX = large_agents.EXACT_MAX
 # Lexical candidates: the rarest query terms' postings in full while their document
 # frequencies add up to at most POSTINGS_BUDGET, the other terms' POSTINGS_PER_TERM best by
 # impact; of the memories read, the LEXICAL_CANDIDATES best by the idf-weighted impacts read

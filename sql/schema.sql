@@ -1,5 +1,5 @@
 -- The catalog sql/NNNN_*.sql produce on PostgreSQL 18: generated, do not edit.
--- Regenerate after adding a migration: python -m memworker.storage.schema_snapshot > sql/schema.sql
+-- Regenerate after adding a migration: python -m memworker.local.schema_snapshot > sql/schema.sql
 -- (not a migration: the runner skips this file)
 
 --

@@ -9,6 +9,7 @@ from uuid import UUID
 import pydantic
 
 from memworker import errors, ingest, metrics, runtime, schemas
+from memworker.sessions import hooks
 from memworker.storage import db
 from tasks.celery_app import INGEST, app, settings_of
 from tasks.publish import on_worker
@@ -39,6 +40,7 @@ def ingest_episodes(tenant_id: str, episode_ids: list[str]) -> dict[str, int]:
         res.settings,
         tenant_id=UUID(tenant_id),
         episode_ids=[UUID(e) for e in episode_ids],
+        post_turn=hooks.episode_stored,
         others_waiting=on_worker().urgent_ingest_waiting,  # fair ingest: no extra batches then
     )
     for episode_id, attempts in out.failed:

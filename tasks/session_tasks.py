@@ -1,5 +1,5 @@
 """Sessions: webhook deliveries with their retries and sweep, and the daily rumination
-(memworker.sessions.hooks and memworker.sleep.rumination do the work). None of it may hold
+(memworker.sessions.hooks and memworker.sessions.rumination do the work). None of it may hold
 up ingest: deliveries have the webhooks queue and its senders to themselves, the rest is on
 the maintenance queue."""
 
@@ -10,8 +10,7 @@ from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from memworker import runtime
-from memworker.sessions import hooks, slots
-from memworker.sleep import rumination
+from memworker.sessions import hooks, rumination, slots
 from tasks.celery_app import MAINTENANCE, WEBHOOKS, app, settings_of
 from tasks.publish import on_worker
 

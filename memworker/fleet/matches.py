@@ -32,8 +32,7 @@ from uuid import UUID
 
 import psycopg
 
-from memworker import tokens
-from memworker.lifecycle import rules
+from memworker import rules, tokens
 from memworker.policy import Policy
 from memworker.storage import core_db, proposals_db, store
 

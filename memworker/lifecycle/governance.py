@@ -1,4 +1,4 @@
-"""Lifecycle operations on one agent's memories, the I/O side of memworker.lifecycle.rules:
+"""Lifecycle operations on one agent's memories, the I/O side of memworker.rules:
 confirmation and promotion, supersede or review when a memory is written, merge, the
 history of a memory, the review list, and policy overrides. Every change writes a
 memory_events row (ids, reason, actor; never text). The caller owns the transaction."""
@@ -13,8 +13,7 @@ from uuid import UUID
 
 import psycopg
 
-from memworker import errors, memories
-from memworker.lifecycle import rules
+from memworker import errors, memories, rules
 from memworker.policy import Policy
 from memworker.storage import core_db, lifecycle_db, store
 

@@ -1,4 +1,4 @@
-"""What forget looks for when it erases copies of a text (memworker/lifecycle/forget.py):
+"""What forget looks for when it erases copies of a text (memworker/erase/forget.py):
 the needles of the memories and episodes a request erases, and the pure rewrite of a JSON
 value without them. docs/lifecycle.md states the rule; in short, a text is a copy when it
 contains, case-insensitively,

@@ -25,10 +25,10 @@ from uuid import UUID
 import psycopg
 import psycopg_pool
 
-from memworker import large_agents, memories
-from memworker.lifecycle import governance, rules
+from memworker import memories, rules
+from memworker.lifecycle import governance
 from memworker.policy import Policy
-from memworker.storage import db, lifecycle_db, store
+from memworker.storage import db, large_agents, lifecycle_db, store
 
 logger = logging.getLogger(__name__)
 
@@ -289,7 +289,7 @@ class _Sweep:
                 ),
             )
         self._phase("decay", self._decay)
-        # an agent past recall's exact-scan size goes into the HNSW index once (large_agents)
+        # an agent past recall's exact-scan size goes into the HNSW index once (storage/large_agents.py)
         self._phase(
             "index",
             lambda: large_agents.index_if_large(

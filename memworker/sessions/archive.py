@@ -30,8 +30,7 @@ from uuid import UUID
 from memworker import errors, ingest
 from memworker.lifecycle import needles
 from memworker.sessions import hooks, plans, session, working
-from memworker.sleep import consolidation
-from memworker.storage import sessions_db
+from memworker.storage import sessions_db, sleep_db
 
 FORMAT = "memworker.session-archive"
 FORMAT_VERSION = 1
@@ -211,7 +210,7 @@ def archive(
     )
     sessions_db.context_calls_delete(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     sessions_db.session_archived(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version)
-    consolidation.session_ended(conn, tenant_id=tenant_id, agent_id=agent_id)  # sleep's session gate
+    sleep_db.session_ended(conn, tenant_id=tenant_id, agent_id=agent_id)  # sleep's session gate
     out = listing(saved)
     deliveries = hooks.emit(
         conn,

@@ -14,9 +14,9 @@ from uuid import UUID
 
 import numpy as np
 
-from memworker import context, redact
+from memworker import redact
 from memworker.models.budget import Counter
-from memworker.sessions import hooks, session
+from memworker.sessions import context, hooks, session
 from memworker.storage import sessions_db, store
 
 

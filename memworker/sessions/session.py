@@ -372,7 +372,7 @@ def note_context(conn: Any, row: dict[str, Any], *, relevant_items: list[int]) -
 def forget_session(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str) -> dict[str, int]:
     """Delete a session with its working memory, plan, context-call log and archives
     (cascade), and the webhook deliveries that mention it. Called by forget
-    (memworker/lifecycle/forget.py), which erases the session's episodes and memories."""
+    (memworker/erase/forget.py), which erases the session's episodes and memories."""
     counts = sessions_db.session_forget_counts(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     deliveries = sessions_db.session_forget_deliveries(
         conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id

@@ -138,11 +138,6 @@ def request_run(conn: Any, *, tenant_id: UUID, agent_id: str, trigger: str, run_
     return run_id
 
 
-def session_ended(conn: Any, *, tenant_id: UUID, agent_id: str) -> None:
-    """Count one ended session towards the session gate (for the sessions API to call)."""
-    sleep_db.session_ended(conn, tenant_id=tenant_id, agent_id=agent_id)
-
-
 # --- one pass -------------------------------------------------------------------------------
 
 

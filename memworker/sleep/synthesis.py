@@ -62,16 +62,6 @@ class Group:
     ids: tuple[str, ...]
 
 
-# --- gates --------------------------------------------------------------------------------
-
-_ASK = re.compile(r"\b(consolidate|save (my |the |our )?progress)\b|保存进度|整合记忆", re.IGNORECASE)
-
-
-def asks_to_consolidate(text: str) -> bool:
-    """The explicit gate: an episode that says 'consolidate' or 'save progress'."""
-    return bool(_ASK.search(text))
-
-
 # --- metadata -----------------------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 SQL_DIR = Path(__file__).resolve().parent / "migrations"  # a link to the repo's sql/, packaged as data
 _LOCK_KEY = 0x6D656D776F726B  # "memwork": the advisory lock all migrators share
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
-SNAPSHOT = "schema.sql"  # sql/schema.sql: what the migrations produce (schema_snapshot.py), never applied
+SNAPSHOT = "schema.sql"  # sql/schema.sql: what the migrations produce (local/schema_snapshot.py), never applied
 
 _CREATE_LEDGER = """
 CREATE SCHEMA IF NOT EXISTS memworker;

@@ -12,8 +12,7 @@ from uuid import UUID
 import numpy as np
 import psycopg
 
-from memworker import errors, memories, tokens
-from memworker.lifecycle import rules
+from memworker import errors, memories, rules, tokens
 from memworker.policy import Policy
 from memworker.storage import core_db, db
 

@@ -73,6 +73,7 @@ def test_extra_batches_of_a_backlog_stop_while_another_tenants_message_waits(
     from uuid import UUID
 
     from memworker import ingest, reflection
+    from memworker.sessions import hooks
     from memworker.storage import db
 
     settings, tenant = stack["settings"], UUID(str(tenants["charlie"]["id"]))
@@ -95,6 +96,7 @@ def test_extra_batches_of_a_backlog_stop_while_another_tenants_message_waits(
             settings,
             tenant_id=tenant,
             episode_ids=ids[:batch],
+            post_turn=hooks.episode_stored,
             others_waiting=someone_waits(True),
         )
         assert len(out.stored) == batch and asked == [True]
@@ -106,6 +108,7 @@ def test_extra_batches_of_a_backlog_stop_while_another_tenants_message_waits(
             settings,
             tenant_id=tenant,
             episode_ids=ids[batch : 2 * batch],
+            post_turn=hooks.episode_stored,
             others_waiting=someone_waits(False),
         )
         assert len(out.stored) == 5 * batch == len(set(out.stored))

@@ -20,6 +20,7 @@ import pytest
 
 from memworker import ingest, keys, runtime
 from memworker.sdk import Client
+from memworker.sessions import hooks
 from memworker.sleep import consolidation
 from memworker.storage import db
 
@@ -90,7 +91,15 @@ def seeded(api: str, stack: dict[str, Any], tenants: dict[str, Any], embedder: A
     res = runtime.build(settings, embedder=embedder)
     try:
         ids = [UUID(stored["episode_id"]), UUID(other_ep["episode_id"])]
-        ingest.process(res.pool, res.embedder, res.reflector, settings, tenant_id=tenant, episode_ids=ids)
+        ingest.process(
+            res.pool,
+            res.embedder,
+            res.reflector,
+            settings,
+            tenant_id=tenant,
+            episode_ids=ids,
+            post_turn=hooks.episode_stored,
+        )
         with db.tenant_tx(res.pool, tenant) as conn:
             run_id = consolidation.request_run(conn, tenant_id=tenant, agent_id=AGENT, trigger="test")
         consolidation.run_pass(

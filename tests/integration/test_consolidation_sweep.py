@@ -284,7 +284,7 @@ def test_ended_sessions_count_towards_the_gate(pool: Any, stack: dict[str, Any],
     assert "chatty" not in _sweep(pool, stack["settings"], window)
     with db.tenant_tx(pool, bob) as conn:
         for _ in range(5):
-            consolidation.session_ended(conn, tenant_id=bob, agent_id="chatty")
+            sleep_db.session_ended(conn, tenant_id=bob, agent_id="chatty")  # what ending a session counts
     assert _sweep(pool, stack["settings"], window).get("chatty") == "sessions"
 
 

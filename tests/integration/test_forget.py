@@ -14,7 +14,8 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from memworker import errors, ingest, memories, recall
-from memworker.lifecycle import forget, governance
+from memworker.erase import forget
+from memworker.lifecycle import governance
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
 from memworker.sessions import session

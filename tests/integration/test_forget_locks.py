@@ -11,7 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from memworker import ingest, memories
-from memworker.lifecycle import forget
+from memworker.erase import forget
 from memworker.storage import core_db, db, store
 
 AGENT = "lock-bot"

@@ -15,10 +15,10 @@ import numpy as np
 import psycopg
 import pytest
 
-from memworker import errors, large_agents, memories, recall, tokens
+from memworker import errors, memories, recall, tokens
 from memworker.lifecycle import retention
 from memworker.policy import Policy
-from memworker.storage import db, store
+from memworker.storage import db, large_agents, store
 
 DIM = 384
 # A small vocabulary, as templated agent logs have: every term is common. "deploy" is in every

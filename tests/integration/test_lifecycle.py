@@ -13,8 +13,8 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from memworker import errors, memories, recall
-from memworker.lifecycle import governance, retention, rules
+from memworker import errors, memories, recall, rules
+from memworker.lifecycle import governance, retention
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
 from memworker.storage import db, lifecycle_db, store

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from memworker import errors
-from memworker.local import embedded
-from memworker.storage import db, migrate, schema_snapshot
+from memworker.local import embedded, schema_snapshot
+from memworker.storage import db, migrate
 from tests.conftest import _with_db, drop_database, recreate_database
 
 TENANT_TABLES = [

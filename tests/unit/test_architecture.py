@@ -5,6 +5,10 @@
   memworker` runs the CLI, and memworker.sdk's enqueue_in_cluster imports tasks.publish inside
   the function (the SDK works without Celery installed until it is called).
 - No import cycles among memworker/ and tasks/ modules, counting imports inside functions too.
+- Package level: each room (a subpackage of memworker/) and each top-level module is one node
+  (tasks/ one more); among the nodes there is no cycle, and every node sits in one of LAYERS,
+  whose imports go only to its own layer or lower ones (the allowed ways into an entry point
+  aside).
 - Celery( is built only under tasks/.
 - memworker/ keeps at most 20 modules at its top level (__init__ and __main__ aside); the rest
   live in rooms (subpackages).
@@ -30,6 +34,45 @@ ALLOWED = [
     ("memworker.sdk", "tasks.publish", True),
 ]
 MAX_TOP_LEVEL_MODULES = 20
+# Lowest first. A node imports only nodes of its own layer or of a lower one; a new top-level
+# module or room is placed here on purpose (docs/ARCHITECTURE.md says why each sits where).
+LAYERS: list[tuple[str, set[str]]] = [
+    (
+        "domain",
+        {
+            "memworker.errors",
+            "memworker.memories",
+            "memworker.tokens",
+            "memworker.policy",
+            "memworker.redact",
+            "memworker.rules",
+            "memworker.updates",
+            "memworker.episodic",
+            "memworker.schemas",
+            "memworker.settings",
+            "memworker.metrics",
+            "memworker.tracing",
+            "memworker.testing",
+        },
+    ),
+    ("storage and models", {"memworker.storage", "memworker.models", "memworker.reflection"}),
+    (
+        "lower rooms",
+        {
+            "memworker.keys",
+            "memworker.maintenance",
+            "memworker.runtime",
+            "memworker.lifecycle",
+            "memworker.fleet",
+            "memworker.recall",
+            "memworker.ingest",
+        },
+    ),
+    ("orchestration rooms", {"memworker.sleep", "memworker.sessions"}),
+    ("erase", {"memworker.erase"}),  # forget reaches every copy: lifecycle, sessions, fleet
+    ("clients", {"memworker.sdk", "memworker.local", "memworker.integrations"}),
+    ("entry points", {"memworker", "memworker.api", "memworker.cli", "memworker.__main__", "tasks"}),
+]
 
 
 @dataclass(frozen=True)
@@ -180,6 +223,70 @@ def test_no_import_cycles_counting_function_level_imports() -> None:
     )
 
 
+def node(module: str) -> str:
+    """The package-level node of a module: its room (memworker.<room>), its own name at the
+    top of memworker/, or tasks."""
+    parts = module.split(".")
+    if parts[0] == "tasks" or len(parts) == 1:
+        return parts[0]
+    return ".".join(parts[:2])
+
+
+def package_edges() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {node(name): set() for name in modules()}
+    for i in imports():
+        if node(i.importer) != node(i.imported):
+            edges[node(i.importer)].add(node(i.imported))
+    return edges
+
+
+def test_no_package_cycles() -> None:
+    cycles = _cycles(package_edges())
+    assert not cycles, "package-level import cycles (rooms and top-level modules):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles
+    )
+
+
+def test_every_node_has_a_layer() -> None:
+    placed = [name for _, names in LAYERS for name in names]
+    assert len(placed) == len(set(placed)), "a node in two layers"
+    missing = sorted(set(package_edges()) - set(placed))
+    assert not missing, f"place these in LAYERS (tests/unit/test_architecture.py): {missing}"
+    gone = sorted(set(placed) - set(package_edges()))
+    assert not gone, f"LAYERS names nodes that do not exist: {gone}"
+
+
+def _level(module: str) -> int:
+    return next(n for n, (_, names) in enumerate(LAYERS) if node(module) in names)
+
+
+def _reaches_up(imp: Import) -> bool:
+    return _level(imp.imported) > _level(imp.importer) and not _allowed(imp)
+
+
+def test_no_import_reaches_a_higher_layer() -> None:
+    bad = [
+        f"{i.importer} (line {i.line}, {LAYERS[_level(i.importer)][0]}) imports {i.imported} "
+        f"({LAYERS[_level(i.imported)][0]})"
+        for i in imports()
+        if _reaches_up(i)
+    ]
+    assert not bad, "imports from a lower layer into a higher one:\n" + "\n".join(bad)
+
+
+def test_the_package_rules_themselves() -> None:
+    assert node("memworker.storage.store") == "memworker.storage"
+    assert node("memworker.ingest") == "memworker.ingest"
+    assert node("tasks.publish") == "tasks" and node("memworker") == "memworker"
+    assert _level("memworker.rules") < _level("memworker.storage.store") < _level("memworker.ingest")
+    assert _level("memworker.ingest") < _level("memworker.sessions.hooks") < _level("memworker.erase.forget")
+    assert _reaches_up(Import("memworker.storage.store", "memworker.lifecycle.governance", 1, True))
+    assert _reaches_up(Import("memworker.ingest", "memworker.sessions.hooks", 1, False))
+    assert not _reaches_up(Import("memworker.sessions.archive", "memworker.ingest", 1, False))
+    assert not _reaches_up(Import("memworker.sdk", "tasks.publish", 1, True))  # the allowed way in
+    assert _reaches_up(Import("memworker.sdk", "tasks.publish", 1, False))
+
+
 def test_celery_apps_are_built_only_under_tasks() -> None:
     bad = [
         str(path.relative_to(ROOT))
@@ -193,5 +300,5 @@ def test_the_top_level_of_memworker_stays_small() -> None:
     top = sorted(p.name for p in (ROOT / "memworker").glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
     assert len(top) <= MAX_TOP_LEVEL_MODULES, (
         f"{len(top)} modules at memworker/'s top level (at most {MAX_TOP_LEVEL_MODULES}): put the new one in a room "
-        f"(api, cli, sleep, lifecycle, sessions, models, storage, local); see docs/ARCHITECTURE.md. {top}"
+        f"(api, cli, sleep, lifecycle, sessions, erase, models, storage, local); see docs/ARCHITECTURE.md. {top}"
     )

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from memworker import context, memories
+from memworker import memories
 from memworker.models import budget
+from memworker.sessions import context
 from memworker.settings import Settings
 
 INJECTIONS = [

@@ -1,4 +1,4 @@
-"""Knowledge updates (memworker.lifecycle.updates, through rules.changed): a statement that
+"""Knowledge updates (memworker.updates, through rules.changed): a statement that
 says the opposite of a live memory is a change, never a confirmation or a merge; a true
 paraphrase is not a change. The pair set is tests/data/knowledge_updates.jsonl (the bench
 bench/knowledge_updates.py prints its rates)."""
@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memworker import memories
-from memworker.lifecycle import rules, updates
+from memworker import memories, rules, updates
 from memworker.policy import Policy
 
 PAIRS = [json.loads(line) for line in (Path(__file__).parent.parent / "data" / "knowledge_updates.jsonl").open()]

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from memworker import errors, recall
+from memworker.erase import forget
 from memworker.fleet import pools
-from memworker.lifecycle import forget
 from memworker.policy import Policy
 
 

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from memworker import context, errors
+from memworker import errors
 from memworker.models import budget
-from memworker.sessions import archive, egress, hooks, plans, working
+from memworker.sessions import archive, context, egress, hooks, plans, rumination, working
 from memworker.settings import Settings
-from memworker.sleep import rumination
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -11,8 +11,9 @@ from pydantic import Field
 
 from memworker import errors, keys, memories, redact, runtime
 from memworker.api.deps import AgentId, jsonable, principal, resources, tx
+from memworker.erase import forget
 from memworker.fleet import pools
-from memworker.lifecycle import forget, governance, retention
+from memworker.lifecycle import governance, retention
 from memworker.schemas import (
     Forgotten,
     History,

@@ -1,5 +1,5 @@
 -- Sessions: working memory, plans, context calls, archives, webhooks, rumination
--- (memworker/sessions/, memworker/context.py, memworker/sleep/rumination.py; sql/0004_sessions.sql).
+-- (memworker/sessions/, memworker/sessions/context.py, memworker/sessions/rumination.py; sql/0004_sessions.sql).
 
 -- name: session_insert
 INSERT INTO sessions (tenant_id, agent_id, id, metadata, working, window_tokens, revision, subject)

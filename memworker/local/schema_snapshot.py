@@ -5,7 +5,7 @@ minor version, no owner names) so that the same migrations give the same bytes.
 sql/schema.sql holds it; tests/integration/test_migrations.py migrates a fresh database and
 compares. After adding a migration, regenerate it (an embedded Postgres in a temp dir):
 
-    python -m memworker.storage.schema_snapshot > sql/schema.sql
+    python -m memworker.local.schema_snapshot > sql/schema.sql
 
 The migration runner skips schema.sql (migrate.SNAPSHOT): it only applies NNNN_name.sql."""
 
@@ -21,9 +21,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
+from memworker.local import embedded
 from memworker.storage import migrate
 
-REGENERATE = "python -m memworker.storage.schema_snapshot > sql/schema.sql"
+REGENERATE = "python -m memworker.local.schema_snapshot > sql/schema.sql"
 _DROP = re.compile(r"^(\\restrict |\\unrestrict |-- Dumped (from|by) )")
 
 
@@ -56,8 +57,6 @@ def snapshot(owner_url: str, pg_dump: str | Path = "pg_dump") -> str:
 
 def main() -> int:
     """Print the snapshot of a fresh database migrated on an embedded Postgres."""
-    from memworker.local import embedded  # only this command starts a server
-
     base = Path(tempfile.mkdtemp(prefix="mwschema-"))
     child, server_url = embedded.start_postgres(base)
     try:

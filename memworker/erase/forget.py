@@ -43,9 +43,9 @@ from uuid import UUID
 
 import psycopg
 
-from memworker import errors, memories
+from memworker import errors, memories, rules
 from memworker.fleet import pools
-from memworker.lifecycle import governance, needles, rules
+from memworker.lifecycle import governance, needles
 from memworker.sessions import archive, session
 from memworker.storage import db, lifecycle_db, sessions_db, store
 

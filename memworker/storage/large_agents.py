@@ -1,5 +1,5 @@
 """Large agents: the HNSW index from which recall takes a large agent's vector candidates
-(sql/0012: memories_ann) holds only the agents past recall.EXACT_MAX live memories, because an
+(sql/0012: memories_ann) holds only the agents past EXACT_MAX live memories, because an
 HNSW insert costs about as much as the rest of a memory's write and the exact scan serves
 small agents as fast. An agent crosses once: index() marks it (its new memories go into the
 index as they are written), puts its older live memories in, in batches, then marks it ready;
@@ -12,16 +12,20 @@ from uuid import UUID
 
 import psycopg_pool
 
-from memworker import errors, recall
+from memworker import errors
 from memworker.storage import core_db, db
 
+# The switch: an agent with more live memories than this goes into the HNSW index and recall
+# gives it the bounded statement (recall.EXACT_MAX is this number). Below it the exact scan is
+# as fast (bench/agent_size.py) and needs no statistics from elsewhere.
+EXACT_MAX = 5_000
 BATCH = 2_000  # memories put into the index per transaction
 
 
 def index_if_large(pool: psycopg_pool.ConnectionPool, *, tenant_id: UUID, agent_id: str, live: int) -> int:
-    """index() when the agent has more than recall.EXACT_MAX live memories; returns how many
+    """index() when the agent has more than EXACT_MAX live memories; returns how many
     older memories went into the index (0 once it is in)."""
-    if live <= recall.EXACT_MAX:
+    if live <= EXACT_MAX:
         return 0
     return index(pool, tenant_id=tenant_id, agent_id=agent_id)
 

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 
-from memworker import memories
-from memworker.lifecycle import updates
+from memworker import memories, updates
 from memworker.policy import Policy
 
 TIER_RANK: dict[str, int] = {t: i for i, t in enumerate(memories.Tier)}
@@ -181,7 +180,7 @@ def contradiction(older: str, newer: str) -> str | None:
 
 
 def changed(older: str, newer: str) -> str | None:
-    """contradiction(), or a knowledge update it does not see (memworker.lifecycle.updates:
+    """contradiction(), or a knowledge update it does not see (memworker.updates:
     roles swapped, a negation or a value changed in a looser sentence). The same words
     reordered as a list ('uses Python and Go' / 'uses Go and Python') change nothing."""
     if updates.reordered(older, newer):

@@ -1,6 +1,6 @@
 """Knowledge updates: when a new statement says the opposite of a live memory, it is a
 change of what is true, never a confirmation (dedup) or a near-duplicate (merge). Pure and
-lexical, like memworker.lifecycle.rules (which asks `change` besides its own contradiction
+lexical, like memworker.rules (which asks `change` besides its own contradiction
 rule): with no LLM in the loop it must be deterministic, and it must not mistake a true
 paraphrase for an update. Three shapes:
 
@@ -30,7 +30,7 @@ from functools import lru_cache
 _TOKEN = re.compile(r"\d+(?:[.:/,-]\d+)*[A-Za-z%]*|[^\W_]+")
 _NEGATIONS = frozenset({"not", "no", "never", "cannot", "nobody", "nothing", "neither", "nor"})
 # Adverbs that change how a thing is said, not what ("now uses", "officially uses"); the
-# contradiction rule (memworker.lifecycle.rules) drops the same words.
+# contradiction rule (memworker.rules) drops the same words.
 FILLERS = frozenset(
     {
         "now",
