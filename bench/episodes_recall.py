@@ -20,7 +20,7 @@ Episodes. Each LoCoMo session is one episode: messages [{"role": "user", "name":
 "content": text + " [image: caption]" when the turn shares an image}], the episode's
 occurred_at = the session's date_time parsed ("1:56 pm on 8 May, 2023", taken as UTC),
 session_id "session_<n>". A session is split only when the API would refuse it: while the
-rendered content ("name: content" lines, as memworker.ingest.render stores it) is over
+rendered content ("name: content" lines, as memworker.ingest.intake.render stores it) is over
 MEMWORKER_MAX_CONTENT_BYTES (32 KB by default) or it has more than 500 messages, the chunk is
 halved at the middle message (no LoCoMo session comes near either limit: the largest is 6.5 KB
 and 47 turns, so every session is one episode). Each memory's provenance maps back to dia_ids

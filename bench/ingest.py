@@ -105,7 +105,7 @@ class EmbedderFigures:
 
 def reflected_texts(work: list[Work]) -> list[list[str]]:
     """What the offline reflector makes of each episode: the texts a worker embeds."""
-    from memworker.ingest import render
+    from memworker.ingest.intake import render
     from memworker.reflection import Episode, OfflineReflector
 
     reflector = OfflineReflector()

@@ -1,7 +1,7 @@
 """The episodic layer (L0, beside the distilled items): every informative
 message of an episode kept as a 'turn' memory of its own, as it was said, by whom and when.
 
-Pure: which messages become turns and what each turn's text is. memworker/ingest.py embeds
+Pure: which messages become turns and what each turn's text is. memworker/ingest/processing.py embeds
 and stores them in the same transaction as the reflected items; docs/episodes.md says how
 long they live. The rules, stated once:
 - skipped: a message with no searchable word (tokens.tokenize is empty: punctuation, emoji,

@@ -8,7 +8,8 @@ from uuid import UUID
 
 import pydantic
 
-from memworker import errors, ingest, metrics, runtime, schemas
+from memworker import errors, metrics, runtime, schemas
+from memworker.ingest import intake, processing
 from memworker.sessions import hooks
 from memworker.storage import db
 from tasks.celery_app import INGEST, app, settings_of
@@ -33,7 +34,7 @@ DURABLE: dict[str, Any] = dict(
 def ingest_episodes(tenant_id: str, episode_ids: list[str]) -> dict[str, int]:
     """Process a batch of one tenant's episodes; failed ones are re-sent with backoff."""
     res = runtime.for_process(settings_of(app))
-    out = ingest.process(
+    out = processing.process(
         res.pool,
         res.embedder,
         res.reflector,
@@ -44,7 +45,7 @@ def ingest_episodes(tenant_id: str, episode_ids: list[str]) -> dict[str, int]:
         others_waiting=on_worker().urgent_ingest_waiting,  # fair ingest: no extra batches then
     )
     for episode_id, attempts in out.failed:
-        on_worker().ingest(tenant_id, [episode_id], countdown=ingest.backoff_s(attempts))
+        on_worker().ingest(tenant_id, [episode_id], countdown=processing.backoff_s(attempts))
     on_worker().deliver_webhooks(tenant_id, out.deliveries)  # post_turn webhooks
     metrics.EPISODES.labels("stored").inc(len(out.stored))
     metrics.EPISODES.labels("failed").inc(len(out.failed))
@@ -83,7 +84,7 @@ def accept_episode(tenant_id: str, agent_id: str, episode: dict[str, Any]) -> st
     except pydantic.ValidationError as exc:
         raise errors.InvalidInput(f"rejected in-cluster episode: {exc}") from exc
     try:
-        ep = ingest.normalise(
+        ep = intake.normalise(
             body,
             max_content_bytes=res.settings.max_content_bytes,
             max_metadata_depth=res.settings.max_metadata_depth,
@@ -92,7 +93,7 @@ def accept_episode(tenant_id: str, agent_id: str, episode: dict[str, Any]) -> st
     except (errors.PayloadTooLarge, errors.InvalidInput) as exc:
         raise errors.InvalidInput(f"rejected in-cluster episode: {exc}") from exc
     with db.tenant_tx(res.pool, UUID(tenant_id)) as conn:
-        ((episode_id, _),) = ingest.accept(
+        ((episode_id, _),) = intake.accept(
             conn,
             tenant_id=UUID(tenant_id),
             agent_id=agent_id,

@@ -12,7 +12,7 @@ import redis
 from celery import Celery
 from kombu.transport.redis import Channel
 
-from memworker import ingest
+from memworker.ingest import intake
 from memworker.settings import Settings
 from tasks.celery_app import (
     CONSOLIDATE,
@@ -55,17 +55,17 @@ class Publisher:
     ) -> None:
         """Episodes to reflect and store: one message per worker-sized batch, so a big batch
         spreads over the workers. backlog: the tenant's episodes already queued ahead of these
-        (ingest.backlog); each message's priority follows how deep in that backlog it sits
-        (ingest.urgency), so a tenant with thousands queued cannot hold back another's few."""
+        (intake.backlog); each message's priority follows how deep in that backlog it sits
+        (intake.urgency), so a tenant with thousands queued cannot hold back another's few."""
         ids = [str(e) for e in episode_ids]
         for i in range(0, len(ids), self._batch):
-            priority = PRIORITY_STEPS[ingest.urgency(backlog + i, self._batch)]
+            priority = PRIORITY_STEPS[intake.urgency(backlog + i, self._batch)]
             self._send("memworker.ingest", [str(tenant_id), ids[i : i + self._batch]], INGEST, countdown, priority)
 
     def urgent_ingest_waiting(self) -> bool:
         """Whether an ingest message of the most urgent priority (a tenant's first batch: its
         backlog was short) waits in the queue: a worker deep in one tenant's backlog then stops
-        taking extra batches (ingest.process others_waiting). One LLEN; False if Redis fails
+        taking extra batches (processing.process others_waiting). One LLEN; False if Redis fails
         (the task goes on as before, and the message is served when it ends)."""
         try:
             return bool(self._broker().llen(_list_name(INGEST, PRIORITY_STEPS[0])))

@@ -27,7 +27,8 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from memworker import errors, ingest
+from memworker import errors
+from memworker.ingest import intake
 from memworker.lifecycle import needles
 from memworker.sessions import hooks, plans, session, working
 from memworker.storage import sessions_db, sleep_db
@@ -179,12 +180,12 @@ def archive(
     summary = summary_lines(lines)
     episode_id = None
     if summary:  # the reflective write: the summary becomes an episode, reflected like any other
-        ((episode_id, _),) = ingest.accept(
+        ((episode_id, _),) = intake.accept(
             conn,
             tenant_id=tenant_id,
             agent_id=agent_id,
             episodes=[
-                ingest.NewEpisode(
+                intake.NewEpisode(
                     "\n".join(summary),
                     session_id=session_id,
                     idempotency_key=f"session-archive:{session_id}:{version}",

@@ -13,7 +13,8 @@ from uuid import UUID
 
 import psycopg_pool
 
-from memworker import ingest, memories
+from memworker import memories
+from memworker.ingest import intake
 from memworker.policy import Policy
 from memworker.sessions import archive, plans
 from memworker.storage import db, sessions_db, store
@@ -95,12 +96,12 @@ def ruminate(
             return None
         snapshots = [archive.decode(bytes(r.data)) for r in rows]
         sids = sorted({r.session_id for r in rows})
-        ((episode_id, new),) = ingest.accept(
+        ((episode_id, new),) = intake.accept(
             conn,
             tenant_id=tenant_id,
             agent_id=agent_id,
             episodes=[
-                ingest.NewEpisode(
+                intake.NewEpisode(
                     "\n".join(lines_of(snapshots, day)),
                     idempotency_key=f"rumination:{day}",
                     metadata={"source": "rumination", "day": day, "sessions": sids},

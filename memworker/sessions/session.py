@@ -20,7 +20,8 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from memworker import errors, ingest, memories, redact
+from memworker import errors, memories, redact
+from memworker.ingest import intake
 from memworker.lifecycle import needles
 from memworker.policy import Policy
 from memworker.sessions import plans, working
@@ -335,12 +336,12 @@ def flush(conn: Any, row: dict[str, Any], *, share: float) -> UUID | None:
     episode_id = None
     n = row["flush_count"] + 1
     if lines:
-        ((episode_id, _),) = ingest.accept(
+        ((episode_id, _),) = intake.accept(
             conn,
             tenant_id=row["tenant_id"],
             agent_id=row["agent_id"],
             episodes=[
-                ingest.NewEpisode(
+                intake.NewEpisode(
                     "\n".join(lines),
                     session_id=row["id"],
                     idempotency_key=f"session-flush:{row['id']}:{n}:{row['revision']}",

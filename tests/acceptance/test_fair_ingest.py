@@ -72,24 +72,25 @@ def test_extra_batches_of_a_backlog_stop_while_another_tenants_message_waits(
 ) -> None:
     from uuid import UUID
 
-    from memworker import ingest, reflection
+    from memworker import reflection
+    from memworker.ingest import intake, processing
     from memworker.sessions import hooks
     from memworker.storage import db
 
     settings, tenant = stack["settings"], UUID(str(tenants["charlie"]["id"]))
     batch = settings.ingest_batch_max
-    eps = [ingest.NewEpisode(f"Runbook {i}: the {_SERVICES[i % 7]} deploy needs approval.") for i in range(6 * batch)]
+    eps = [intake.NewEpisode(f"Runbook {i}: the {_SERVICES[i % 7]} deploy needs approval.") for i in range(6 * batch)]
     pool = db.open_pool(stack["app_url"], max_size=4)
     try:
         with db.tenant_tx(pool, tenant) as conn:
-            ids = [e for e, _ in ingest.accept(conn, tenant_id=tenant, agent_id="yield-bot", episodes=eps)]
+            ids = [e for e, _ in intake.accept(conn, tenant_id=tenant, agent_id="yield-bot", episodes=eps)]
         asked: list[bool] = []
 
         def someone_waits(answer: bool) -> Any:
             return lambda: asked.append(answer) or answer
 
         # another tenant's urgent message waits: the named batch only, then the task ends
-        out = ingest.process(
+        out = processing.process(
             pool,
             embedder,
             reflection.OfflineReflector(),
@@ -101,7 +102,7 @@ def test_extra_batches_of_a_backlog_stop_while_another_tenants_message_waits(
         )
         assert len(out.stored) == batch and asked == [True]
         # nobody waits: the named batch and EXTRA_BATCHES more of the backlog, as before
-        out = ingest.process(
+        out = processing.process(
             pool,
             embedder,
             reflection.OfflineReflector(),
@@ -113,6 +114,6 @@ def test_extra_batches_of_a_backlog_stop_while_another_tenants_message_waits(
         )
         assert len(out.stored) == 5 * batch == len(set(out.stored))
         assert set(out.stored) == set(ids[batch:])
-        assert asked.count(False) == ingest.EXTRA_BATCHES
+        assert asked.count(False) == processing.EXTRA_BATCHES
     finally:
         pool.close()

@@ -18,7 +18,8 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from memworker import ingest, keys, runtime
+from memworker import keys, runtime
+from memworker.ingest import processing
 from memworker.sdk import Client
 from memworker.sessions import hooks
 from memworker.sleep import consolidation
@@ -91,7 +92,7 @@ def seeded(api: str, stack: dict[str, Any], tenants: dict[str, Any], embedder: A
     res = runtime.build(settings, embedder=embedder)
     try:
         ids = [UUID(stored["episode_id"]), UUID(other_ep["episode_id"])]
-        ingest.process(
+        processing.process(
             res.pool,
             res.embedder,
             res.reflector,

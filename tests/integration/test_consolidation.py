@@ -14,7 +14,8 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from memworker import errors, ingest, memories, recall, reflection
+from memworker import errors, memories, recall, reflection
+from memworker.ingest import intake
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.models.llm import OpenAICompatible
 from memworker.policy import Policy
@@ -532,10 +533,10 @@ def test_timeouts_and_errors_skip_their_step_and_the_pass_goes_on(
 def test_an_episode_that_says_save_progress_requests_a_pass(pool: Any, tenants: dict[str, Any]) -> None:
     bob = tenants["bob"]["id"]
     with db.tenant_tx(pool, bob) as conn:
-        ingest.accept(conn, tenant_id=bob, agent_id="saver", episodes=[ingest.NewEpisode("Nice work today.")])
+        intake.accept(conn, tenant_id=bob, agent_id="saver", episodes=[intake.NewEpisode("Nice work today.")])
         gates = sleep_db.consolidation_agent(conn, tenant_id=bob, agent_id="saver")
         assert gates is not None and gates.consolidation_requested is False
-        ingest.accept(conn, tenant_id=bob, agent_id="saver", episodes=[ingest.NewEpisode("OK, save progress please.")])
+        intake.accept(conn, tenant_id=bob, agent_id="saver", episodes=[intake.NewEpisode("OK, save progress please.")])
         gates = sleep_db.consolidation_agent(conn, tenant_id=bob, agent_id="saver")
         assert gates is not None and gates.consolidation_requested is True
 

@@ -16,7 +16,8 @@ import pytest
 import redis
 from psycopg.types.json import Jsonb
 
-from memworker import ingest, memories
+from memworker import memories
+from memworker.ingest import intake
 from memworker.sleep import consolidation
 from memworker.storage import db, sleep_db, store
 from memworker.testing import FakeEmbedder
@@ -117,11 +118,11 @@ def fleet(pool: Any, stack: dict[str, Any], tenants: dict[str, Any]) -> dict[str
     _agent(pool, stack, alice, "sessions", 4)
     with db.tenant_tx(pool, alice) as conn:
         for i in range(5):
-            ingest.accept(
+            intake.accept(
                 conn,
                 tenant_id=alice,
                 agent_id="sessions",
-                episodes=[ingest.NewEpisode(f"Turn {i} of the day.", session_id=f"s{i}")],
+                episodes=[intake.NewEpisode(f"Turn {i} of the day.", session_id=f"s{i}")],
             )
     with psycopg.connect(stack["owner_url"]) as conn:
         conn.execute(

@@ -13,8 +13,9 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from memworker import errors, ingest, memories, recall
+from memworker import errors, memories, recall
 from memworker.erase import forget
+from memworker.ingest import intake
 from memworker.lifecycle import governance
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
@@ -37,11 +38,11 @@ def episode(
     pool: Any, tenant: UUID, agent: str, content: str, session: str | None = None, subject: str | None = None
 ) -> UUID:
     with db.tenant_tx(pool, tenant) as conn:
-        ((eid, _),) = ingest.accept(
+        ((eid, _),) = intake.accept(
             conn,
             tenant_id=tenant,
             agent_id=agent,
-            episodes=[ingest.NewEpisode(content, session_id=session, subject=subject)],
+            episodes=[intake.NewEpisode(content, session_id=session, subject=subject)],
         )
     return eid
 

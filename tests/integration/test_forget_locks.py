@@ -10,8 +10,9 @@ import time
 from typing import Any
 from uuid import UUID
 
-from memworker import ingest, memories
+from memworker import memories
 from memworker.erase import forget
+from memworker.ingest import intake
 from memworker.storage import core_db, db, store
 
 AGENT = "lock-bot"
@@ -27,8 +28,8 @@ def test_forget_waits_for_a_held_episode_before_taking_any_memory_row(
     failed: list[BaseException] = []
     try:
         with db.tenant_tx(pool, tenant) as conn:
-            ((episode, _),) = ingest.accept(
-                conn, tenant_id=tenant, agent_id=AGENT, episodes=[ingest.NewEpisode(f"Note: {TEXT}")]
+            ((episode, _),) = intake.accept(
+                conn, tenant_id=tenant, agent_id=AGENT, episodes=[intake.NewEpisode(f"Note: {TEXT}")]
             )
             memory, _ = store.write_memory(
                 conn,

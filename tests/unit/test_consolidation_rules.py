@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from memworker import ingest
+from memworker.ingest import intake
 from memworker.models import llm
 from memworker.sleep import profile, synthesis
 from memworker.sleep.synthesis import Connection, Item
@@ -154,9 +154,9 @@ def test_topic_groups_need_enough_episodic_memories() -> None:
 
 def test_explicit_requests_are_recognised() -> None:
     for text in ("Please consolidate what we did today.", "OK, save progress now", "请保存进度"):
-        assert ingest.asks_to_consolidate(text)
+        assert intake.asks_to_consolidate(text)
     for text in ("We consolidated the invoices", "progress is slow", "save the file"):
-        assert not ingest.asks_to_consolidate(text)
+        assert not intake.asks_to_consolidate(text)
 
 
 def test_metadata_answers_are_mapped_to_the_window_only() -> None:

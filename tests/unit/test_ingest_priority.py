@@ -1,19 +1,19 @@
 """Fair ingest's pure part: an ingest message's priority by how deep in its tenant's backlog it
-sits (memworker.ingest.urgency, tasks/publish.py; the rest in tests/acceptance/test_fair_ingest.py)."""
+sits (memworker.ingest.intake.urgency, tasks/publish.py; the rest in tests/acceptance/test_fair_ingest.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from memworker import ingest
+from memworker.ingest import intake
 from tasks.celery_app import PRIORITY_STEPS, make_celery
 from tasks.publish import Publisher
 
 
 def test_urgency_follows_the_depth_of_the_tenants_backlog() -> None:
     batch = 32
-    assert [ingest.urgency(p, batch) for p in (0, 31, 32, 127, 128, 511, 512, 10_000)] == [0, 0, 1, 1, 2, 2, 3, 3]
-    assert len(PRIORITY_STEPS) == len(ingest.URGENCY_BATCHES) + 1  # one kombu step per urgency
+    assert [intake.urgency(p, batch) for p in (0, 31, 32, 127, 128, 511, 512, 10_000)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert len(PRIORITY_STEPS) == len(intake.URGENCY_BATCHES) + 1  # one kombu step per urgency
     assert list(PRIORITY_STEPS) == sorted(PRIORITY_STEPS)  # kombu's Redis transport pops 0 first
 
 

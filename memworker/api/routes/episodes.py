@@ -9,8 +9,9 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from memworker import errors, ingest, keys, metrics
+from memworker import errors, keys, metrics
 from memworker.api.deps import AgentId, AgentIdQuery, jsonable, principal, publisher, resources, tx
+from memworker.ingest import intake
 from memworker.schemas import (
     Accepted,
     AcceptedBatch,
@@ -33,7 +34,7 @@ def _accept(request: Request, p: keys.Principal, agent_id: str, bodies: list[Epi
     if len(bodies) > settings.max_batch:
         raise errors.PayloadTooLarge(f"at most {settings.max_batch} episodes per batch")
     eps = [
-        ingest.normalise(
+        intake.normalise(
             b,
             max_content_bytes=settings.max_content_bytes,
             max_metadata_depth=settings.max_metadata_depth,
@@ -43,8 +44,8 @@ def _accept(request: Request, p: keys.Principal, agent_id: str, bodies: list[Epi
     ]
     with tx(request, p) as conn:
         # fair ingest: how much of this tenant's work is queued already sets its messages' priority
-        backlog = ingest.backlog(conn, tenant_id=p.tenant_id, batch=settings.ingest_batch_max)
-        result = ingest.accept(conn, tenant_id=p.tenant_id, agent_id=agent_id, episodes=eps)
+        backlog = intake.backlog(conn, tenant_id=p.tenant_id, batch=settings.ingest_batch_max)
+        result = intake.accept(conn, tenant_id=p.tenant_id, agent_id=agent_id, episodes=eps)
     new = [eid for eid, is_new in result if is_new]
     if new:
         try:

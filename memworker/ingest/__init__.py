@@ -1,0 +1,2 @@
+"""The write path: episodes accepted (intake, API side) and processed into memories
+(processing, worker side)."""
