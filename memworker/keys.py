@@ -17,6 +17,7 @@ from uuid import UUID
 
 from memworker import errors
 from memworker.storage import core_db, db
+from memworker.storage.db import Conn
 
 SCOPES = ("episodes:write", "memories:read", "memories:write", "admin", "erase")
 
@@ -79,14 +80,14 @@ def check_expiry(expires_at: datetime, *, now: datetime | None = None) -> None:
 
 
 def create(
-    conn: Any,
+    conn: Conn,
     *,
     tenant_id: UUID,
     name: str = "",
     scopes: tuple[str, ...] = SCOPES,
     agent_ids: list[str] | None = None,
     expires_at: datetime | None = None,
-) -> tuple[str, core_db.NewApiKey]:
+) -> tuple[str, core_db.ApiKey]:
     """Create a key for the tenant (the connection must be bound to it); returns (key, row).
     Raises InvalidInput for an unknown scope, or an expiry that is not in the future."""
     bad = [s for s in scopes if s not in SCOPES]

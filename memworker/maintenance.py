@@ -6,14 +6,11 @@ from collections import defaultdict
 from collections.abc import Callable
 from uuid import UUID
 
-import psycopg_pool
-
 from memworker.storage import core_db, db
+from memworker.storage.db import Pool
 
 
-def stale_episodes(
-    pool: psycopg_pool.ConnectionPool, *, older_than_s: float, limit: int = 10_000
-) -> dict[UUID, list[UUID]]:
+def stale_episodes(pool: Pool, *, older_than_s: float, limit: int = 10_000) -> dict[UUID, list[UUID]]:
     """Episodes whose message may be lost, grouped by tenant: queued or failed and not sent
     for older_than_s, or processing with an expired lease (a crashed worker's claim)."""
     with db.system_tx(pool) as conn:
@@ -24,9 +21,7 @@ def stale_episodes(
     return dict(by_tenant)
 
 
-def requeue_stale(
-    pool: psycopg_pool.ConnectionPool, publish: Callable[[UUID, list[UUID]], None], *, older_than_s: float
-) -> int:
+def requeue_stale(pool: Pool, publish: Callable[[UUID, list[UUID]], None], *, older_than_s: float) -> int:
     """Stamp every stale episode as sent, then publish it again; returns how many. (Stamping
     first: an UPDATE after publishing could hold the row while a worker claims it.)"""
     total = 0

@@ -16,13 +16,13 @@ from typing import Any, Literal
 from uuid import UUID
 
 import numpy as np
-import psycopg_pool
 
 from memworker import errors, tokens
 from memworker.fleet import pools
 from memworker.memories import KINDS, SUBJECT, TIERS
 from memworker.policy import Policy
 from memworker.storage import bumps, core_db, db, large_agents, replicas, sessions_db
+from memworker.storage.db import Conn, Pool
 
 MAX_K = 100
 
@@ -80,7 +80,7 @@ class Query:
 
 
 def recall(
-    conn: Any,
+    conn: Conn,
     qvec: np.ndarray,
     *,
     tenant_id: UUID,
@@ -101,11 +101,11 @@ def recall(
     return _hits(rows, query.explain)
 
 
-def _rows(conn: Any, params: dict[str, Any], *, read_only: bool, path: Plan = "auto") -> list[core_db.RecallRow]:
+def _rows(conn: Conn, params: dict[str, Any], *, read_only: bool, path: Plan = "auto") -> list[core_db.RecallRow]:
     return core_db.recall(conn, **params, **_bounded(conn, params, path), read_only=read_only)
 
 
-def _bounded(conn: Any, params: dict[str, Any], path: Plan) -> dict[str, Any]:
+def _bounded(conn: Conn, params: dict[str, Any], path: Plan) -> dict[str, Any]:
     """The recall statement's bounded-candidate parameters for a large agent, {} for the exact
     statement. Filters other than tiers and subject (kinds, time, metadata) keep the exact
     statement: they may reject most of a bounded candidate set. The vector candidates come
@@ -135,7 +135,7 @@ def _bounded(conn: Any, params: dict[str, Any], path: Plan) -> dict[str, Any]:
     return dict(ids=ids, n=float(stats.n), avgdl=stats.avgdl, dfs=dfs)
 
 
-def _term_dfs(conn: Any, tenant_id: UUID, agent_id: str, terms: list[str]) -> list[float]:
+def _term_dfs(conn: Conn, tenant_id: UUID, agent_id: str, terms: list[str]) -> list[float]:
     """Each term's document frequency over the agent, at most STATS_TTL_S old: counted for the
     terms this process has not counted within that time (most queries repeat earlier terms)."""
     now = time.monotonic()
@@ -152,7 +152,7 @@ def _term_dfs(conn: Any, tenant_id: UUID, agent_id: str, terms: list[str]) -> li
     return [fresh[t] for t in terms]
 
 
-def agent_stats(conn: Any, tenant_id: UUID, agent_id: str, subject: str | None) -> core_db.RecallStats:
+def agent_stats(conn: Conn, tenant_id: UUID, agent_id: str, subject: str | None) -> core_db.RecallStats:
     """The agent's live-memory count and average length as recall sees them, at most
     STATS_TTL_S old (one scan of the agent per process and minute)."""
     key = (tenant_id, agent_id, subject)
@@ -177,7 +177,7 @@ def forget_stats() -> None:
 
 
 def serve(
-    pool: psycopg_pool.ConnectionPool,
+    pool: Pool,
     qvec: np.ndarray,
     *,
     tenant_id: UUID,
@@ -205,7 +205,7 @@ def serve(
 
 
 def _with_pools(
-    conn: Any, qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy, bump: bool
+    conn: Conn, qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy, bump: bool
 ) -> list[dict[str, Any]]:
     """The agent's recall with the pools it reads: the statement over several agents (BM25
     over the union), each pool hit naming its pool; the agent's own hits count as accessed."""
@@ -223,7 +223,7 @@ def _with_pools(
 
 
 def serve_agents(
-    pool: psycopg_pool.ConnectionPool,
+    pool: Pool,
     qvec: np.ndarray,
     *,
     tenant_id: UUID,

@@ -11,7 +11,6 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psycopg_pool
 import redis
 
 from memworker import errors, reflection
@@ -19,6 +18,7 @@ from memworker.models import embeddings
 from memworker.policy import PolicyCache
 from memworker.settings import Settings
 from memworker.storage import db
+from memworker.storage.db import Pool
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def admin_url(settings: Settings) -> str:
 @dataclass
 class Resources:
     settings: Settings
-    pool: psycopg_pool.ConnectionPool
+    pool: Pool
     embedder: embeddings.Embedder
     query_embedder: embeddings.CachedQueryEmbedder
     reflector: reflection.Reflector
@@ -90,11 +90,12 @@ def build(settings: Settings, *, embedder: embeddings.Embedder | None = None) ->
         timeout_s=settings.db_pool_timeout_s,
     )
     emb = embedder or embeddings.for_settings(settings)
+    queries = embedder or embeddings.for_queries(settings, emb)  # a given embedder serves both
     return Resources(
         settings,
         pool,
         emb,
-        embeddings.CachedQueryEmbedder(emb, max_batch=settings.query_batch_max),
+        embeddings.CachedQueryEmbedder(queries, max_batch=settings.query_batch_max),
         reflection.build(settings.llm_base_url, settings.llm_model, settings.llm_api_key, settings.llm_timeout_s),
     )
 
@@ -108,10 +109,10 @@ def for_process(settings: Settings) -> Resources:
         return _by_pid[pid]
 
 
-_pools: dict[int, psycopg_pool.ConnectionPool] = {}
+_pools: dict[int, Pool] = {}
 
 
-def pool_for_process(settings: Settings) -> psycopg_pool.ConnectionPool:
+def pool_for_process(settings: Settings) -> Pool:
     """Only a connection pool, for work that needs no model (the webhook senders): the
     process's Resources' pool when it has them, else a pool of its own."""
     assert settings.database_url, "resolve() the settings first"

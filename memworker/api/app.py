@@ -11,7 +11,7 @@ import logging
 import math
 import os
 import time
-from typing import Any, cast
+from typing import Any
 
 import redis
 from fastapi import FastAPI, Request
@@ -176,9 +176,7 @@ def _add_ops_routes(app: FastAPI) -> None:
 
 def memory_estimates(pool: Any) -> list[tuple[str, str, float]]:
     with db.system_tx(pool) as conn:
-        rows = cast(  # dict rows (row_factory=dict_row), though the connection is typed with tuple rows
-            "list[dict[str, Any]]", conn.execute("SELECT attribute, value, estimate FROM memory_estimates()").fetchall()
-        )
+        rows = conn.execute("SELECT attribute, value, estimate FROM memory_estimates()").fetchall()
     return [(r["attribute"], r["value"], float(r["estimate"])) for r in rows]
 
 

@@ -10,11 +10,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, cast
 from uuid import UUID
 
-import psycopg
 from fastapi import Path, Query, Request
 
 from memworker import errors, keys, memories, runtime, schemas
 from memworker.storage import db, replicas
+from memworker.storage.db import Conn
 from memworker.storage.rows import jsonable as jsonable  # the routes' row -> JSON helper
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def _principal(request: Request) -> keys.Principal:
 
 
 @contextmanager
-def tx(request: Request, p: keys.Principal) -> Iterator[psycopg.Connection]:
+def tx(request: Request, p: keys.Principal) -> Iterator[Conn]:
     """One transaction bound to the caller's tenant (row-level security applies). With
     replicas, a transaction that wrote notes its commit's WAL position for the reads after
     it (the tenant's and the path's agent's, in Redis; the client's, in X-Memworker-LSN)."""
@@ -110,7 +110,7 @@ def reads(request: Request) -> replicas.Reads | None:
 
 
 @contextmanager
-def read_tx(request: Request, p: keys.Principal, agent_id: str | None) -> Iterator[psycopg.Connection]:
+def read_tx(request: Request, p: keys.Principal, agent_id: str | None) -> Iterator[Conn]:
     """A transaction for a read that a replica may serve (lists, single memories, the
     console): on one that has replayed the caller's last write, else on the primary. The
     block only reads. A replica that fails under it answers 503 once (the client retries;

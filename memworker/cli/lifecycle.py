@@ -13,6 +13,7 @@ from memworker.cli import common
 from memworker.lifecycle import governance, retention
 from memworker.settings import Settings
 from memworker.storage import core_db, db
+from memworker.storage.db import Conn
 
 DEFAULT_TENANT = "dev"  # the tenant `memworker up` creates
 # what a sweep did, per action (scanned is shown apart; batches is bookkeeping)
@@ -131,7 +132,7 @@ def cmd_policy_show(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _tenant(conn: Any, name: str) -> core_db.Tenant:
+def _tenant(conn: Conn, name: str) -> core_db.Tenant:
     row = core_db.tenant_by_name(conn, name=name)
     if row is None:
         raise errors.NotFound(f"no tenant named {name!r} (memworker tenant list)")

@@ -41,13 +41,12 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import psycopg
-
 from memworker import errors, memories, rules
 from memworker.fleet import pools
 from memworker.lifecycle import governance, needles
 from memworker.sessions import archive, session
 from memworker.storage import db, lifecycle_db, sessions_db, store
+from memworker.storage.db import Conn
 
 MAX_IDS = 1_000
 MAX_DERIVED_ROUNDS = 5  # insights of insights: a handful of levels at most
@@ -117,7 +116,7 @@ class _Plan:
 
 
 def forget(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -187,7 +186,7 @@ def _ids(ids: set[UUID]) -> dict[str, Any]:
     return {"count": len(ids), "ids": sorted(str(i) for i in ids)}
 
 
-def _find(conn: psycopg.Connection, base: dict[str, Any], request: Request, resolved: list[UUID]) -> _Plan:
+def _find(conn: Conn, base: dict[str, Any], request: Request, resolved: list[UUID]) -> _Plan:
     """Everything the request erases: named memories and episodes, their turns, copies of
     their text, and what was derived from all of it."""
     named_episode = episode_of(request.provenance) if request.provenance else None
@@ -234,7 +233,7 @@ def _find(conn: psycopg.Connection, base: dict[str, Any], request: Request, reso
     return _Plan(forgotten, episode_ids, turns, found, copies, copy_episodes, derived, sessions)
 
 
-def _derived(conn: psycopg.Connection, base: dict[str, Any], gone: set[UUID]) -> set[UUID]:
+def _derived(conn: Conn, base: dict[str, Any], gone: set[UUID]) -> set[UUID]:
     derived: set[UUID] = set()
     frontier = set(gone)
     for _ in range(MAX_DERIVED_ROUNDS):
@@ -252,7 +251,7 @@ def _derived(conn: psycopg.Connection, base: dict[str, Any], gone: set[UUID]) ->
     return derived
 
 
-def _forget_sessions(conn: psycopg.Connection, base: dict[str, Any], session_ids: list[str]) -> dict[str, Any]:
+def _forget_sessions(conn: Conn, base: dict[str, Any], session_ids: list[str]) -> dict[str, Any]:
     """Delete whole sessions (session.forget_session); their counts summed."""
     out: dict[str, Any] = {"ids": sorted(session_ids), "count": 0, "context_calls": 0, "archives": 0}
     out["webhook_deliveries"] = 0
@@ -264,9 +263,7 @@ def _forget_sessions(conn: psycopg.Connection, base: dict[str, Any], session_ids
     return out
 
 
-def _scrub(
-    conn: psycopg.Connection, base: dict[str, Any], found: needles.Needles, erased: list[UUID]
-) -> dict[str, Any]:
+def _scrub(conn: Conn, base: dict[str, Any], found: needles.Needles, erased: list[UUID]) -> dict[str, Any]:
     """Take the erased text out of what stays: sessions, context calls, webhook payloads,
     archives, audit and review reasons. Counts per place."""
     sessions = session.scrub_sessions(conn, **base, found=found)
@@ -290,7 +287,7 @@ def _scrub(
 
 
 def _audit(
-    conn: psycopg.Connection,
+    conn: Conn,
     base: dict[str, Any],
     request: Request,
     actor: str,
@@ -325,7 +322,7 @@ def _audit(
         )
 
 
-def _lock(conn: psycopg.Connection, tenant_id: UUID, agent_id: str) -> None:
+def _lock(conn: Conn, tenant_id: UUID, agent_id: str) -> None:
     """Wait (up to LOCK_WAIT_S) for the agent's advisory lock: a consolidation pass must not
     write an insight from memories this call is erasing."""
     deadline = LOCK_WAIT_S

@@ -30,11 +30,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from uuid import UUID
 
-import psycopg
-
 from memworker import rules, tokens
 from memworker.policy import Policy
 from memworker.storage import core_db, proposals_db, store
+from memworker.storage.db import Conn
 
 # Kinds a pool takes, by family: a fact is never matched with a method saying similar words.
 _FACTS = ("fact", "preference", "decision")
@@ -77,9 +76,7 @@ def same(older: str, newer: str, cosine: float, policy: Policy) -> bool:
     )
 
 
-def findings(
-    conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, ids: Iterable[UUID], policy: Policy
-) -> list[Finding]:
+def findings(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: Iterable[UUID], policy: Policy) -> list[Finding]:
     """Of these memories of the agent, the general ones another agent of the tenant learnt
     too, each with the other agents' memories that say it, oldest first."""
     mine = core_db.pool_examined(
@@ -109,9 +106,7 @@ def findings(
     return out
 
 
-def proposal(
-    conn: psycopg.Connection, *, tenant_id: UUID, pool: str, finding: Finding, policy: Policy
-) -> proposals_db.Match | None:
+def proposal(conn: Conn, *, tenant_id: UUID, pool: str, finding: Finding, policy: Policy) -> proposals_db.Match | None:
     """The pool's (its agents row's) proposal of the finding's fact, open or decided; a
     decided one before an open one; None when the pool has none yet."""
     found = proposals_db.proposal_match(

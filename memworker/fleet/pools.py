@@ -25,13 +25,13 @@ from typing import Any
 from uuid import UUID
 
 import numpy as np
-import psycopg
 
 from memworker import errors, memories, redact
 from memworker.fleet import matches
 from memworker.lifecycle import governance
 from memworker.policy import Policy
 from memworker.storage import core_db, db, proposals_db, store
+from memworker.storage.db import Conn
 
 PREFIX = "pool~"
 
@@ -53,14 +53,14 @@ def readable(policy: Policy) -> list[str]:
     return [owner(n) for n in policy.pools_read]
 
 
-def ensure(conn: psycopg.Connection, *, tenant_id: UUID, name: str) -> str:
+def ensure(conn: Conn, *, tenant_id: UUID, name: str) -> str:
     """Create the pool on first use; its owner id."""
     pool = owner(name)
     core_db.ensure_agent(conn, tenant_id=tenant_id, agent_id=pool)
     return pool
 
 
-def require(conn: psycopg.Connection, *, tenant_id: UUID, name: str) -> str:
+def require(conn: Conn, *, tenant_id: UUID, name: str) -> str:
     """The pool's owner id; NotFound when nothing was ever written to it."""
     pool = owner(name)
     if not core_db.agent_exists(conn, tenant_id=tenant_id, agent_id=pool):
@@ -68,7 +68,7 @@ def require(conn: psycopg.Connection, *, tenant_id: UUID, name: str) -> str:
     return pool
 
 
-def listing(conn: psycopg.Connection, *, tenant_id: UUID) -> list[dict[str, Any]]:
+def listing(conn: Conn, *, tenant_id: UUID) -> list[dict[str, Any]]:
     return [
         {"pool": r.owner[len(PREFIX) :], "created_at": r.created_at.isoformat(), "memories": r.memories}
         for r in core_db.pool_list(conn, tenant_id=tenant_id)
@@ -76,7 +76,7 @@ def listing(conn: psycopg.Connection, *, tenant_id: UUID) -> list[dict[str, Any]
 
 
 def share(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -128,7 +128,7 @@ def share(
 
 
 def _copy(
-    conn: psycopg.Connection,
+    conn: Conn,
     tenant_id: UUID,
     agent_id: str,
     memory_id: UUID,
@@ -186,7 +186,7 @@ def _redacted(src: core_db.PoolSource, embed: Callable[[str], np.ndarray] | None
     return dataclasses.replace(src, **changes)
 
 
-def forget_copies(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_ids: list[UUID]) -> list[UUID]:
+def forget_copies(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_ids: list[UUID]) -> list[UUID]:
     """Delete the pool memories copied from (or confirmed by) these memories of the agent:
     forgetting a memory reaches every pool it was shared into. Returns their ids."""
     if not memory_ids:
@@ -208,7 +208,7 @@ def forget_copies(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, m
     return gone
 
 
-def propose(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, ids: list[UUID], policy: Policy) -> int:
+def propose(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], policy: Policy) -> int:
     """Sleep's share: of these memories of the agent (a pass's window and what it derived),
     the general ones another agent of the tenant learnt too, in its own words or the same
     (memworker/fleet/matches.py), go to every pool the agent may write, the other agents'
@@ -247,7 +247,7 @@ def propose(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, ids: li
 
 
 def share_from(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -286,9 +286,7 @@ def share_from(
     return mid, how
 
 
-def _queue(
-    conn: psycopg.Connection, tenant_id: UUID, found: list[matches.Finding], names: list[str], policy: Policy
-) -> int:
+def _queue(conn: Conn, tenant_id: UUID, found: list[matches.Finding], names: list[str], policy: Policy) -> int:
     """Review mode: each finding becomes an open proposal to each pool (created empty on
     first use, so that it lists), or adds its sources to the pool's open proposal of the same
     fact; a decided fact is left as it was. Returns how many proposals were made or gained a
@@ -319,7 +317,7 @@ def _queue(
     return done
 
 
-def forget_proposals(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_ids: list[UUID]) -> list[UUID]:
+def forget_proposals(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_ids: list[UUID]) -> list[UUID]:
     """Delete the proposals (open or decided) naming any of these memories of the agent as a
     source: an erased memory leaves no proposal of its words. Returns their ids."""
     if not memory_ids:

@@ -24,12 +24,12 @@ from typing import Any
 from uuid import UUID
 
 import numpy as np
-import psycopg
 
 from memworker import errors
 from memworker.fleet import pools
 from memworker.policy import Policy
 from memworker.storage import core_db, db, proposals_db, store
+from memworker.storage.db import Conn
 
 STATUSES = ("open", "approved", "rejected")
 
@@ -55,7 +55,7 @@ def to_json(p: proposals_db.Proposal) -> dict[str, Any]:
 
 
 def listing(
-    conn: psycopg.Connection, *, tenant_id: UUID, pool: str, status: str | None, agent_ids: list[str] | None, limit: int
+    conn: Conn, *, tenant_id: UUID, pool: str, status: str | None, agent_ids: list[str] | None, limit: int
 ) -> list[proposals_db.Proposal]:
     """The pool's proposals (status None: all), oldest first. Raises NotFound for a pool
     nothing was ever written or proposed to."""
@@ -66,7 +66,7 @@ def listing(
 
 
 def _locked(
-    conn: psycopg.Connection, tenant_id: UUID, pool: str, proposal_id: UUID, agent_ids: list[str] | None
+    conn: Conn, tenant_id: UUID, pool: str, proposal_id: UUID, agent_ids: list[str] | None
 ) -> proposals_db.Proposal:
     found = proposals_db.proposal_lock(conn, tenant_id=tenant_id, pool=pools.owner(pool), proposal_id=proposal_id)
     if found is None or (agent_ids is not None and found.agent_id not in agent_ids):
@@ -84,7 +84,7 @@ def _parsed(source: str) -> tuple[str, UUID] | None:
 
 
 def approve(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     pool: str,
@@ -141,7 +141,7 @@ def approve(
 
 
 def _sharer(
-    conn: psycopg.Connection, tenant_id: UUID, pool: str, row: proposals_db.Proposal, agent_ids: list[str] | None
+    conn: Conn, tenant_id: UUID, pool: str, row: proposals_db.Proposal, agent_ids: list[str] | None
 ) -> tuple[str, UUID, list[str], Policy]:
     """Which live source the copy is shared from (the proposing agent's memory first, and an
     agent whose policy still names the pool before one whose does not; for a key limited to
@@ -164,7 +164,7 @@ def _sharer(
     return agent, mid, [f"memory:{a}/{m}" for a, m in rest], policies[agent]
 
 
-def _pool_memory(conn: psycopg.Connection, tenant_id: UUID, row: proposals_db.Proposal) -> dict[str, Any] | None:
+def _pool_memory(conn: Conn, tenant_id: UUID, row: proposals_db.Proposal) -> dict[str, Any] | None:
     """The pool memory an approval wrote or confirmed, None once it was deleted."""
     if row.pool_memory_id is None:
         return None
@@ -177,7 +177,7 @@ def _pool_memory(conn: psycopg.Connection, tenant_id: UUID, row: proposals_db.Pr
 
 
 def reject(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     pool: str,

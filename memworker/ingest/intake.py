@@ -12,8 +12,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from psycopg.types.json import Jsonb
+
 from memworker import errors, redact, schemas
 from memworker.storage import core_db, sessions_db, sleep_db, store
+from memworker.storage.db import Conn
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +64,7 @@ def normalise(
     )
 
 
-def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[NewEpisode]) -> list[tuple[UUID, bool]]:
+def accept(conn: Conn, *, tenant_id: UUID, agent_id: str, episodes: list[NewEpisode]) -> list[tuple[UUID, bool]]:
     """Insert episodes (creating the agent on first use); returns (id, is_new) per episode.
 
     A repeated idempotency key returns the first episode's id with is_new False, and the
@@ -81,7 +84,7 @@ def accept(conn: Any, *, tenant_id: UUID, agent_id: str, episodes: list[NewEpiso
             session_id=ep.session_id,
             idempotency_key=ep.idempotency_key,
             content=ep.content,
-            messages=ep.messages or None,
+            messages=Jsonb(ep.messages) if ep.messages else None,  # a JSON array
             metadata=ep.metadata,
             occurred_at=ep.occurred_at,
             subject=ep.subject,
@@ -106,7 +109,7 @@ def asks_to_consolidate(text: str) -> bool:
     return bool(_ASK.search(text))
 
 
-def backlog(conn: Any, *, tenant_id: UUID, batch: int) -> int:
+def backlog(conn: Conn, *, tenant_id: UUID, batch: int) -> int:
     """The tenant's queued episodes before an accept, counted only as deep as urgency looks
     (one short index scan, whatever the tenant's history)."""
     return core_db.queued_backlog(conn, tenant_id=tenant_id, cap=URGENCY_BATCHES[-1] * batch)
@@ -118,7 +121,7 @@ def urgency(position: int, batch: int) -> int:
     return sum(1 for n in URGENCY_BATCHES if position >= n * batch)
 
 
-def _session_subjects(conn: Any, tenant_id: UUID, agent_id: str, episodes: list[NewEpisode]) -> list[NewEpisode]:
+def _session_subjects(conn: Conn, tenant_id: UUID, agent_id: str, episodes: list[NewEpisode]) -> list[NewEpisode]:
     """An episode posted in a session and naming no subject is about the session's subject:
     a session opened for one customer keeps every episode posted to it that customer's (a
     message naming its own subject still keeps it). A session_id that names no session, or a

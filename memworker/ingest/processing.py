@@ -18,14 +18,13 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-import psycopg_pool
-
 from memworker import episodic, errors, memories, reflection, tracing
 from memworker.lifecycle import governance
 from memworker.models.embeddings import Embedder
 from memworker.policy import Policy
 from memworker.settings import Settings
 from memworker.storage import core_db, db, store
+from memworker.storage.db import Conn, Pool
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ class PostTurn(Protocol):
 
     def __call__(
         self,
-        conn: Any,
+        conn: Conn,
         *,
         tenant_id: UUID,
         agent_id: str,
@@ -93,7 +92,7 @@ class _Claimed:
 
 
 def process(
-    pool: psycopg_pool.ConnectionPool,
+    pool: Pool,
     embedder: Embedder,
     reflector: reflection.Reflector,
     settings: Settings,
@@ -156,7 +155,7 @@ class _Batch:
 
 
 def _prepare(
-    pool: psycopg_pool.ConnectionPool,
+    pool: Pool,
     embedder: Embedder,
     reflector: reflection.Reflector,
     settings: Settings,
@@ -230,7 +229,7 @@ def _prepare(
 
 
 def _load_claimed(
-    pool: psycopg_pool.ConnectionPool, tenant_id: UUID, tokens: list[core_db.ClaimToken], layered: set[str]
+    pool: Pool, tenant_id: UUID, tokens: list[core_db.ClaimToken], layered: set[str]
 ) -> tuple[list[_Claimed], dict[UUID, Any]]:
     """The claimed episodes' payloads (and saved reflections), in claim order. Read together;
     when that fails, one by one, so a row that cannot be read (a value out of Python's range,
@@ -273,9 +272,7 @@ def _load_claimed(
     return claimed, saved
 
 
-def _load_one(
-    pool: psycopg_pool.ConnectionPool, tenant_id: UUID, episode_id: UUID
-) -> core_db.ClaimedEpisode | str | None:
+def _load_one(pool: Pool, tenant_id: UUID, episode_id: UUID) -> core_db.ClaimedEpisode | str | None:
     """One claimed episode's payload, None when it is gone, or why it cannot be read."""
     try:
         with db.tenant_tx(pool, tenant_id) as conn:
@@ -289,7 +286,7 @@ def _load_one(
 
 
 def _store_batch(
-    pool: psycopg_pool.ConnectionPool,
+    pool: Pool,
     settings: Settings,
     tenant_id: UUID,
     batch: _Batch,
@@ -315,7 +312,7 @@ def _store_batch(
 
 
 def _store_one(
-    pool: psycopg_pool.ConnectionPool,
+    pool: Pool,
     settings: Settings,
     tenant_id: UUID,
     c: _Claimed,
@@ -348,7 +345,7 @@ def _store_one(
 
 
 def _store_items(
-    conn: Any,
+    conn: Conn,
     tenant_id: UUID,
     c: _Claimed,
     vectors: Any,
@@ -403,7 +400,7 @@ def _store_items(
 
 
 def _confirm_duplicate(
-    conn: Any,
+    conn: Conn,
     tenant_id: UUID,
     c: _Claimed,
     item: reflection.Item,
@@ -437,7 +434,7 @@ def _confirm_duplicate(
 
 
 def _finish_episode(
-    conn: Any, settings: Settings, tenant_id: UUID, c: _Claimed, memory_ids: list[UUID], post_turn: PostTurn
+    conn: Conn, settings: Settings, tenant_id: UUID, c: _Claimed, memory_ids: list[UUID], post_turn: PostTurn
 ) -> list[UUID]:
     """The episode marked stored with its memories and LLM usage, then its post-turn hook.
     Returns the webhook deliveries to send after the commit."""
@@ -469,7 +466,7 @@ def _finish_episode(
     return deliveries
 
 
-def _store_turn(conn: Any, tenant_id: UUID, c: _Claimed, turn: episodic.Turn, vec: Any) -> UUID:
+def _store_turn(conn: Conn, tenant_id: UUID, c: _Claimed, turn: episodic.Turn, vec: Any) -> UUID:
     """One message of the episode as a 'turn' memory (L0, no TTL: retention lets it go once a
     sleep pass has consolidated it and nobody recalled it; docs/episodes.md)."""
     key = f"ep:{c.id}:{turn.source_key}"
@@ -499,9 +496,7 @@ def _store_turn(conn: Any, tenant_id: UUID, c: _Claimed, turn: episodic.Turn, ve
     return mid
 
 
-def _fail(
-    pool: psycopg_pool.ConnectionPool, settings: Settings, tenant_id: UUID, c: _Claimed, outcome: Outcome
-) -> None:
+def _fail(pool: Pool, settings: Settings, tenant_id: UUID, c: _Claimed, outcome: Outcome) -> None:
     with db.tenant_tx(pool, tenant_id) as conn:
         status = core_db.fail_episode(
             conn,

@@ -11,19 +11,16 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import psycopg
-
 from memworker import errors, memories, rules
 from memworker.policy import Policy
 from memworker.storage import core_db, lifecycle_db, store
+from memworker.storage.db import Conn
 
 PROBE_TERMS = 6  # a memory's rarest terms, through which merge/contradiction candidates are found
 PAIRS_PER_MEMORY = 12  # the most candidates one memory is judged against (most probes shared first)
 
 
-def pairs(
-    conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, ids: list[UUID], now: datetime
-) -> list[lifecycle_db.Pair]:
+def pairs(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], now: datetime) -> list[lifecycle_db.Pair]:
     """Merge and contradiction candidates for the given memories (queries/lifecycle.sql:
     memory_pairs), with the bounds that keep their cost per memory flat."""
     return lifecycle_db.memory_pairs(
@@ -39,7 +36,7 @@ def pairs(
     )
 
 
-def clock(conn: psycopg.Connection) -> datetime:
+def clock(conn: Conn) -> datetime:
     """The database's clock for this transaction (the same instant as its now())."""
     return lifecycle_db.lifecycle_now(conn)
 
@@ -49,7 +46,7 @@ def ttl_until(policy: Policy, tier: str, now: datetime) -> datetime | None:
     return None if hours is None else now + timedelta(hours=hours)
 
 
-def resolve(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> UUID:
+def resolve(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> UUID:
     """The id a memory goes by now: a merged-away id resolves to its survivor."""
     survivor = lifecycle_db.lifecycle_resolve_alias(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
     return survivor or memory_id
@@ -59,7 +56,7 @@ def resolve(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_
 
 
 def confirm(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -127,7 +124,7 @@ def confirm(
 
 
 def promote(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -173,7 +170,7 @@ def promote(
 
 
 def check_new(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -252,7 +249,7 @@ def fact(row: lifecycle_db.FactRow) -> rules.Fact:
 
 
 def supersede(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -291,7 +288,7 @@ def supersede(
 
 
 def add_review(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -315,9 +312,7 @@ def add_review(
     )
 
 
-def reviews(
-    conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, status: str | None, limit: int
-) -> list[dict[str, Any]]:
+def reviews(conn: Conn, *, tenant_id: UUID, agent_id: str, status: str | None, limit: int) -> list[dict[str, Any]]:
     rows = lifecycle_db.lifecycle_reviews(conn, tenant_id=tenant_id, agent_id=agent_id, status=status, limit=limit)
     out = []
     for review in rows:
@@ -339,7 +334,7 @@ def reviews(
 
 
 def resolve_review(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -398,7 +393,7 @@ def resolve_review(
 
 
 def merge(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -421,7 +416,7 @@ def merge(
 # --- history ----------------------------------------------------------------------------------------
 
 
-def history(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> dict[str, Any]:
+def history(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> dict[str, Any]:
     """The supersede chain through a memory, oldest first, with the audit events of every
     version and of the ids merged into them. Raises NotFound."""
     asked = memory_id
@@ -451,7 +446,7 @@ def history(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_
 # --- policy -----------------------------------------------------------------------------------------
 
 
-def get_policy(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str | None) -> dict[str, Any]:
+def get_policy(conn: Conn, *, tenant_id: UUID, agent_id: str | None) -> dict[str, Any]:
     """The overrides at this level and the effective policy. Raises NotFound for an unknown agent."""
     row = core_db.policies(conn, tenant_id=tenant_id, agent_id=agent_id)
     if row is None or (agent_id is not None and row.agent_policy is None):
@@ -463,9 +458,7 @@ def get_policy(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str | Non
     return out
 
 
-def put_policy(
-    conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str | None, overrides: dict[str, Any]
-) -> dict[str, Any]:
+def put_policy(conn: Conn, *, tenant_id: UUID, agent_id: str | None, overrides: dict[str, Any]) -> dict[str, Any]:
     """Replace the overrides of the tenant (agent_id None) or of one agent (created on first
     use). Raises InvalidInput naming the bad field; nothing is written then."""
     row = core_db.policies(conn, tenant_id=tenant_id, agent_id=agent_id)

@@ -22,13 +22,11 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import psycopg
-import psycopg_pool
-
 from memworker import memories, rules
 from memworker.lifecycle import governance
 from memworker.policy import Policy
 from memworker.storage import db, large_agents, lifecycle_db, store
+from memworker.storage.db import Conn, Pool
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +102,7 @@ class _Busy(Exception):
 
 
 def sweep_agent(
-    pool: psycopg_pool.ConnectionPool,
+    pool: Pool,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -177,9 +175,7 @@ def sweep_agent(
     return report
 
 
-def _finish(
-    pool: psycopg_pool.ConnectionPool, tenant_id: UUID, report: Report, started: float, done_at: datetime | None
-) -> None:
+def _finish(pool: Pool, tenant_id: UUID, report: Report, started: float, done_at: datetime | None) -> None:
     """Record the run; done_at: the clock the next merge and contradiction pass starts after
     (None while the pass is unfinished)."""
     report.duration_ms = int((time.perf_counter() - started) * 1000)
@@ -207,7 +203,7 @@ def _finish(
 class _Sweep:
     def __init__(
         self,
-        pool: psycopg_pool.ConnectionPool,
+        pool: Pool,
         tenant_id: UUID,
         agent_id: str,
         policy: Policy,
@@ -303,7 +299,7 @@ class _Sweep:
         self.report.phase_ms[name] = int((time.perf_counter() - started) * 1000)
 
     @contextmanager
-    def _tx(self) -> Iterator[psycopg.Connection]:
+    def _tx(self) -> Iterator[Conn]:
         """A transaction of the sweep: none of its statements may run past the policy's
         retention_statement_timeout_s (a cancelled one fails the run, which the next resumes)."""
         with db.tenant_tx(self.pool, self.tenant_id) as conn:
@@ -311,7 +307,7 @@ class _Sweep:
             yield conn
 
     @contextmanager
-    def _locked(self) -> Iterator[psycopg.Connection]:
+    def _locked(self) -> Iterator[Conn]:
         """One short transaction holding the agent's advisory lock; waits for it a while."""
         deadline = time.monotonic() + self.lock_wait_s
         while True:
@@ -418,7 +414,7 @@ class _Sweep:
         with self._tx() as conn:
             lifecycle_db.retention_repair_mark(conn, **self.ids, clock=clock, after=after)
 
-    def _apply(self, conn: psycopg.Connection, decided: rules.Plan) -> None:
+    def _apply(self, conn: Conn, decided: rules.Plan) -> None:
         t, a, now = self.tenant_id, self.agent_id, self.now
         for v in decided.supersede:
             if governance.supersede(
@@ -484,7 +480,7 @@ class _Sweep:
                 return
             after = decayed.last_id
 
-    def _events(self, conn: psycopg.Connection, event: str, ids: list[str], reasons: list[str]) -> None:
+    def _events(self, conn: Conn, event: str, ids: list[str], reasons: list[str]) -> None:
         lifecycle_db.lifecycle_insert_events(
             conn,
             **self.ids,
@@ -497,13 +493,13 @@ class _Sweep:
         )
 
 
-def runs(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, limit: int = 20) -> list[dict[str, Any]]:
+def runs(conn: Conn, *, tenant_id: UUID, agent_id: str, limit: int = 20) -> list[dict[str, Any]]:
     """The agent's latest retention reports, newest first. Raises NotFound for an unknown agent."""
     store.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
     return [asdict(r) for r in lifecycle_db.retention_runs(conn, tenant_id=tenant_id, agent_id=agent_id, limit=limit)]
 
 
-def due(pool: psycopg_pool.ConnectionPool, *, before: datetime, limit: int = 10_000) -> list[tuple[UUID, str]]:
+def due(pool: Pool, *, before: datetime, limit: int = 10_000) -> list[tuple[UUID, str]]:
     """Agents (across tenants) not swept since `before`, least recently swept first."""
     with db.system_tx(pool) as conn:
         return [(r.tenant_id, r.agent_id) for r in lifecycle_db.retention_due(conn, before=before, limit=limit)]

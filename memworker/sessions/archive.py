@@ -32,6 +32,7 @@ from memworker.ingest import intake
 from memworker.lifecycle import needles
 from memworker.sessions import hooks, plans, session, working
 from memworker.storage import sessions_db, sleep_db
+from memworker.storage.db import Conn
 
 FORMAT = "memworker.session-archive"
 FORMAT_VERSION = 1
@@ -156,7 +157,7 @@ def _plain(value: Any) -> Any:
 
 
 def archive(
-    conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str
+    conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str
 ) -> tuple[dict[str, Any], UUID | None, list[UUID]]:
     """Archive and close the session. Returns (the archive's listing, the summary episode to
     publish or None, webhook deliveries to send). An already archived session returns its
@@ -224,7 +225,7 @@ def archive(
     return {**out, "already_archived": False}, episode_id, deliveries
 
 
-def restore(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, version: int | None) -> dict[str, Any]:
+def restore(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, version: int | None) -> dict[str, Any]:
     """Reopen an archived session from its latest (or the given) archive. Raises NotFound,
     Conflict (the session is open), InvalidInput (corrupt or unsupported archive)."""
     row = session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True)
@@ -297,13 +298,13 @@ def listing(row: sessions_db.ArchiveInfo | sessions_db.Archive) -> dict[str, Any
     }
 
 
-def list_archives(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str) -> list[dict[str, Any]]:
+def list_archives(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> list[dict[str, Any]]:
     session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     rows = sessions_db.archive_list(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     return [listing(r) for r in rows]
 
 
-def download(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, version: int) -> bytes:
+def download(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, version: int) -> bytes:
     """The archive's gzip bytes. Raises NotFound."""
     row = sessions_db.archive_get(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version)
     if row is None:
@@ -343,7 +344,7 @@ def scrub_lines(
 
 
 def scrub_archives(
-    conn: Any, *, tenant_id: UUID, agent_id: str, episode_ids: list[UUID], found: needles.Needles
+    conn: Conn, *, tenant_id: UUID, agent_id: str, episode_ids: list[UUID], found: needles.Needles
 ) -> dict[str, int]:
     """Rewrite the agent's archives without what forget erases (scrub_lines), so neither a
     download nor a restore and a new archive brings it back. With needles every archive of
@@ -374,7 +375,7 @@ def scrub_archives(
     return total
 
 
-def scrub_episodes(conn: Any, *, tenant_id: UUID, agent_id: str, episode_ids: list[UUID]) -> int:
+def scrub_episodes(conn: Conn, *, tenant_id: UUID, agent_id: str, episode_ids: list[UUID]) -> int:
     """Rewrite every archive of the agent that holds a copy of one of these episodes without
     it; how many archives were rewritten."""
     found = needles.Needles()
@@ -384,7 +385,7 @@ def scrub_episodes(conn: Any, *, tenant_id: UUID, agent_id: str, episode_ids: li
 
 
 def _rewrite(
-    conn: Any, tenant_id: UUID, agent_id: str, session_id: str, version: int, lines: list[dict[str, Any]]
+    conn: Conn, tenant_id: UUID, agent_id: str, session_id: str, version: int, lines: list[dict[str, Any]]
 ) -> None:
     data, raw_bytes, digest = encode(lines)
     sessions_db.archive_rewrite(

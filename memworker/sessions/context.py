@@ -34,6 +34,7 @@ from memworker.policy import Policy
 from memworker.sessions import plans, working
 from memworker.sleep import profile
 from memworker.storage import sessions_db
+from memworker.storage.db import Conn
 
 SECTIONS = ("profile", "working", "plan", "memories")
 MUST = 2.0  # score of lines that go in first
@@ -293,7 +294,7 @@ class Inputs:
 
 
 def gather(
-    conn: Any,
+    conn: Conn,
     qvec: np.ndarray,
     *,
     tenant_id: UUID,
@@ -350,7 +351,7 @@ def build(inputs: Inputs, *, query: str, agent_id: str, session_id: str | None, 
     return pack(pieces, budget=budget, count=count, head=head(agent_id, session_id))
 
 
-def bump_used(conn: Any, *, tenant_id: UUID, agent_id: str, memory_ids: list[str]) -> None:
+def bump_used(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_ids: list[str]) -> None:
     """Count the packed memories as accessed (recall's access counter and time)."""
     if memory_ids:
         sessions_db.context_bump_access(conn, tenant_id=tenant_id, agent_id=agent_id, ids=memory_ids)

@@ -18,6 +18,7 @@ from memworker import redact
 from memworker.models.budget import Counter
 from memworker.sessions import context, hooks, session
 from memworker.storage import sessions_db, store
+from memworker.storage.db import Conn
 
 
 @dataclass
@@ -31,7 +32,7 @@ class Call:
 
 
 def run(
-    conn: Any,
+    conn: Conn,
     qvec: np.ndarray,
     *,
     tenant_id: UUID,
@@ -112,7 +113,7 @@ def run(
 
 
 def gather_sessionless(
-    conn: Any, qvec: np.ndarray, *, tenant_id: UUID, agent_id: str, query: str, k: int | None, subject: str | None
+    conn: Conn, qvec: np.ndarray, *, tenant_id: UUID, agent_id: str, query: str, k: int | None, subject: str | None
 ) -> context.Inputs:
     """What a context call without a session reads (recall, the profile): only reads, so a
     replica may serve it; run(gathered=...) then does the call's writes on the primary."""

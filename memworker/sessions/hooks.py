@@ -28,7 +28,6 @@ from typing import Any
 from uuid import UUID
 
 import httpx
-import psycopg_pool
 
 from memworker import errors
 from memworker.models import budget
@@ -36,6 +35,7 @@ from memworker.sessions import egress
 from memworker.sessions.slots import TenantSlots
 from memworker.settings import Settings
 from memworker.storage import db, sessions_db
+from memworker.storage.db import Conn, Pool
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ DERIVED = frozenset({"context_flush", "session_archive", "rumination"})
 
 
 def create(
-    conn: Any,
+    conn: Conn,
     *,
     tenant_id: UUID,
     url: str,
@@ -83,7 +83,7 @@ def create(
 
 
 def emit(
-    conn: Any, *, tenant_id: UUID, agent_id: str, event: str, data: dict[str, Any], session_id: str | None = None
+    conn: Conn, *, tenant_id: UUID, agent_id: str, event: str, data: dict[str, Any], session_id: str | None = None
 ) -> list[UUID]:
     """Queue the event for every active webhook of the tenant that wants it (in the caller's
     transaction); returns the delivery ids to send once it commits."""
@@ -132,7 +132,7 @@ class Attempt:
 
 
 def deliver(
-    pool: psycopg_pool.ConnectionPool,
+    pool: Pool,
     settings: Settings,
     *,
     tenant_id: UUID,
@@ -154,7 +154,7 @@ def deliver(
 
 
 def _attempt(
-    pool: psycopg_pool.ConnectionPool,
+    pool: Pool,
     settings: Settings,
     *,
     tenant_id: UUID,
@@ -220,21 +220,21 @@ def _attempt(
     return outcome
 
 
-def due(pool: psycopg_pool.ConnectionPool, *, before: datetime, limit: int = 1000) -> list[tuple[UUID, UUID]]:
+def due(pool: Pool, *, before: datetime, limit: int = 1000) -> list[tuple[UUID, UUID]]:
     """(tenant, delivery) pairs due before `before` or stuck past their lease, across tenants."""
     with db.system_tx(pool) as conn:
         rows = sessions_db.due_webhook_deliveries(conn, before=before, limit=limit)
     return [(r.tenant_id, r.delivery_id) for r in rows]
 
 
-def prune(pool: psycopg_pool.ConnectionPool, *, before: datetime) -> int:
+def prune(pool: Pool, *, before: datetime) -> int:
     """Delete finished deliveries created before `before`; returns how many."""
     with db.system_tx(pool) as conn:
         return sessions_db.prune_webhook_deliveries(conn, before=before)
 
 
 def episode_stored(
-    conn: Any,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,

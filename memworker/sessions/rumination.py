@@ -11,13 +11,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import psycopg_pool
-
 from memworker import memories
 from memworker.ingest import intake
 from memworker.policy import Policy
 from memworker.sessions import archive, plans
 from memworker.storage import db, sessions_db, store
+from memworker.storage.db import Pool
 
 MAX_AGENTS = 10_000  # per day; the rest would wait for tomorrow's window (logged by the task)
 
@@ -28,7 +27,7 @@ def day_window(when: datetime) -> tuple[datetime, datetime]:
     return end - timedelta(days=1), end
 
 
-def due(pool: psycopg_pool.ConnectionPool, *, start: datetime, end: datetime) -> list[tuple[UUID, str]]:
+def due(pool: Pool, *, start: datetime, end: datetime) -> list[tuple[UUID, str]]:
     """Agents with sessions archived in [start, end) whose policy has rumination on."""
     defaults = {"rumination_enabled": Policy().rumination_enabled}
     with db.system_tx(pool) as conn:
@@ -81,9 +80,7 @@ def lines_of(snapshots: list[list[dict[str, Any]]], day: str) -> list[str]:
     return out
 
 
-def ruminate(
-    pool: psycopg_pool.ConnectionPool, *, tenant_id: UUID, agent_id: str, start: datetime, end: datetime
-) -> UUID | None:
+def ruminate(pool: Pool, *, tenant_id: UUID, agent_id: str, start: datetime, end: datetime) -> UUID | None:
     """Write the agent's rumination episode for [start, end); returns its id when it is new
     (to be published), None when there was nothing or it was written before."""
     day = start.date().isoformat()

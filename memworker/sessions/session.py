@@ -26,6 +26,7 @@ from memworker.lifecycle import needles
 from memworker.policy import Policy
 from memworker.sessions import plans, working
 from memworker.storage import sessions_db, store
+from memworker.storage.db import Conn
 
 SESSION_ID = memories.AGENT_ID  # the same alphabet as agent ids: safe in paths
 
@@ -35,7 +36,7 @@ def now() -> datetime:
 
 
 def create(
-    conn: Any,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -76,7 +77,7 @@ def create(
 
 
 def load(
-    conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, lock: bool = False, open_only: bool = False
+    conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, lock: bool = False, open_only: bool = False
 ) -> dict[str, Any]:
     """The session row. Raises NotFound (also for another tenant's or agent's session), and
     Conflict when open_only and the session is archived."""
@@ -113,7 +114,7 @@ def summary(row: dict[str, Any], policy: Policy) -> dict[str, Any]:
 
 
 def patch_working(
-    conn: Any,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -165,7 +166,7 @@ def redacted(patch: working.Patch) -> working.Patch:
     )
 
 
-def put_plan(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, spec: dict[str, Any]) -> dict[str, Any]:
+def put_plan(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, spec: dict[str, Any]) -> dict[str, Any]:
     """Replace the session's plan (keeping the progress of steps whose ids stay); the new row."""
     row = load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True)
     revision = row["revision"] + 1
@@ -175,7 +176,7 @@ def put_plan(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str, spec
 
 
 def patch_step(
-    conn: Any,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -199,7 +200,7 @@ def patch_step(
 
 
 def _save_plan(
-    conn: Any, tenant_id: UUID, agent_id: str, session_id: str, plan: dict[str, Any], revision: int
+    conn: Conn, tenant_id: UUID, agent_id: str, session_id: str, plan: dict[str, Any], revision: int
 ) -> dict[str, Any]:
     saved = sessions_db.session_save_plan(
         conn,
@@ -273,7 +274,7 @@ def usage_view(row: dict[str, Any], policy: Policy) -> dict[str, Any]:
 
 
 def record_use(
-    conn: Any,
+    conn: Conn,
     row: dict[str, Any],
     *,
     policy: Policy,
@@ -324,7 +325,7 @@ def record_use(
     return info, episode_id
 
 
-def flush(conn: Any, row: dict[str, Any], *, share: float) -> UUID | None:
+def flush(conn: Conn, row: dict[str, Any], *, share: float) -> UUID | None:
     """Write the session's log since the last flush as an episode (the reflective write
     distils it) and reset the estimate. Returns the new episode id, or None when nothing
     changed since the last flush."""
@@ -361,7 +362,7 @@ def flush(conn: Any, row: dict[str, Any], *, share: float) -> UUID | None:
     return episode_id
 
 
-def note_context(conn: Any, row: dict[str, Any], *, relevant_items: list[int]) -> None:
+def note_context(conn: Conn, row: dict[str, Any], *, relevant_items: list[int]) -> None:
     """Working items relevant to a context call count as referenced once more."""
     if relevant_items:
         doc = working.referenced(row["working"], relevant_items)
@@ -370,7 +371,7 @@ def note_context(conn: Any, row: dict[str, Any], *, relevant_items: list[int]) -
         )
 
 
-def forget_session(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str) -> dict[str, int]:
+def forget_session(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> dict[str, int]:
     """Delete a session with its working memory, plan, context-call log and archives
     (cascade), and the webhook deliveries that mention it. Called by forget
     (memworker/erase/forget.py), which erases the session's episodes and memories."""
@@ -387,7 +388,7 @@ def forget_session(conn: Any, *, tenant_id: UUID, agent_id: str, session_id: str
     }
 
 
-def scrub_sessions(conn: Any, *, tenant_id: UUID, agent_id: str, found: needles.Needles) -> dict[str, int]:
+def scrub_sessions(conn: Conn, *, tenant_id: UUID, agent_id: str, found: needles.Needles) -> dict[str, int]:
     """Take the needles' texts out of every session of the agent that holds them, for
     forget: working-memory lines and goal (working.scrub), plan texts (plans.scrub) and
     metadata strings are rewritten under the row lock with a new revision; logged context

@@ -19,7 +19,6 @@ from typing import Any
 from uuid import UUID
 
 import numpy as np
-import psycopg_pool
 
 from memworker import errors, memories, metrics
 from memworker.fleet import pools
@@ -30,6 +29,7 @@ from memworker.settings import Settings
 from memworker.sleep import profile, subjects, summaries, synthesis
 from memworker.sleep.synthesis import Connection, Item
 from memworker.storage import db, sleep_db, store
+from memworker.storage.db import Conn, Pool
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class Sweep:
     flagged_agents: int = 0
 
 
-def sweep(pool: psycopg_pool.ConnectionPool, settings: Settings, *, window: datetime, ingest_backlog: int) -> Sweep:
+def sweep(pool: Pool, settings: Settings, *, window: datetime, ingest_backlog: int) -> Sweep:
     """Claim the agents due for a pass in this window (one queued run each). Defers when the
     ingest queue is longer than settings.consolidation_backlog_max: sleep never starves ingest."""
     result = Sweep(window)
@@ -128,7 +128,7 @@ def sweep(pool: psycopg_pool.ConnectionPool, settings: Settings, *, window: date
     return result
 
 
-def request_run(conn: Any, *, tenant_id: UUID, agent_id: str, trigger: str, run_key: str | None = None) -> UUID:
+def request_run(conn: Conn, *, tenant_id: UUID, agent_id: str, trigger: str, run_key: str | None = None) -> UUID:
     """A queued run for an explicit pass (API, CLI); the same run_key returns the same run."""
     key = run_key or f"{trigger}:{uuid.uuid4()}"
     run_id = sleep_db.consolidation_run_insert(
@@ -142,7 +142,7 @@ def request_run(conn: Any, *, tenant_id: UUID, agent_id: str, trigger: str, run_
 
 
 def run_pass(
-    pool: psycopg_pool.ConnectionPool,
+    pool: Pool,
     embedder: Embedder,
     client: llm_mod.LLM | None,
     settings: Settings,
@@ -199,7 +199,7 @@ def run_pass(
     return report
 
 
-def give_up(pool: psycopg_pool.ConnectionPool, *, tenant_id: UUID, agent_id: str, run_id: UUID, why: str) -> None:
+def give_up(pool: Pool, *, tenant_id: UUID, agent_id: str, run_id: UUID, why: str) -> None:
     """Close a run that could not get the agent's lock after its retries."""
     report = Report(str(run_id), agent_id, status="skipped", skipped_reason=why)
     with db.tenant_tx(pool, tenant_id) as conn:
@@ -211,7 +211,7 @@ class _Pass:
 
     def __init__(
         self,
-        conn: Any,
+        conn: Conn,
         embedder: Embedder,
         client: llm_mod.LLM | None,
         settings: Settings,
@@ -530,9 +530,7 @@ class _Pass:
         _finish(self.conn, self.tenant_id, self.run_id, self.report)
 
 
-def _record_failure(
-    pool: psycopg_pool.ConnectionPool, tenant_id: UUID, agent_id: str, run_id: UUID, report: Report, policy: Policy
-) -> None:
+def _record_failure(pool: Pool, tenant_id: UUID, agent_id: str, run_id: UUID, report: Report, policy: Policy) -> None:
     with db.tenant_tx(pool, tenant_id) as conn:
         failures = (
             sleep_db.consolidation_agent_failed(
@@ -553,7 +551,7 @@ def _record_failure(
         )
 
 
-def _finish(conn: Any, tenant_id: UUID, run_id: UUID, r: Report) -> None:
+def _finish(conn: Conn, tenant_id: UUID, run_id: UUID, r: Report) -> None:
     sleep_db.consolidation_run_finish(
         conn,
         tenant_id=tenant_id,
@@ -574,7 +572,7 @@ def _finish(conn: Any, tenant_id: UUID, run_id: UUID, r: Report) -> None:
     )
 
 
-def _stored_report(conn: Any, tenant_id: UUID, agent_id: str, run_id: UUID) -> Report:
+def _stored_report(conn: Conn, tenant_id: UUID, agent_id: str, run_id: UUID) -> Report:
     row = sleep_db.consolidation_run_get(conn, tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
     if row is None:
         raise errors.NotFound("consolidation run not found")

@@ -18,6 +18,7 @@ from memworker.memories import Kind
 from memworker.reflection import _kind as _kind_of  # the cues the offline reflector types with
 from memworker.sleep.synthesis import Item
 from memworker.storage import sleep_db
+from memworker.storage.db import Conn
 
 SECTIONS = ("preferences", "project_state", "lessons", "decisions", "errors")
 MAX_ENTRIES = 20  # per section: the most confident and most recently confirmed stay
@@ -189,7 +190,7 @@ def _wins(new: dict[str, Any], old: dict[str, Any]) -> bool:
 # --- storage ----------------------------------------------------------------------------------
 
 
-def load(conn: Any, *, tenant_id: UUID, agent_id: str, version: int | None = None) -> dict[str, Any]:
+def load(conn: Conn, *, tenant_id: UUID, agent_id: str, version: int | None = None) -> dict[str, Any]:
     """The latest (or the given) version; an empty version-0 document when there is none."""
     row = (
         sleep_db.profile_version(conn, tenant_id=tenant_id, agent_id=agent_id, version=version)
@@ -203,7 +204,7 @@ def load(conn: Any, *, tenant_id: UUID, agent_id: str, version: int | None = Non
     return doc
 
 
-def save(conn: Any, *, tenant_id: UUID, agent_id: str, document: dict[str, Any], run_id: UUID, now: datetime) -> int:
+def save(conn: Conn, *, tenant_id: UUID, agent_id: str, document: dict[str, Any], run_id: UUID, now: datetime) -> int:
     """Store the document as the next version (in the caller's transaction) and delete all but
     the last KEEP_VERSIONS; returns the new version number."""
     version = int(document.get("version") or 0) + 1

@@ -16,6 +16,7 @@ from memworker.policy import Policy
 from memworker.sleep import profile
 from memworker.sleep.synthesis import Item
 from memworker.storage import store
+from memworker.storage.db import Conn
 
 MAX_MEMORIES = 500  # the newest live memories of the subject the profile is built from
 
@@ -34,7 +35,7 @@ def one_subject(window: list[Item]) -> tuple[str | None, list[Item]]:
     return subject, groups[subject]
 
 
-def build(conn: Any, *, tenant_id: UUID, agent_id: str, subject: str, policy: Policy) -> dict[str, Any]:
+def build(conn: Conn, *, tenant_id: UUID, agent_id: str, subject: str, policy: Policy) -> dict[str, Any]:
     """The subject's profile document (version 0: it is computed, not stored)."""
     now = governance.clock(conn)
     rows = store.list_memories(

@@ -21,6 +21,7 @@ from memworker.models.embeddings import Embedder
 from memworker.sleep import distil, profile
 from memworker.sleep.synthesis import Item
 from memworker.storage import sleep_db, store
+from memworker.storage.db import Conn
 
 # Descriptive items; preferences, decisions and methods stay apart.
 ABSORBED_KINDS = (memories.Kind.FACT, memories.Kind.EVENT)
@@ -39,7 +40,7 @@ class Distilled:
 
 
 def distil_window(
-    conn: Any,
+    conn: Conn,
     embedder: Embedder,
     ask: Callable[[str, str], str | None] | None,
     *,
@@ -75,7 +76,7 @@ def _turn(item: Item) -> distil.Turn | None:
     return distil.turn_of(item.id, item.text, item.provenance, item.metadata, item.subject)
 
 
-def _write(conn: Any, run_id: UUID, ids: dict[str, Any], s: distil.Summary, vector: Any, n: int, how: str) -> UUID:
+def _write(conn: Conn, run_id: UUID, ids: dict[str, Any], s: distil.Summary, vector: Any, n: int, how: str) -> UUID:
     draft = memories.Draft(
         text=s.text,
         kind=memories.Kind.SUMMARY,
@@ -108,7 +109,7 @@ def _write(conn: Any, run_id: UUID, ids: dict[str, Any], s: distil.Summary, vect
     return mid
 
 
-def _absorb(conn: Any, ids: dict[str, Any], window: list[Item], written: list[tuple[distil.Summary, UUID]]) -> int:
+def _absorb(conn: Conn, ids: dict[str, Any], window: list[Item], written: list[tuple[distil.Summary, UUID]]) -> int:
     """Merge each descriptive item of the window into the summary that names all its messages
     and holds most of its words; what an item says is then found through its summary."""
     by_message: dict[tuple[str, int], list[tuple[set[str], UUID, set[int]]]] = defaultdict(list)

@@ -5,10 +5,15 @@ its query, memworker.storage.<area>_db.<query name> (tests/unit/test_storage_typ
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from operator import itemgetter
 from pathlib import Path
-from typing import Any, LiteralString, cast
+from typing import Any, Generic, LiteralString, TypeVar
 
 import psycopg
+from psycopg.rows import RowFactory, RowMaker, class_row, dict_row
+
+from memworker.storage.db import Conn
 
 
 def _load(path: Path) -> dict[str, LiteralString]:
@@ -55,22 +60,91 @@ def _load_all(folder: Path) -> dict[str, LiteralString]:
 
 Q = _load_all(Path(__file__).with_name("queries"))
 
-Row = dict[str, Any]
+R = TypeVar("R")
 
 
-def one(conn: psycopg.Connection, query: str, /, **params: Any) -> Row | None:
-    # Every connection is made with row_factory=dict_row (db.connect, db.open_pool); the bare
-    # psycopg.Connection annotation used across the code base says tuple rows.
-    return cast("Row | None", conn.execute(Q[query], params).fetchone())
+class _Query(Generic[R]):
+    """One named statement of queries/*.sql and the shape of its rows: a dataclass (its fields
+    named like the columns), or a row factory (`first`, `via`). Called with the statement's
+    parameters by keyword; a missing or unknown keyword is a TypeError before anything runs
+    (psycopg would ignore an unknown one)."""
+
+    __slots__ = ("name", "sql", "rows", "params", "defaults")
+
+    def __init__(self, name: str, rows: type[R] | RowFactory[R], **defaults: Any) -> None:
+        self.name, self.sql, self.defaults = name, Q[name], defaults
+        self.rows: RowFactory[R] = class_row(rows) if isinstance(rows, type) else rows
+        self.params = frozenset(re.findall(r"%\((\w+)\)s", self.sql))
+        if not self.params >= defaults.keys():
+            raise TypeError(f"{name}: no parameter {sorted(defaults.keys() - self.params)}")
+
+    def _cursor(self, conn: Conn, params: dict[str, Any]) -> psycopg.Cursor[R]:
+        if self.defaults:
+            params = self.defaults | params
+        if params.keys() != self.params:
+            raise TypeError(f"{self.name}: expected {sorted(self.params)}, got {sorted(params)}")
+        return conn.cursor(row_factory=self.rows).execute(self.sql, params)
 
 
-def run(conn: psycopg.Connection, query: str, /, **params: Any) -> int:
-    """Execute a statement that returns no rows; returns the affected row count."""
-    return conn.execute(Q[query], params).rowcount
+class Rows(_Query[R]):
+    """A query answering any number of rows."""
+
+    __slots__ = ()
+
+    def __call__(self, conn: Conn, /, **params: Any) -> list[R]:
+        return self._cursor(conn, params).fetchall()
 
 
-def all_(conn: psycopg.Connection, query: str, /, **params: Any) -> list[Row]:
-    return cast("list[Row]", conn.execute(Q[query], params).fetchall())  # dict rows, as in one()
+class Row(_Query[R]):
+    """A query answering at most one row (None: none)."""
+
+    __slots__ = ()
+
+    def __call__(self, conn: Conn, /, **params: Any) -> R | None:
+        return self._cursor(conn, params).fetchone()
+
+
+class One(_Query[R]):
+    """A query that always answers one row (an aggregate, an INSERT ... RETURNING)."""
+
+    __slots__ = ()
+
+    def __call__(self, conn: Conn, /, **params: Any) -> R:
+        row = self._cursor(conn, params).fetchone()
+        if row is None:
+            raise RuntimeError(f"{self.name} answered no row")
+        return row
+
+
+class Run(_Query[None]):
+    """A statement run for its effect: answers the rows it changed."""
+
+    __slots__ = ()
+
+    def __init__(self, name: str, **defaults: Any) -> None:
+        super().__init__(name, _none, **defaults)
+
+    def __call__(self, conn: Conn, /, **params: Any) -> int:
+        return self._cursor(conn, params).rowcount
+
+
+def first(cursor: psycopg.Cursor[Any]) -> RowMaker[Any]:
+    """Rows as their first column (a query that answers one value per row)."""
+    return itemgetter(0)
+
+
+def via(make: Callable[[dict[str, Any]], R]) -> RowFactory[R]:
+    """Rows as make(the row as a dict): for a domain class with a constructor of its own."""
+
+    def factory(cursor: psycopg.Cursor[Any]) -> RowMaker[R]:
+        as_dict = dict_row(cursor)
+        return lambda values: make(as_dict(values))
+
+    return factory
+
+
+def _none(cursor: psycopg.Cursor[Any]) -> RowMaker[None]:
+    return lambda values: None
 
 
 def without_ctes(sql: LiteralString, names: tuple[str, ...]) -> LiteralString:
@@ -108,3 +182,16 @@ def _closing(sql: str, i: int) -> int:
                 return i
         i += 1
     raise ValueError("unbalanced parentheses in the statement")
+
+
+# --- being replaced by the runners above ---
+def one(conn: Conn, query: str, /, **params: Any) -> dict[str, Any] | None:
+    return conn.execute(Q[query], params).fetchone()
+
+
+def run(conn: Conn, query: str, /, **params: Any) -> int:
+    return conn.execute(Q[query], params).rowcount
+
+
+def all_(conn: Conn, query: str, /, **params: Any) -> list[dict[str, Any]]:
+    return conn.execute(Q[query], params).fetchall()

@@ -19,11 +19,11 @@ from datetime import UTC, datetime
 from typing import cast
 from uuid import UUID
 
-import psycopg_pool
 import redis
 
 from memworker import metrics
 from memworker.storage import core_db, db
+from memworker.storage.db import Pool
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def queue(client: redis.Redis, tenant_id: UUID, memory_ids: Iterable[UUID | str]
     return n
 
 
-def drain(pool: psycopg_pool.ConnectionPool, client: redis.Redis) -> int:
+def drain(pool: Pool, client: redis.Redis) -> int:
     """Apply the queued bumps on the primary (pool); returns the memory rows updated, 0 when
     another drain holds the lock or nothing waits."""
     token = secrets.token_hex(8)
@@ -87,7 +87,7 @@ def drain(pool: psycopg_pool.ConnectionPool, client: redis.Redis) -> int:
         client.eval(_UNLOCK, 1, LOCK, token)
 
 
-def _clock(pool: psycopg_pool.ConnectionPool) -> float:
+def _clock(pool: Pool) -> float:
     """The primary's time (epoch seconds): a batch's time is compared with last_access_at
     values that other writers took from the same clock."""
     with db.system_tx(pool) as conn:
@@ -97,7 +97,7 @@ def _clock(pool: psycopg_pool.ConnectionPool) -> float:
     return float(row["t"])
 
 
-def _apply(pool: psycopg_pool.ConnectionPool, batch: dict[bytes, bytes], at: datetime) -> int:
+def _apply(pool: Pool, batch: dict[bytes, bytes], at: datetime) -> int:
     by_tenant: dict[str, tuple[list[UUID], list[int]]] = defaultdict(lambda: ([], []))
     for key, count in batch.items():
         tenant, _, memory = key.decode().partition(":")

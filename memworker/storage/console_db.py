@@ -13,12 +13,9 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import psycopg
-
 from memworker import memories
 from memworker.storage import _sql
-
-Conn = psycopg.Connection[Any]
+from memworker.storage.db import Conn
 
 
 @dataclass(frozen=True, slots=True)

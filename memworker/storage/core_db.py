@@ -14,13 +14,12 @@ from typing import Any
 from uuid import UUID
 
 import numpy as np
-import psycopg
-from psycopg.types.json import Jsonb
 
 from memworker import memories
 from memworker.storage import _sql
+from memworker.storage.db import Conn
 
-Conn = psycopg.Connection[Any]
+_MEMORY = _sql.via(memories.Memory.from_row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,19 +27,6 @@ class Tenant:
     id: UUID
     name: str
     created_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class NewApiKey:
-    """A key as created (its hash and secret are not in it)."""
-
-    id: UUID
-    prefix: str
-    name: str
-    scopes: list[str]
-    agent_ids: list[str] | None
-    created_at: datetime
-    expires_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +38,7 @@ class ApiKey:
     agent_ids: list[str] | None
     created_at: datetime
     expires_at: datetime | None
-    revoked_at: datetime | None
+    revoked_at: datetime | None  # None on a key just created
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,494 +184,126 @@ class RecallRow:
 
 # --- tenants and keys ----------------------------------------------------------------------------
 
+create_tenant = _sql.One("create_tenant", Tenant)
 
-def create_tenant(conn: Conn, *, name: str) -> Tenant:
-    row = _sql.one(conn, "create_tenant", name=name)
-    assert row is not None  # an INSERT ... RETURNING without ON CONFLICT
-    return Tenant(**row)
+tenant_by_name = _sql.Row("tenant_by_name", Tenant)
 
+list_tenants = _sql.Rows("list_tenants", Tenant)
 
-def tenant_by_name(conn: Conn, *, name: str) -> Tenant | None:
-    row = _sql.one(conn, "tenant_by_name", name=name)
-    return Tenant(**row) if row else None
+insert_api_key = _sql.One("insert_api_key", ApiKey)
 
-
-def list_tenants(conn: Conn) -> list[Tenant]:
-    return [Tenant(**r) for r in _sql.all_(conn, "list_tenants")]
+list_api_keys = _sql.Rows("list_api_keys", ApiKey)
 
 
-def insert_api_key(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    prefix: str,
-    key_hash: bytes,
-    name: str,
-    scopes: list[str],
-    agent_ids: list[str] | None,
-    expires_at: datetime | None,
-) -> NewApiKey:
-    row = _sql.one(
-        conn,
-        "insert_api_key",
-        tenant_id=tenant_id,
-        prefix=prefix,
-        key_hash=key_hash,
-        name=name,
-        scopes=scopes,
-        agent_ids=agent_ids,
-        expires_at=expires_at,
-    )
-    assert row is not None  # an INSERT ... RETURNING without ON CONFLICT
-    return NewApiKey(**row)
+# The revoked key's id; None when no active key has that prefix.
+revoke_api_key = _sql.Row[UUID]("revoke_api_key", _sql.first)
 
 
-def list_api_keys(conn: Conn, *, tenant_id: UUID) -> list[ApiKey]:
-    return [ApiKey(**r) for r in _sql.all_(conn, "list_api_keys", tenant_id=tenant_id)]
-
-
-def revoke_api_key(conn: Conn, *, tenant_id: UUID, prefix: str) -> UUID | None:
-    """The revoked key's id; None when no active key has that prefix."""
-    row = _sql.one(conn, "revoke_api_key", tenant_id=tenant_id, prefix=prefix)
-    return row["id"] if row else None
-
-
-def authenticate(conn: Conn, *, prefix: str) -> KeyAuth | None:
-    """Across tenants (a SECURITY DEFINER function): the key with this prefix."""
-    row = _sql.one(conn, "authenticate", prefix=prefix)
-    return KeyAuth(**row) if row else None
+# Across tenants (a SECURITY DEFINER function): the key with this prefix.
+authenticate = _sql.Row("authenticate", KeyAuth)
 
 
 # --- agents and policies -------------------------------------------------------------------------
 
-
-def policies(conn: Conn, *, tenant_id: UUID, agent_id: str | None) -> Policies | None:
-    row = _sql.one(conn, "policies", tenant_id=tenant_id, agent_id=agent_id)
-    return Policies(**row) if row else None
+policies = _sql.Row("policies", Policies)
 
 
-def ensure_agent(conn: Conn, *, tenant_id: UUID, agent_id: str) -> int:
-    """Create the agent unless it exists (no validation: store.ensure_agent checks the id)."""
-    return _sql.run(conn, "ensure_agent", tenant_id=tenant_id, agent_id=agent_id)
+# Create the agent unless it exists (no validation: store.ensure_agent checks the id).
+ensure_agent = _sql.Run("ensure_agent")
 
 
-def agent_exists(conn: Conn, *, tenant_id: UUID, agent_id: str) -> bool:
-    return _sql.one(conn, "agent_exists", tenant_id=tenant_id, agent_id=agent_id) is not None
+agent_exists = _sql.One[bool]("agent_exists", _sql.first)
 
-
-def touch_agent(conn: Conn, *, tenant_id: UUID, agent_id: str) -> int:
-    return _sql.run(conn, "touch_agent", tenant_id=tenant_id, agent_id=agent_id)
+touch_agent = _sql.Run("touch_agent")
 
 
 # --- episodes ------------------------------------------------------------------------------------
 
 
-def insert_episode(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    agent_id: str,
-    session_id: str | None,
-    idempotency_key: str | None,
-    content: str,
-    messages: Any,
-    metadata: dict[str, Any],
-    occurred_at: datetime | None,
-    subject: str | None = None,
-) -> UUID | None:
-    """The new episode's id; None when the idempotency key was used before. messages: a
-    JSON value (or None)."""
-    row = _sql.one(
-        conn,
-        "insert_episode",
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        session_id=session_id,
-        idempotency_key=idempotency_key,
-        content=content,
-        messages=None if messages is None else Jsonb(messages),
-        metadata=Jsonb(metadata),
-        occurred_at=occurred_at,
-        subject=subject,
-    )
-    return row["id"] if row else None
+# The new episode's id; None when the idempotency key was used before. messages: a
+# JSON value (or None).
+insert_episode = _sql.Row[UUID]("insert_episode", _sql.first, subject=None)
+
+episode_by_key = _sql.Row("episode_by_key", EpisodeKey)
+
+mark_enqueued = _sql.Run("mark_enqueued")
 
 
-def episode_by_key(conn: Conn, *, tenant_id: UUID, agent_id: str, idempotency_key: str | None) -> EpisodeKey | None:
-    row = _sql.one(conn, "episode_by_key", tenant_id=tenant_id, agent_id=agent_id, idempotency_key=idempotency_key)
-    return EpisodeKey(**row) if row else None
+# The tenant's queued episodes, counted up to cap.
+queued_backlog = _sql.One[int]("queued_backlog", _sql.first)
+
+get_episode = _sql.Row("get_episode", Episode)
 
 
-def mark_enqueued(conn: Conn, *, tenant_id: UUID, ids: list[UUID]) -> int:
-    return _sql.run(conn, "mark_enqueued", tenant_id=tenant_id, ids=ids)
+# Newest first; agent_ids (not None) keeps only those agents' episodes.
+list_episodes = _sql.Rows("list_episodes", EpisodeListing, agent_ids=None)
 
 
-def queued_backlog(conn: Conn, *, tenant_id: UUID, cap: int) -> int:
-    """The tenant's queued episodes, counted up to cap."""
-    row = _sql.one(conn, "queued_backlog", tenant_id=tenant_id, cap=cap)
-    return int(row["n"]) if row else 0
+# Claim the named episodes (and, opportunistically, other queued ones up to limit).
+claim_episodes = _sql.Rows("claim_episodes", ClaimToken)
 
 
-def get_episode(conn: Conn, *, tenant_id: UUID, agent_id: str, episode_id: UUID) -> Episode | None:
-    row = _sql.one(conn, "get_episode", tenant_id=tenant_id, agent_id=agent_id, episode_id=episode_id)
-    return Episode(**row) if row else None
+# The payload of claimed episodes; a row Python cannot read raises (psycopg.DataError).
+claimed_episodes = _sql.Rows("claimed_episodes", ClaimedEpisode)
+
+lock_claimed_episode = _sql.Row("lock_claimed_episode", ClaimState)
 
 
-def list_episodes(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    agent_id: str | None,
-    status: str | None,
-    limit: int,
-    agent_ids: list[str] | None = None,
-) -> list[EpisodeListing]:
-    """Newest first; agent_ids (not None) keeps only those agents' episodes."""
-    rows = _sql.all_(
-        conn,
-        "list_episodes",
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        agent_ids=agent_ids,
-        status=status,
-        limit=limit,
-    )
-    return [EpisodeListing(**r) for r in rows]
+# reflection: a JSON value. 0 when the claim (attempts) is no longer current.
+save_reflection = _sql.Run("save_reflection")
+
+finish_episode = _sql.Run("finish_episode")
 
 
-def claim_episodes(
-    conn: Conn, *, tenant_id: UUID, ids: list[UUID], lease_s: float, limit: int, opportunistic: bool
-) -> list[ClaimToken]:
-    """Claim the named episodes (and, opportunistically, other queued ones up to limit)."""
-    rows = _sql.all_(
-        conn,
-        "claim_episodes",
-        tenant_id=tenant_id,
-        ids=ids,
-        lease_s=lease_s,
-        limit=limit,
-        opportunistic=opportunistic,
-    )
-    return [ClaimToken(**r) for r in rows]
+# The episode's new status ('failed' or 'dead'); None when the claim is no longer current.
+fail_episode = _sql.Row[str]("fail_episode", _sql.first)
 
 
-def claimed_episodes(conn: Conn, *, tenant_id: UUID, ids: list[UUID]) -> list[ClaimedEpisode]:
-    """The payload of claimed episodes; a row Python cannot read raises (psycopg.DataError)."""
-    return [ClaimedEpisode(**r) for r in _sql.all_(conn, "claimed_episodes", tenant_id=tenant_id, ids=ids)]
+# None unless the episode is dead or failed.
+replay_episode = _sql.Row[UUID]("replay_episode", _sql.first)
 
 
-def lock_claimed_episode(conn: Conn, *, tenant_id: UUID, episode_id: UUID) -> ClaimState | None:
-    row = _sql.one(conn, "lock_claimed_episode", tenant_id=tenant_id, episode_id=episode_id)
-    return ClaimState(**row) if row else None
+# Across tenants (a SECURITY DEFINER function): episodes whose message may be lost.
+stale_episodes = _sql.Rows("stale_episodes", StaleEpisode)
 
 
-def save_reflection(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    episode_id: UUID,
-    attempts: int,
-    reflection: Any,
-    llm_calls: int,
-    tokens_in: int,
-    tokens_out: int,
-    llm_ms: int,
-) -> int:
-    """reflection: a JSON value. 0 when the claim (attempts) is no longer current."""
-    return _sql.run(
-        conn,
-        "save_reflection",
-        tenant_id=tenant_id,
-        episode_id=episode_id,
-        attempts=attempts,
-        reflection=Jsonb(reflection),
-        llm_calls=llm_calls,
-        tokens_in=tokens_in,
-        tokens_out=tokens_out,
-        llm_ms=llm_ms,
-    )
-
-
-def finish_episode(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    episode_id: UUID,
-    memory_ids: list[UUID],
-    reflector: str | None,
-    llm_calls: int,
-    tokens_in: int,
-    tokens_out: int,
-    llm_ms: int,
-) -> int:
-    return _sql.run(
-        conn,
-        "finish_episode",
-        tenant_id=tenant_id,
-        episode_id=episode_id,
-        memory_ids=memory_ids,
-        reflector=reflector,
-        llm_calls=llm_calls,
-        tokens_in=tokens_in,
-        tokens_out=tokens_out,
-        llm_ms=llm_ms,
-    )
-
-
-def fail_episode(
-    conn: Conn, *, tenant_id: UUID, episode_id: UUID, attempts: int, max_attempts: int, error: str
-) -> str | None:
-    """The episode's new status ('failed' or 'dead'); None when the claim is no longer current."""
-    row = _sql.one(
-        conn,
-        "fail_episode",
-        tenant_id=tenant_id,
-        episode_id=episode_id,
-        attempts=attempts,
-        max_attempts=max_attempts,
-        error=error,
-    )
-    return row["status"] if row else None
-
-
-def replay_episode(conn: Conn, *, tenant_id: UUID, agent_id: str, episode_id: UUID) -> UUID | None:
-    """None unless the episode is dead or failed."""
-    row = _sql.one(conn, "replay_episode", tenant_id=tenant_id, agent_id=agent_id, episode_id=episode_id)
-    return row["id"] if row else None
-
-
-def stale_episodes(conn: Conn, *, older_than_s: float, limit: int) -> list[StaleEpisode]:
-    """Across tenants (a SECURITY DEFINER function): episodes whose message may be lost."""
-    return [StaleEpisode(**r) for r in _sql.all_(conn, "stale_episodes", older_than_s=older_than_s, limit=limit)]
-
-
-def usage(conn: Conn, *, tenant_id: UUID, agent_id: str | None, agent_ids: list[str] | None = None) -> list[Usage]:
-    """Per agent; agent_ids (not None) keeps only those agents."""
-    rows = _sql.all_(conn, "usage", tenant_id=tenant_id, agent_id=agent_id, agent_ids=agent_ids)
-    return [Usage(**r) for r in rows]
+# Per agent; agent_ids (not None) keeps only those agents.
+usage = _sql.Rows("usage", Usage, agent_ids=None)
 
 
 # --- memories ------------------------------------------------------------------------------------
 
 
-def insert_memory(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    agent_id: str,
-    text: str,
-    kind: str,
-    tier: str,
-    salience: float,
-    confidence: float,
-    expires_at: datetime | None,
-    session_id: str | None,
-    entities: list[str],
-    topics: list[str],
-    provenance: list[str],
-    metadata: dict[str, Any],
-    source_key: str,
-    content_hash: str,
-    trust: str,
-    flags: list[str],
-    doc_len: int,
-    embedding: np.ndarray,
-    subject: str | None = None,
-) -> UUID | None:
-    """The row only (store.write_memory also writes its postings and event); None when
-    source_key was stored before."""
-    row = _sql.one(
-        conn,
-        "insert_memory",
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        text=text,
-        kind=kind,
-        tier=tier,
-        salience=salience,
-        confidence=confidence,
-        expires_at=expires_at,
-        session_id=session_id,
-        entities=entities,
-        topics=topics,
-        provenance=provenance,
-        metadata=Jsonb(metadata),
-        source_key=source_key,
-        content_hash=content_hash,
-        trust=trust,
-        flags=flags,
-        doc_len=doc_len,
-        embedding=embedding,
-        subject=subject,
-    )
-    return row["id"] if row else None
+# The row only (store.write_memory also writes its postings and event); None when
+# source_key was stored before.
+insert_memory = _sql.Row[UUID]("insert_memory", _sql.first, subject=None)
+
+memory_by_source_key = _sql.Row[UUID]("memory_by_source_key", _sql.first)
+
+insert_terms = _sql.Run("insert_terms")
+
+delete_terms = _sql.Run("delete_terms")
+
+insert_event = _sql.Run("insert_event")
 
 
-def memory_by_source_key(conn: Conn, *, tenant_id: UUID, source_key: str) -> UUID | None:
-    row = _sql.one(conn, "memory_by_source_key", tenant_id=tenant_id, source_key=source_key)
-    return row["id"] if row else None
+# The closest live memory of the same subject (None: the general ones): the same normalised
+# text (similarity 1), else the nearest vector among those sharing one of the text's
+# probe_terms rarest terms (BM25 terms).
+find_duplicate = _sql.Row("find_duplicate", Duplicate, subject=None)
+
+get_memory = _sql.Row("get_memory", _MEMORY)
 
 
-def insert_terms(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID, terms: list[str], tfs: list[int], doc_len: int
-) -> int:
-    return _sql.run(
-        conn,
-        "insert_terms",
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        memory_id=memory_id,
-        terms=terms,
-        tfs=tfs,
-        doc_len=doc_len,
-    )
+# Newest first, after the keyset (after_created, after_id) when given; metadata: only
+# memories whose metadata contains it (jsonb @>); subject: only that subject's.
+list_memories = _sql.Rows("list_memories", _MEMORY, subject=None)
 
 
-def delete_terms(conn: Conn, *, memory_id: UUID) -> int:
-    return _sql.run(conn, "delete_terms", memory_id=memory_id)
+# None leaves a column as it is (expires_at: only when set_expires).
+update_memory = _sql.Row("update_memory", _MEMORY)
 
-
-def insert_event(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    agent_id: str,
-    memory_id: UUID | None,
-    event: str,
-    reason: str,
-    actor: str,
-    related_ids: list[UUID],
-) -> int:
-    return _sql.run(
-        conn,
-        "insert_event",
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        memory_id=memory_id,
-        event=event,
-        reason=reason,
-        actor=actor,
-        related_ids=related_ids,
-    )
-
-
-def find_duplicate(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    agent_id: str,
-    content_hash: str,
-    embedding: np.ndarray,
-    terms: list[str],
-    probe_terms: int,
-    per_term: int,
-    df_cap: int,
-    subject: str | None = None,
-) -> Duplicate | None:
-    """The closest live memory of the same subject (None: the general ones): the same
-    normalised text (similarity 1), else the nearest vector among those sharing one of the
-    text's probe_terms rarest terms (BM25 terms)."""
-    row = _sql.one(
-        conn,
-        "find_duplicate",
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        content_hash=content_hash,
-        embedding=embedding,
-        terms=terms,
-        probe_terms=probe_terms,
-        per_term=per_term,
-        df_cap=df_cap,
-        subject=subject,
-    )
-    return Duplicate(row["id"], row["text"], float(row["similarity"])) if row else None
-
-
-def get_memory(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> memories.Memory | None:
-    row = _sql.one(conn, "get_memory", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
-    return memories.Memory.from_row(row) if row else None
-
-
-def list_memories(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    agent_id: str,
-    tier: str | None,
-    kind: str | None,
-    session_id: str | None,
-    metadata: dict[str, Any] | None,
-    include_inactive: bool,
-    after_created: datetime | None,
-    after_id: UUID | None,
-    limit: int,
-    subject: str | None = None,
-) -> list[memories.Memory]:
-    """Newest first, after the keyset (after_created, after_id) when given; metadata: only
-    memories whose metadata contains it (jsonb @>); subject: only that subject's."""
-    rows = _sql.all_(
-        conn,
-        "list_memories",
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        tier=tier,
-        kind=kind,
-        session_id=session_id,
-        metadata=None if metadata is None else Jsonb(metadata),
-        include_inactive=include_inactive,
-        after_created=after_created,
-        after_id=after_id,
-        limit=limit,
-        subject=subject,
-    )
-    return [memories.Memory.from_row(r) for r in rows]
-
-
-def update_memory(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    agent_id: str,
-    memory_id: UUID,
-    text: str | None,
-    kind: str | None,
-    tier: str | None,
-    salience: float | None,
-    confidence: float | None,
-    metadata: dict[str, Any] | None,
-    set_expires: bool,
-    expires_at: datetime | None,
-    content_hash: str | None,
-    doc_len: int | None,
-    embedding: np.ndarray | None,
-    flags: list[str] | None,
-) -> memories.Memory | None:
-    """None leaves a column as it is (expires_at: only when set_expires)."""
-    row = _sql.one(
-        conn,
-        "update_memory",
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        memory_id=memory_id,
-        text=text,
-        kind=kind,
-        tier=tier,
-        salience=salience,
-        confidence=confidence,
-        metadata=None if metadata is None else Jsonb(metadata),
-        set_expires=set_expires,
-        expires_at=expires_at,
-        content_hash=content_hash,
-        doc_len=doc_len,
-        embedding=embedding,
-        flags=flags,
-    )
-    return memories.Memory.from_row(row) if row else None
-
-
-def delete_memory(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> UUID | None:
-    row = _sql.one(conn, "delete_memory", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
-    return row["id"] if row else None
+delete_memory = _sql.Row[UUID]("delete_memory", _sql.first)
 
 
 # The recall statement without its access-bump CTEs, run where no write may happen (a replica).
@@ -715,109 +333,35 @@ for _name in ("recall", _RECALL_READ):
 # --- recall --------------------------------------------------------------------------------------
 
 
-def recall(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    agent_id: str,
-    terms: list[str],
-    qvec: np.ndarray,
-    tiers: list[str],
-    kinds: list[str] | None,
-    since: datetime | None,
-    until: datetime | None,
-    metadata: dict[str, Any] | None,
-    hide_flagged: bool,
-    candidates: int,
-    vector_floor: float,
-    w_bm25: float,
-    w_vector: float,
-    w_prior: float,
-    k: int,
-    pool: int,
-    collapse: bool,
-    bump: bool,
-    subject: str | None = None,
-    read_only: bool = False,
-    ids: list[UUID] | None = None,
-    n: float | None = None,
-    avgdl: float | None = None,
-    dfs: list[float] | None = None,
-) -> list[RecallRow]:
-    """The hybrid recall statement (see queries/core.sql); best first. read_only: its form
-    without the access bump, which a hot standby can run (the caller queues the bump)."""
-    rows = _sql.all_(
-        conn,
-        (_RECALL_READ if read_only else "recall") + (":bounded" if ids is not None else ""),
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        terms=terms,
-        qvec=qvec,
-        tiers=tiers,
-        kinds=kinds,
-        since=since,
-        until=until,
-        metadata=None if metadata is None else Jsonb(metadata),
-        hide_flagged=hide_flagged,
-        candidates=candidates,
-        vector_floor=vector_floor,
-        w_bm25=w_bm25,
-        w_vector=w_vector,
-        w_prior=w_prior,
-        k=k,
-        pool=pool,
-        collapse=collapse,
-        bump=bump,
-        subject=subject,
-        ids=ids,
-        n=n,
-        avgdl=avgdl,
-        dfs=dfs,
+_RECALL = {
+    (read_only, bounded): _sql.Rows(
+        name + (":bounded" if bounded else ""), RecallRow, subject=None, n=None, avgdl=None, dfs=None
     )
-    return [RecallRow(**r) for r in rows]
+    for read_only, name in ((False, "recall"), (True, _RECALL_READ))
+    for bounded in (False, True)
+}
 
 
-def recall_candidates(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    agent_id: str,
-    terms: list[str],
-    dfs: list[float],
-    n: float,
-    qvec: np.ndarray,
-    budget: int,
-    per_term: int,
-    lexical: int,
-    candidates: int,
-) -> list[UUID]:
-    """A large agent's bounded recall candidates (see queries/core.sql)."""
-    row = _sql.one(
-        conn,
-        "recall_candidates",
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        terms=terms,
-        dfs=dfs,
-        n=n,
-        qvec=qvec,
-        budget=budget,
-        per_term=per_term,
-        lexical=lexical,
-        candidates=candidates,
-    )
-    assert row is not None  # one row: an array, empty when nothing matched
-    return list(row["ids"])
+def recall(conn: Conn, *, read_only: bool = False, ids: list[UUID] | None = None, **params: Any) -> list[RecallRow]:
+    """The hybrid recall statement (see queries/core.sql), best first; ids (a large agent's
+    bounded candidates) runs its bounded form. read_only: its form without the access bump,
+    which a hot standby can run (the caller queues the bump; bump is ignored)."""
+    if read_only:
+        params.pop("bump", None)
+    if ids is None:
+        return _RECALL[read_only, False](conn, **params)
+    return _RECALL[read_only, True](conn, ids=ids, **params)
 
 
-def recall_dfs(conn: Conn, *, tenant_id: UUID, agent_id: str, terms: list[str]) -> list[float]:
-    row = _sql.one(conn, "recall_dfs", tenant_id=tenant_id, agent_id=agent_id, terms=terms)
-    assert row is not None  # one row of one array
-    return list(row["dfs"])
+# A large agent's bounded recall candidates (see queries/core.sql): an array, empty when
+# nothing matched.
+recall_candidates = _sql.One[list[UUID]]("recall_candidates", _sql.first)
 
 
-def recall_ann_settings(conn: Conn, *, ef_search: int) -> None:
-    _sql.one(conn, "recall_ann_settings", ef_search=ef_search)
+recall_dfs = _sql.One[list[float]]("recall_dfs", _sql.first)
+
+
+recall_ann_settings = _sql.Run("recall_ann_settings")
 
 
 @dataclass(frozen=True, slots=True)
@@ -827,33 +371,23 @@ class RecallStats:
     ann_ready: bool
 
 
-def recall_stats(conn: Conn, *, tenant_id: UUID, agent_id: str, subject: str | None) -> RecallStats:
-    row = _sql.one(conn, "recall_stats", tenant_id=tenant_id, agent_id=agent_id, subject=subject)
-    assert row is not None  # an aggregate: always one row
-    return RecallStats(**row)
+recall_stats = _sql.One("recall_stats", RecallStats)
 
 
-def ann_enable(conn: Conn, *, tenant_id: UUID, agent_id: str) -> bool | None:
-    """Whether the agent's older memories are in the index already; None: no such agent."""
-    row = _sql.one(conn, "ann_enable", tenant_id=tenant_id, agent_id=agent_id)
-    return None if row is None else bool(row["ann_ready"])
+# Whether the agent's older memories are in the index already; None: no such agent.
+ann_enable = _sql.Row[bool]("ann_enable", _sql.first)
 
+ann_fill = _sql.Run("ann_fill")
 
-def ann_fill(conn: Conn, *, tenant_id: UUID, agent_id: str, batch: int) -> int:
-    return _sql.run(conn, "ann_fill", tenant_id=tenant_id, agent_id=agent_id, batch=batch)
-
-
-def ann_ready(conn: Conn, *, tenant_id: UUID, agent_id: str) -> None:
-    _sql.run(conn, "ann_ready", tenant_id=tenant_id, agent_id=agent_id)
+ann_ready = _sql.Run("ann_ready")
 
 
 # --- read replicas: access bumps -----------------------------------------------------------------
 
 
-def access_apply(conn: Conn, *, tenant_id: UUID, ids: list[UUID], counts: list[int], at: datetime) -> int:
-    """Add one batch of queued access bumps (counts[i] recalls of ids[i]); rows this batch
-    already counted (last_access_at = at) are left alone. Returns the rows updated."""
-    return _sql.run(conn, "access_apply", tenant_id=tenant_id, ids=ids, counts=counts, at=at)
+# Add one batch of queued access bumps (counts[i] recalls of ids[i]); rows this batch
+# already counted (last_access_at = at) are left alone. Returns the rows updated.
+access_apply = _sql.Run("access_apply")
 
 
 @dataclass(frozen=True, slots=True)
@@ -863,50 +397,8 @@ class AgentsRecallRow(RecallRow):
     agent_id: str
 
 
-def recall_agents(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    agent_ids: list[str],
-    terms: list[str],
-    qvec: np.ndarray,
-    tiers: list[str],
-    kinds: list[str] | None,
-    since: datetime | None,
-    until: datetime | None,
-    metadata: dict[str, Any] | None,
-    hide_flagged: bool,
-    candidates: int,
-    vector_floor: float,
-    w_bm25: float,
-    w_vector: float,
-    w_prior: float,
-    k: int,
-    subject: str | None,
-) -> list[AgentsRecallRow]:
-    """One ranked list over the agents' memories (see queries/core.sql); best first."""
-    rows = _sql.all_(
-        conn,
-        "recall_agents",
-        tenant_id=tenant_id,
-        agent_ids=agent_ids,
-        terms=terms,
-        qvec=qvec,
-        tiers=tiers,
-        kinds=kinds,
-        since=since,
-        until=until,
-        metadata=None if metadata is None else Jsonb(metadata),
-        hide_flagged=hide_flagged,
-        candidates=candidates,
-        vector_floor=vector_floor,
-        w_bm25=w_bm25,
-        w_vector=w_vector,
-        w_prior=w_prior,
-        k=k,
-        subject=subject,
-    )
-    return [AgentsRecallRow(**r) for r in rows]
+# One ranked list over the agents' memories (see queries/core.sql); best first.
+recall_agents = _sql.Rows("recall_agents", AgentsRecallRow)
 
 
 @dataclass(frozen=True, slots=True)
@@ -935,19 +427,13 @@ class PoolRow:
     memories: int
 
 
-def pool_source(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> PoolSource | None:
-    row = _sql.one(conn, "pool_source", tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
-    return PoolSource(**row) if row else None
+pool_source = _sql.Row("pool_source", PoolSource)
+
+pool_list = _sql.Rows("pool_list", PoolRow)
 
 
-def pool_list(conn: Conn, *, tenant_id: UUID) -> list[PoolRow]:
-    return [PoolRow(**r) for r in _sql.all_(conn, "pool_list", tenant_id=tenant_id)]
-
-
-def pool_forget_copies(conn: Conn, *, tenant_id: UUID, owners: list[str], sources: list[str]) -> list[UUID]:
-    """The ids of the pool memories deleted because their provenance names one of sources."""
-    rows = _sql.all_(conn, "pool_forget_copies", tenant_id=tenant_id, owners=owners, sources=sources)
-    return [r["id"] for r in rows]
+# The ids of the pool memories deleted because their provenance names one of sources.
+pool_forget_copies = _sql.Rows[UUID]("pool_forget_copies", _sql.first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -971,41 +457,6 @@ class PoolCandidate:
     similarity: float  # cosine with the agent's memory
 
 
-def pool_examined(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], kinds: list[str], limit: int
-) -> list[PoolMemory]:
-    rows = _sql.all_(conn, "pool_examined", tenant_id=tenant_id, agent_id=agent_id, ids=ids, kinds=kinds, limit=limit)
-    return [PoolMemory(**r) for r in rows]
+pool_examined = _sql.Rows("pool_examined", PoolMemory)
 
-
-def pool_candidates(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    agent_id: str,
-    embedding: np.ndarray,
-    terms: list[str],
-    kinds: list[str],
-    min_similarity: float,
-    max_peers: int,
-    per_peer: int,
-    probe_terms: int,
-    per_term: int,
-    df_cap: int,
-) -> list[PoolCandidate]:
-    rows = _sql.all_(
-        conn,
-        "pool_candidates",
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        embedding=embedding,
-        terms=terms,
-        kinds=kinds,
-        min_similarity=min_similarity,
-        max_peers=max_peers,
-        per_peer=per_peer,
-        probe_terms=probe_terms,
-        per_term=per_term,
-        df_cap=df_cap,
-    )
-    return [PoolCandidate(**r) for r in rows]
+pool_candidates = _sql.Rows("pool_candidates", PoolCandidate)

@@ -6,18 +6,23 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, LiteralString, cast
+from typing import LiteralString
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 import psycopg
 import psycopg_pool
 from pgvector.psycopg import register_vector
-from psycopg.rows import dict_row
-from psycopg.types.json import set_json_loads
+from psycopg.rows import DictRow, dict_row
+from psycopg.types.json import JsonbDumper, set_json_loads
 
 from memworker import errors
 from memworker.storage import rows
+
+# The one connection type: every connection memworker opens (open_pool, connect) answers rows
+# as dicts; storage/ reads them into typed rows (_sql's runners), nothing outside it sees one.
+Conn = psycopg.Connection[DictRow]
+Pool = psycopg_pool.ConnectionPool[Conn]
 
 APP_ROLE = "memworker_app"
 _OPTIONS = "-c search_path=memworker,public"
@@ -27,15 +32,16 @@ _BIND: LiteralString = "SELECT set_config('memworker.tenant_id', %s, %s)"
 _NOT_DURABLE: LiteralString = ", set_config('synchronous_commit', 'off', true)"
 # A connection back in the pool less than this long ago is lent without a liveness ping.
 TRUST_RECENT_S = 1.0
-_returned_at: weakref.WeakKeyDictionary[psycopg.Connection, float] = weakref.WeakKeyDictionary()
+_returned_at: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
 
 
-def _configure(conn: psycopg.Connection) -> None:
+def _configure(conn: Conn) -> None:
     register_vector(conn)
+    conn.adapters.register_dumper(dict, JsonbDumper)  # a dict parameter is a jsonb value
     set_json_loads(rows.load_json, conn)  # a stored value too deep to answer reads as a marker
 
 
-def _check(conn: psycopg.Connection) -> None:
+def _check(conn: Conn) -> None:
     """The pool's check on lending a connection: a round trip to the server, except for a
     connection that finished a transaction within TRUST_RECENT_S. Under steady traffic that
     spares one round trip per borrow (about 0.2 ms of a 6 ms recall); a server that died in
@@ -45,21 +51,22 @@ def _check(conn: psycopg.Connection) -> None:
         psycopg_pool.ConnectionPool.check_connection(conn)
 
 
-def _returned(conn: psycopg.Connection) -> None:
+def _returned(conn: Conn) -> None:
     _returned_at[conn] = time.monotonic()
 
 
 def open_pool(
     url: str, *, min_size: int = 1, max_size: int = 8, timeout_s: float = 5.0, name: str = "memworker"
-) -> psycopg_pool.ConnectionPool:
+) -> Pool:
     """A pool whose connections know the vector type and use the memworker schema."""
-    pool = psycopg_pool.ConnectionPool(
+    pool: Pool = psycopg_pool.ConnectionPool(
         url,
         min_size=min_size,
         max_size=max_size,
         name=name,
         open=False,
         timeout=timeout_s,
+        connection_class=Conn,
         kwargs={"options": _OPTIONS, "row_factory": dict_row, "connect_timeout": 5},
         configure=_configure,
         check=_check,
@@ -77,23 +84,18 @@ def open_pool(
     return pool
 
 
-def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection:
+def connect(url: str, *, autocommit: bool = False) -> Conn:
     """One connection outside any pool (CLI, migrations, tests)."""
     try:
         conn = psycopg.connect(url, options=_OPTIONS, row_factory=dict_row, autocommit=autocommit, connect_timeout=5)
     except psycopg.OperationalError as exc:
         raise errors.Unavailable(f"cannot connect to Postgres at {redact(url)}: {exc}") from exc
-    register_vector(conn)
-    set_json_loads(rows.load_json, conn)
-    # Typed like the pool's connections (bare psycopg.Connection: tuple rows), so that one
-    # connection type flows through store.*; the rows are dicts, as _sql.one/all_ say.
-    return cast(psycopg.Connection, conn)
+    _configure(conn)
+    return conn
 
 
 @contextmanager
-def tenant_tx(
-    pool: psycopg_pool.ConnectionPool, tenant_id: UUID | str, *, durable: bool = True
-) -> Iterator[psycopg.Connection]:
+def tenant_tx(pool: Pool, tenant_id: UUID | str, *, durable: bool = True) -> Iterator[Conn]:
     """One transaction bound to one tenant: row-level security sees only its rows.
 
     The setting is transaction-local, so a pooled connection never carries it to the
@@ -105,9 +107,7 @@ def tenant_tx(
         yield conn
 
 
-def bind_tenant(
-    conn: psycopg.Connection[Any], tenant_id: UUID | str, *, transaction_local: bool = True, durable: bool = True
-) -> None:
+def bind_tenant(conn: Conn, tenant_id: UUID | str, *, transaction_local: bool = True, durable: bool = True) -> None:
     """Bind conn to one tenant: row-level security then sees only that tenant's rows.
 
     transaction_local (the default, and what app code wants) ends the binding with the
@@ -119,7 +119,7 @@ def bind_tenant(
 
 
 @contextmanager
-def system_tx(pool: psycopg_pool.ConnectionPool) -> Iterator[psycopg.Connection]:
+def system_tx(pool: Pool) -> Iterator[Conn]:
     """A transaction with no tenant bound: it sees no tenant rows, only SECURITY DEFINER lookups."""
     with translate(), pool.connection() as conn, conn.transaction():
         yield conn
@@ -151,23 +151,23 @@ def redact(url: str) -> str:
     return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})
 
 
-def statement_timeout(conn: psycopg.Connection, seconds: int) -> None:
+def statement_timeout(conn: Conn, seconds: int) -> None:
     """Cancel any statement of the current transaction that runs longer than seconds (0: no
     limit), so a background sweep cannot hold a pooled connection for minutes; the setting
     ends with the transaction (SET LOCAL)."""
     conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(max(0, seconds) * 1000),))
 
 
-def try_agent_lock(conn: psycopg.Connection, tenant_id: UUID | str, agent_id: str) -> bool:
+def try_agent_lock(conn: Conn, tenant_id: UUID | str, agent_id: str) -> bool:
     """Take the agent's transaction-scoped advisory lock if free. Consolidation, retention and
     anything else that rewrites one agent's memories hold it, so they never overlap."""
     row = conn.execute(
         "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0)) AS ok", (f"memworker:agent:{tenant_id}:{agent_id}",)
     ).fetchone()
-    return bool(row and (row["ok"] if isinstance(row, dict) else row[0]))
+    return bool(row and row["ok"])
 
 
-def dedup_lock(conn: psycopg.Connection, tenant_id: UUID | str, agent_id: str) -> None:
+def dedup_lock(conn: Conn, tenant_id: UUID | str, agent_id: str) -> None:
     """Wait for the transaction-scoped lock under which one agent's duplicate check and
     insert run. Without it two writers storing the same sentence at once each find no
     committed copy (neither sees the other's uncommitted row) and both insert. It is held to

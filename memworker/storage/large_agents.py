@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from uuid import UUID
 
-import psycopg_pool
-
 from memworker import errors
 from memworker.storage import core_db, db
+from memworker.storage.db import Pool
 
 # The switch: an agent with more live memories than this goes into the HNSW index and recall
 # gives it the bounded statement (recall.EXACT_MAX is this number). Below it the exact scan is
@@ -22,7 +21,7 @@ EXACT_MAX = 5_000
 BATCH = 2_000  # memories put into the index per transaction
 
 
-def index_if_large(pool: psycopg_pool.ConnectionPool, *, tenant_id: UUID, agent_id: str, live: int) -> int:
+def index_if_large(pool: Pool, *, tenant_id: UUID, agent_id: str, live: int) -> int:
     """index() when the agent has more than EXACT_MAX live memories; returns how many
     older memories went into the index (0 once it is in)."""
     if live <= EXACT_MAX:
@@ -30,7 +29,7 @@ def index_if_large(pool: psycopg_pool.ConnectionPool, *, tenant_id: UUID, agent_
     return index(pool, tenant_id=tenant_id, agent_id=agent_id)
 
 
-def index(pool: psycopg_pool.ConnectionPool, *, tenant_id: UUID, agent_id: str, batch: int = BATCH) -> int:
+def index(pool: Pool, *, tenant_id: UUID, agent_id: str, batch: int = BATCH) -> int:
     """Put the agent's live memories into the HNSW index and mark it ready for recall's bounded
     statement; returns how many older memories went in. Idempotent: an agent already ready
     costs one update. Raises NotFound for an unknown agent."""
@@ -47,7 +46,7 @@ def index(pool: psycopg_pool.ConnectionPool, *, tenant_id: UUID, agent_id: str, 
     return filled + _fill(pool, tenant_id, agent_id, batch)
 
 
-def _fill(pool: psycopg_pool.ConnectionPool, tenant_id: UUID, agent_id: str, batch: int) -> int:
+def _fill(pool: Pool, tenant_id: UUID, agent_id: str, batch: int) -> int:
     filled = 0
     while True:
         with db.tenant_tx(pool, tenant_id) as conn:

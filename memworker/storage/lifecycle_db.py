@@ -12,14 +12,12 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import psycopg
 from psycopg.types.json import Jsonb
 
 from memworker import memories
 from memworker.storage import _sql
+from memworker.storage.db import Conn
 from memworker.storage.sessions_db import TenantAgent
-
-Conn = psycopg.Connection[Any]
 
 
 @dataclass(frozen=True, slots=True)

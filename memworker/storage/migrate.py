@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+from psycopg.rows import dict_row
 
 from memworker import errors
+from memworker.storage.db import Conn
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +58,7 @@ def discover(sql_dir: Path = SQL_DIR) -> list[Migration]:
 
 def status(owner_url: str, sql_dir: Path = SQL_DIR) -> list[tuple[str, str]]:
     """(filename, 'applied' | 'pending' | 'EDITED') for every migration file."""
-    with psycopg.connect(owner_url, autocommit=True) as conn:
+    with psycopg.connect(owner_url, autocommit=True, row_factory=dict_row) as conn:
         applied = _applied(conn)
     rows = []
     for m in discover(sql_dir):
@@ -74,7 +76,7 @@ def migrate(owner_url: str, sql_dir: Path = SQL_DIR) -> list[str]:
     rolled back whole; earlier ones stay applied)."""
     migrations = discover(sql_dir)
     newly: list[str] = []
-    with psycopg.connect(owner_url, autocommit=True) as conn:
+    with psycopg.connect(owner_url, autocommit=True, row_factory=dict_row) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
         try:
             conn.execute(_CREATE_LEDGER)
@@ -103,8 +105,9 @@ def migrate(owner_url: str, sql_dir: Path = SQL_DIR) -> list[str]:
     return newly
 
 
-def _applied(conn: psycopg.Connection) -> dict[str, str]:
-    exists = conn.execute("SELECT to_regclass('memworker.schema_migrations')").fetchone()
-    if not exists or exists[0] is None:
+def _applied(conn: Conn) -> dict[str, str]:
+    exists = conn.execute("SELECT to_regclass('memworker.schema_migrations') AS ledger").fetchone()
+    if not exists or exists["ledger"] is None:
         return {}
-    return dict(conn.execute("SELECT filename, sha256 FROM memworker.schema_migrations").fetchall())
+    rows = conn.execute("SELECT filename, sha256 FROM memworker.schema_migrations")
+    return {r["filename"]: r["sha256"] for r in rows}

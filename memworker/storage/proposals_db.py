@@ -9,15 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 import numpy as np
-import psycopg
 
 from memworker.storage import _sql
-
-Conn = psycopg.Connection[Any]
+from memworker.storage.db import Conn
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ import redis
 
 from memworker import errors, metrics
 from memworker.storage import db
+from memworker.storage.db import Conn, Pool
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +74,8 @@ class Replica:
 
     label: str  # replica1, replica2, ...: for metrics and /healthz (never the URL: it names secrets)
     url: str
-    pool: psycopg_pool.ConnectionPool | None = None
-    probe: psycopg.Connection[Any] | None = None
+    pool: Pool | None = None
+    probe: Conn | None = None
     state: str = "down"  # ok | lagging | down
     detail: str = "not probed yet"
     lag_s: float = 0.0
@@ -90,7 +91,7 @@ class Replica:
 class Reads:
     """Routes replica-eligible reads of one process (API or CLI) to a replica or the primary."""
 
-    primary: psycopg_pool.ConnectionPool
+    primary: Pool
     replicas: list[Replica]
     client: redis.Redis
     max_lag_s: float = 5.0
@@ -103,7 +104,7 @@ class Reads:
     _thread: threading.Thread | None = None
 
     @classmethod
-    def open(cls, primary: psycopg_pool.ConnectionPool, urls: list[str], client: redis.Redis, **options: Any) -> Reads:
+    def open(cls, primary: Pool, urls: list[str], client: redis.Redis, **options: Any) -> Reads:
         """Probe every replica once, then keep probing in a daemon thread."""
         reads = cls(primary, [Replica(f"replica{i}", u) for i, u in enumerate(urls, 1)], client, **options)
         reads.probe_once()
@@ -123,9 +124,7 @@ class Reads:
 
     # --- the read path ----------------------------------------------------------------------
 
-    def read(
-        self, tenant_id: UUID, fn: Callable[[psycopg.Connection[Any]], T], *, agent_id: str | None, client_lsn: int = 0
-    ) -> T:
+    def read(self, tenant_id: UUID, fn: Callable[[Conn], T], *, agent_id: str | None, client_lsn: int = 0) -> T:
         """fn(conn) in read_tx; when the replica fails under it, once more on the primary.
         fn must only read."""
         try:
@@ -137,7 +136,7 @@ class Reads:
                 return fn(conn)
 
     @contextmanager
-    def read_tx(self, tenant_id: UUID, *, agent_id: str | None, client_lsn: int = 0) -> Iterator[psycopg.Connection]:
+    def read_tx(self, tenant_id: UUID, *, agent_id: str | None, client_lsn: int = 0) -> Iterator[Conn]:
         """A read-only transaction bound to the tenant, on a replica that has replayed the
         caller's last write (client_lsn, or the one Redis remembers for the tenant and agent),
         else on the primary. A replica that fails under the caller's block is marked down and
@@ -166,11 +165,11 @@ class Reads:
         with db.tenant_tx(self.primary, tenant_id) as conn:
             yield conn
 
-    def _enter(self, replica: Replica, tenant_id: UUID, need: int) -> tuple[ExitStack, psycopg.Connection, bool]:
+    def _enter(self, replica: Replica, tenant_id: UUID, need: int) -> tuple[ExitStack, Conn, bool]:
         """A transaction on the replica, open in the returned stack, and whether the replica
         holds position need (waiting for it up to wait_s). Unavailable when the replica fails."""
         stack = ExitStack()
-        conn = stack.enter_context(db.tenant_tx(cast(psycopg_pool.ConnectionPool, replica.pool), tenant_id))
+        conn = stack.enter_context(db.tenant_tx(cast(Pool, replica.pool), tenant_id))
         try:
             caught_up = not need or replica.replay >= need or self._caught_up(conn, need)
         except BaseException:
@@ -196,7 +195,7 @@ class Reads:
             ok = ok[shift:] + ok[:shift]
         return ok
 
-    def _caught_up(self, conn: psycopg.Connection[Any], need: int) -> bool:
+    def _caught_up(self, conn: Conn, need: int) -> bool:
         """Whether the replica replays past need within wait_s (asked every few ms)."""
         deadline = time.monotonic() + self.wait_s
         while True:
@@ -292,7 +291,7 @@ class Reads:
 
 
 @contextmanager
-def write_tx(pool: psycopg_pool.ConnectionPool, tenant_id: UUID, lsn: list[int]) -> Iterator[psycopg.Connection]:
+def write_tx(pool: Pool, tenant_id: UUID, lsn: list[int]) -> Iterator[Conn]:
     """db.tenant_tx that, when the transaction wrote anything, appends to lsn a WAL position
     at or past its commit record (read-your-writes). A read-only transaction costs one more
     round trip and appends nothing."""

@@ -11,10 +11,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import psycopg
 from psycopg.types.json import Jsonb
 
 from memworker.storage import _sql
+from memworker.storage.db import Conn
 
 # `SELECT *` of sessions: the row flows through the session domain logic (session.summary,
 # archive.snapshot, usage_view...) and its unit tests as a plain dict, so it stays one.
@@ -172,9 +172,6 @@ class ClaimedDelivery:
 class DueDelivery:
     tenant_id: UUID
     delivery_id: UUID
-
-
-Conn = psycopg.Connection[Any]
 
 
 # --- sessions ------------------------------------------------------------------------------------

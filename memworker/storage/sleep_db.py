@@ -12,12 +12,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import psycopg
 from psycopg.types.json import Jsonb
 
 from memworker.storage import _sql
-
-Conn = psycopg.Connection[Any]
+from memworker.storage.db import Conn
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,11 @@ from typing import Any
 from uuid import UUID
 
 import numpy as np
-import psycopg
 
 from memworker import errors, memories, rules, tokens
 from memworker.policy import Policy
 from memworker.storage import core_db, db
+from memworker.storage.db import Conn
 
 # Write-time candidate searches (a duplicate here, merge and contradiction pairs in
 # lifecycle/governance.py) read at most this many postings per probed term, and count a
@@ -27,7 +27,7 @@ DUPLICATE_PROBE_TERMS = 3
 # --- tenants, keys, agents, policy -----------------------------------------------------
 
 
-def policy_for(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str | None, must_exist: bool = False) -> Policy:
+def policy_for(conn: Conn, *, tenant_id: UUID, agent_id: str | None, must_exist: bool = False) -> Policy:
     """The agent's effective policy: defaults, tenant overrides, agent overrides.
 
     Raises NotFound when must_exist and the agent is not in this tenant."""
@@ -39,7 +39,7 @@ def policy_for(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str | Non
     return Policy.resolve(row.tenant_policy, row.agent_policy, stored=True)
 
 
-def ensure_agent(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str) -> None:
+def ensure_agent(conn: Conn, *, tenant_id: UUID, agent_id: str) -> None:
     """Create the agent on first use within the tenant."""
     if not memories.AGENT_ID.fullmatch(agent_id):
         raise errors.InvalidInput(
@@ -48,7 +48,7 @@ def ensure_agent(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str) ->
     core_db.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
 
 
-def require_agent(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str) -> None:
+def require_agent(conn: Conn, *, tenant_id: UUID, agent_id: str) -> None:
     """Raises NotFound unless the agent exists in this tenant."""
     if not core_db.agent_exists(conn, tenant_id=tenant_id, agent_id=agent_id):
         raise errors.NotFound("agent not found")
@@ -57,16 +57,16 @@ def require_agent(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str) -
 # --- memories ---------------------------------------------------------------------------
 
 
-def expiry(conn: psycopg.Connection, policy: Policy, tier: str) -> datetime | None:
+def expiry(conn: Conn, policy: Policy, tier: str) -> datetime | None:
     hours = policy.ttl_hours(tier)
     if hours is None:
         return None
     row = conn.execute("SELECT now() + make_interval(secs => %s) AS t", (hours * 3600,)).fetchone()
-    return row["t"] if row else None  # type: ignore[call-overload]  # a dict row, typed as a tuple (see one())
+    return row["t"] if row else None
 
 
 def write_memory(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -116,9 +116,7 @@ def write_memory(
     return memory_id, True
 
 
-def _write_terms(
-    conn: psycopg.Connection, tenant_id: UUID, agent_id: str, memory_id: UUID, tf: dict[str, int], doc_len: int
-) -> None:
+def _write_terms(conn: Conn, tenant_id: UUID, agent_id: str, memory_id: UUID, tf: dict[str, int], doc_len: int) -> None:
     if tf:
         core_db.insert_terms(
             conn,
@@ -132,7 +130,7 @@ def _write_terms(
 
 
 def event(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -156,7 +154,7 @@ def event(
 
 
 def find_duplicate(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -196,7 +194,7 @@ def find_duplicate(
     return None
 
 
-def get_memory(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> memories.Memory:
+def get_memory(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> memories.Memory:
     """Raises NotFound (also for another tenant's or agent's id)."""
     memory = core_db.get_memory(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
     if memory is None:
@@ -205,7 +203,7 @@ def get_memory(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memo
 
 
 def update_memory(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -251,7 +249,7 @@ def update_memory(
     return memory
 
 
-def delete_memory(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> None:
+def delete_memory(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> None:
     """Delete a memory, its postings and connections (cascade). Raises NotFound."""
     if core_db.delete_memory(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id) is None:
         raise errors.NotFound("memory not found")
@@ -267,7 +265,7 @@ def delete_memory(conn: psycopg.Connection, *, tenant_id: UUID, agent_id: str, m
 
 
 def list_memories(
-    conn: psycopg.Connection,
+    conn: Conn,
     *,
     tenant_id: UUID,
     agent_id: str,

@@ -1,9 +1,7 @@
 """Typed storage: every named query in memworker/storage/queries/<area>.sql has exactly one typed
-function, memworker.storage.<area>_db.<query name>, and nothing outside memworker/storage/
-calls a query by its string name (store.one / store.all_ / store.run).
-
-Areas still being converted are listed in PENDING; the test then only checks that they are
-not half done (a typed module for an area covers all of its queries or does not exist)."""
+way in, memworker.storage.<area>_db.<query name> (a query runner of _sql declared with its row
+type, or a function where the call picks among forms of one statement), and nothing outside
+memworker/storage/ calls a query by its string name."""
 
 from __future__ import annotations
 
@@ -13,6 +11,8 @@ import importlib.util
 import inspect
 import re
 from pathlib import Path
+
+from memworker.storage import _sql
 
 ROOT = Path(__file__).resolve().parents[2]
 QUERIES = ROOT / "memworker" / "storage" / "queries"
@@ -34,12 +34,18 @@ def typed_module(area: str) -> object | None:
     return importlib.import_module(name) if importlib.util.find_spec(name) else None
 
 
+def typed_names(module: object) -> set[str]:
+    """The module's own functions and the runners named like the query they run."""
+    own = {n for n, f in inspect.getmembers(module, inspect.isfunction) if f.__module__ == getattr(module, "__name__")}
+    runners = {n for n, q in inspect.getmembers(module, lambda v: isinstance(v, _sql._Query)) if q.name == n}
+    return own | runners
+
+
 def test_every_query_has_its_typed_function() -> None:
     for area in AREAS:
         module = typed_module(area)
         assert module is not None, f"memworker/storage/{area}_db.py is missing"
-        functions = {n for n, f in inspect.getmembers(module, inspect.isfunction) if f.__module__ == module.__name__}
-        missing = [n for n in names_of(area) if n not in functions]
+        missing = [n for n in names_of(area) if n not in typed_names(module)]
         assert not missing, f"queries of {area}.sql without a typed function: {missing}"
 
 
@@ -49,9 +55,8 @@ def test_no_query_is_typed_twice() -> None:
         module = typed_module(area)
         if module is None:
             continue
-        for n, f in inspect.getmembers(module, inspect.isfunction):
-            if f.__module__ == module.__name__:
-                owners.setdefault(n, []).append(area)
+        for n in typed_names(module):
+            owners.setdefault(n, []).append(area)
     queries = area_of()
     for name, areas in owners.items():
         if name in queries:

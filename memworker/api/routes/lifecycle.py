@@ -27,6 +27,7 @@ from memworker.schemas import (
     Tier,
 )
 from memworker.storage import store
+from memworker.storage.db import Conn
 
 router = APIRouter(tags=["lifecycle"])
 
@@ -176,7 +177,7 @@ def put_agent_policy(
     return out
 
 
-def _check_pool_grants(conn: Any, p: keys.Principal, agent_id: str, body: dict[str, Any]) -> None:
+def _check_pool_grants(conn: Conn, p: keys.Principal, agent_id: str, body: dict[str, Any]) -> None:
     """A key limited to some agents may grant its agent (pools_read, pools_write) only the
     pools it reaches itself (its list names 'pool~<name>') or those the agent already has:
     else it could read and write any pool of the tenant through the agent. Forbidden otherwise."""

@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import psycopg
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
@@ -18,6 +17,7 @@ from memworker.fleet import pools
 from memworker.lifecycle import governance
 from memworker.schemas import Kind, MemoryBatch, MemoryIn, MemoryList, MemoryOut, MemoryPatch, Tier
 from memworker.storage import store
+from memworker.storage.db import Conn
 
 router = APIRouter(tags=["memories"])
 
@@ -163,7 +163,7 @@ def list_memories(
 
 
 def memory_page(
-    conn: psycopg.Connection,
+    conn: Conn,
     tenant_id: UUID,
     owner: str,
     *,

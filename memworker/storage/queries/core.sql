@@ -14,7 +14,7 @@ SELECT t.id, t.name, t.created_at FROM tenants t ORDER BY t.created_at;
 -- name: insert_api_key
 INSERT INTO api_keys (tenant_id, prefix, key_hash, name, scopes, agent_ids, expires_at)
 VALUES (%(tenant_id)s, %(prefix)s, %(key_hash)s, %(name)s, %(scopes)s, %(agent_ids)s, %(expires_at)s)
-RETURNING id, prefix, name, scopes, agent_ids, created_at, expires_at;
+RETURNING id, prefix, name, scopes, agent_ids, created_at, expires_at, revoked_at;
 
 -- name: list_api_keys
 SELECT id, prefix, name, scopes, agent_ids, created_at, expires_at, revoked_at
@@ -40,7 +40,7 @@ INSERT INTO agents (tenant_id, id) VALUES (%(tenant_id)s, %(agent_id)s)
 ON CONFLICT (tenant_id, id) DO NOTHING;
 
 -- name: agent_exists
-SELECT 1 FROM agents WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
+SELECT EXISTS (SELECT FROM agents WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s);
 
 -- name: touch_agent
 UPDATE agents SET last_episode_at = now() WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
