@@ -19,7 +19,6 @@ PREFIX = "MEMWORKER_"
 # the ~255 levels the JSON encoders of the answer refuse.
 JSON_DEPTH_CEILING = 64
 EMBEDDING_BACKENDS = ("torch", "onnx")  # docs/embeddings.md
-QUERY_PRECISIONS = ("fp32", "int8")  # docs/embeddings.md
 _HOST = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_.])?$")  # a host name, for the webhook allow-list
 
 
@@ -46,9 +45,6 @@ class Settings:
     embedding_cache_dir: Path | None = None  # where the ONNX export is cached; None: ~/.cache/memworker
     # concurrent recalls' query embeddings one API process computes in one model call; 1: each alone
     query_batch_max: int = 32
-    # the model recall's queries are embedded with: "fp32" (the stored memories' own) or "int8", a
-    # quantised copy of the onnx export, about half the CPU per query (docs/embeddings.md)
-    query_embedding_precision: str = "fp32"
     llm_base_url: str | None = None  # OpenAI-compatible; None: the offline reflector
     llm_model: str = "gpt-4o-mini"
     llm_api_key: str | None = field(default=None, repr=False)
@@ -184,10 +180,6 @@ class Settings:
             raise errors.ConfigError(f"{PREFIX}OTEL_ENDPOINT must be an OTLP/HTTP URL (http:// or https://)")
         if self.embedding_backend not in EMBEDDING_BACKENDS:
             raise errors.ConfigError(f"{PREFIX}EMBEDDING_BACKEND must be one of {', '.join(EMBEDDING_BACKENDS)}")
-        if self.query_embedding_precision not in QUERY_PRECISIONS:
-            raise errors.ConfigError(f"{PREFIX}QUERY_EMBEDDING_PRECISION must be one of {', '.join(QUERY_PRECISIONS)}")
-        if self.query_embedding_precision == "int8" and self.embedding_backend != "onnx":
-            raise errors.ConfigError(f"{PREFIX}QUERY_EMBEDDING_PRECISION=int8 needs {PREFIX}EMBEDDING_BACKEND=onnx")
         for entry in filter(None, (e.strip().strip("[]") for e in self.webhook_allow_hosts.split(","))):
             try:
                 ipaddress.ip_network(entry, strict=False)

@@ -36,7 +36,7 @@ from memworker.api.routes import (
     sessions,
 )
 from memworker.settings import Settings
-from memworker.storage import db, replicas
+from memworker.storage import console_db, db, replicas
 from tasks.publish import Publisher
 
 logger = logging.getLogger(__name__)
@@ -176,8 +176,8 @@ def _add_ops_routes(app: FastAPI) -> None:
 
 def memory_estimates(pool: Any) -> list[tuple[str, str, float]]:
     with db.system_tx(pool) as conn:
-        rows = conn.execute("SELECT attribute, value, estimate FROM memory_estimates()").fetchall()
-    return [(r["attribute"], r["value"], float(r["estimate"])) for r in rows]
+        rows = console_db.memory_estimates(conn)
+    return [(r.attribute, r.value, float(r.estimate)) for r in rows]
 
 
 class ErrorJSON(JSONResponse):

@@ -7,6 +7,8 @@ import argparse
 import json
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from memworker import errors
 from memworker.cli import common
 from memworker.models import embeddings, llm
@@ -57,14 +59,14 @@ def cmd_disable(settings: Settings, args: argparse.Namespace) -> int:
 
 def _switch(settings: Settings, args: argparse.Namespace, value: bool | None) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        field = "consolidation_enabled"
+        field, stored = "consolidation_enabled", None if value is None else Jsonb(value)
         if args.agent:
             store.require_agent(conn, tenant_id=tenant.id, agent_id=args.agent)
             overrides = sleep_db.set_agent_policy_field(
-                conn, tenant_id=tenant.id, agent_id=args.agent, field=field, value=value
+                conn, tenant_id=tenant.id, agent_id=args.agent, field=field, value=stored
             )
         else:
-            overrides = sleep_db.set_tenant_policy_field(conn, tenant_id=tenant.id, field=field, value=value)
+            overrides = sleep_db.set_tenant_policy_field(conn, tenant_id=tenant.id, field=field, value=stored)
         assert overrides is not None
         Policy.validated(overrides)  # never leave a policy the service would reject
         effective = consolidation.enabled(store.policy_for(conn, tenant_id=tenant.id, agent_id=args.agent), settings)
@@ -80,12 +82,10 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         tid = tenant.id
         if args.agent:
             store.require_agent(conn, tenant_id=tid, agent_id=args.agent)
-            rows: list[sleep_db.AgentGates | None] = [
-                sleep_db.consolidation_agent(conn, tenant_id=tid, agent_id=args.agent)
-            ]
-            runs = sleep_db.consolidation_runs_list(conn, tenant_id=tid, agent_id=args.agent, limit=args.runs)
+            rows: list[sleep_db.AgentGates | None] = [sleep_db.agent_gates(conn, tenant_id=tid, agent_id=args.agent)]
+            runs = sleep_db.runs_list(conn, tenant_id=tid, agent_id=args.agent, limit=args.runs)
         else:
-            rows, runs = list(sleep_db.consolidation_agents(conn, tenant_id=tid)), []
+            rows, runs = list(sleep_db.gates(conn, tenant_id=tid)), []
         on = {
             r.agent_id: consolidation.enabled(store.policy_for(conn, tenant_id=tid, agent_id=r.agent_id), settings)
             for r in rows

@@ -228,7 +228,7 @@ def _find(conn: Conn, base: dict[str, Any], request: Request, resolved: list[UUI
         copy_episodes = set(lifecycle_db.forget_episode_copies(conn, **base, needles=terms, exclude=list(episode_ids)))
     sessions = [request.session_id] if request.session_id else []
     if request.subject is not None:
-        sessions = sessions_db.sessions_of_subject(conn, **base, subject=request.subject)
+        sessions = sessions_db.of_subject(conn, **base, subject=request.subject)
     derived = _derived(conn, base, forgotten | turns | copies)
     return _Plan(forgotten, episode_ids, turns, found, copies, copy_episodes, derived, sessions)
 
@@ -268,7 +268,7 @@ def _scrub(conn: Conn, base: dict[str, Any], found: needles.Needles, erased: lis
     archives, audit and review reasons. Counts per place."""
     sessions = session.scrub_sessions(conn, **base, found=found)
     archives = archive.scrub_archives(conn, **base, episode_ids=erased, found=found)
-    events, reviews = lifecycle_db.forget_scrub_events(conn, **base, needles=list(found.terms)) if found else (0, 0)
+    audit = lifecycle_db.forget_scrub_events(conn, **base, needles=list(found.terms)) if found else None
     return {
         "needles": len(found.terms),
         "sessions": sessions["sessions"],
@@ -281,8 +281,8 @@ def _scrub(conn: Conn, base: dict[str, Any], found: needles.Needles, erased: lis
         "archive_episodes": archives["episodes"],
         "archive_context_calls": archives["context_calls"],
         "archive_texts": archives["texts"],
-        "events": events,
-        "reviews": reviews,
+        "events": audit.events if audit else 0,
+        "reviews": audit.reviews if audit else 0,
     }
 
 
@@ -300,7 +300,7 @@ def _audit(
     named = plan.forgotten | plan.turns | plan.copies
     events = [(i, why if i in named else f"{why}; derived from forgotten evidence") for i in deleted]
     if events:
-        lifecycle_db.lifecycle_insert_events(
+        lifecycle_db.insert_events(
             conn,
             **base,
             event="forgotten",

@@ -109,7 +109,7 @@ def findings(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: Iterable[UUID],
 def proposal(conn: Conn, *, tenant_id: UUID, pool: str, finding: Finding, policy: Policy) -> proposals_db.Match | None:
     """The pool's (its agents row's) proposal of the finding's fact, open or decided; a
     decided one before an open one; None when the pool has none yet."""
-    found = proposals_db.proposal_match(
+    found = proposals_db.match(
         conn,
         tenant_id=tenant_id,
         pool=pool,

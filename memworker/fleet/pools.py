@@ -300,7 +300,7 @@ def _queue(conn: Conn, tenant_id: UUID, found: list[matches.Finding], names: lis
         for finding in found:
             held = matches.proposal(conn, tenant_id=tenant_id, pool=target, finding=finding, policy=policy)
             if held is None:
-                made = proposals_db.proposal_upsert(
+                made = proposals_db.upsert(
                     conn,
                     tenant_id=tenant_id,
                     pool=target,
@@ -311,7 +311,7 @@ def _queue(conn: Conn, tenant_id: UUID, found: list[matches.Finding], names: lis
                 )
                 done += made is not None
             elif held.status == "open":
-                done += proposals_db.proposal_add_sources(
+                done += proposals_db.add_sources(
                     conn, tenant_id=tenant_id, proposal_id=held.id, sources=finding.sources
                 )
     return done
@@ -323,7 +323,7 @@ def forget_proposals(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_ids: 
     if not memory_ids:
         return []
     sources = [f"memory:{agent_id}/{m}" for m in memory_ids]
-    gone = proposals_db.proposal_forget(conn, tenant_id=tenant_id, sources=sources)
+    gone = proposals_db.forget_sources(conn, tenant_id=tenant_id, sources=sources)
     if gone:
         store.event(
             conn,

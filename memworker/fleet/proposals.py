@@ -60,15 +60,13 @@ def listing(
     """The pool's proposals (status None: all), oldest first. Raises NotFound for a pool
     nothing was ever written or proposed to."""
     target = pools.require(conn, tenant_id=tenant_id, name=pool)
-    return proposals_db.proposal_list(
-        conn, tenant_id=tenant_id, pool=target, status=status, agent_ids=agent_ids, limit=limit
-    )
+    return proposals_db.find(conn, tenant_id=tenant_id, pool=target, status=status, agent_ids=agent_ids, limit=limit)
 
 
 def _locked(
     conn: Conn, tenant_id: UUID, pool: str, proposal_id: UUID, agent_ids: list[str] | None
 ) -> proposals_db.Proposal:
-    found = proposals_db.proposal_lock(conn, tenant_id=tenant_id, pool=pools.owner(pool), proposal_id=proposal_id)
+    found = proposals_db.lock_for_decision(conn, tenant_id=tenant_id, pool=pools.owner(pool), proposal_id=proposal_id)
     if found is None or (agent_ids is not None and found.agent_id not in agent_ids):
         raise errors.NotFound("proposal not found")
     return found
@@ -118,7 +116,7 @@ def approve(
         actor=actor,
         embed=embed,
     )
-    proposals_db.proposal_decide(
+    proposals_db.decide(
         conn,
         tenant_id=tenant_id,
         proposal_id=proposal_id,
@@ -192,7 +190,7 @@ def reject(
     if row.status == "approved":
         raise errors.Conflict("this proposal was approved; delete the pool memory to take it back")
     if row.status == "open":
-        proposals_db.proposal_decide(
+        proposals_db.decide(
             conn,
             tenant_id=tenant_id,
             proposal_id=proposal_id,

@@ -100,7 +100,7 @@ def accept(conn: Conn, *, tenant_id: UUID, agent_id: str, episodes: list[NewEpis
         out.append((existing.id, False))
     core_db.touch_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
     if asked:  # the explicit gate: an episode that says "consolidate" / "save progress"
-        sleep_db.consolidation_request(conn, tenant_id=tenant_id, agent_id=agent_id)
+        sleep_db.request_pass(conn, tenant_id=tenant_id, agent_id=agent_id)
     return out
 
 
@@ -131,8 +131,8 @@ def _session_subjects(conn: Conn, tenant_id: UUID, agent_id: str, episodes: list
     for ep in episodes:
         if ep.subject is None and ep.session_id is not None:
             if ep.session_id not in subjects:
-                row = sessions_db.session_get(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=ep.session_id)
-                subjects[ep.session_id] = row.get("subject") if row else None
+                row = sessions_db.get(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=ep.session_id)
+                subjects[ep.session_id] = row.subject if row else None
             ep = dataclasses.replace(ep, subject=subjects[ep.session_id])
         out.append(ep)
     return out

@@ -38,7 +38,7 @@ def pairs(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], now: d
 
 def clock(conn: Conn) -> datetime:
     """The database's clock for this transaction (the same instant as its now())."""
-    return lifecycle_db.lifecycle_now(conn)
+    return lifecycle_db.now(conn)
 
 
 def ttl_until(policy: Policy, tier: str, now: datetime) -> datetime | None:
@@ -48,7 +48,7 @@ def ttl_until(policy: Policy, tier: str, now: datetime) -> datetime | None:
 
 def resolve(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> UUID:
     """The id a memory goes by now: a merged-away id resolves to its survivor."""
-    survivor = lifecycle_db.lifecycle_resolve_alias(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    survivor = lifecycle_db.resolve_alias(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
     return survivor or memory_id
 
 
@@ -70,7 +70,7 @@ def confirm(
     confidence (rules.grow_confidence), its TTL starts again, and enough confirmed
     confidence promotes L1 to L2."""
     now = now or clock(conn)
-    row = lifecycle_db.lifecycle_lock_memory(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    row = lifecycle_db.lock_memory(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
     if row is None:
         raise errors.NotFound("memory not found")
     # Another item of an episode already among the sources is not new evidence; and L3's
@@ -82,7 +82,7 @@ def confirm(
         if fresh and row.tier != memories.Tier.L3
         else float(row.confidence)
     )
-    out = lifecycle_db.lifecycle_confirm(
+    out = lifecycle_db.confirm(
         conn,
         tenant_id=tenant_id,
         memory_id=memory_id,
@@ -144,7 +144,7 @@ def promote(
         raise errors.InvalidInput("only a live memory can be promoted (this one is superseded or expired)")
     if tier not in rules.TIER_RANK or rules.TIER_RANK[tier] <= rules.TIER_RANK[current.tier]:
         raise errors.InvalidInput(f"tier: the memory is {current.tier}; promotion must go to a higher tier")
-    promoted = lifecycle_db.lifecycle_set_tier(
+    promoted = lifecycle_db.set_tier(
         conn,
         tenant_id=tenant_id,
         agent_id=agent_id,
@@ -263,7 +263,7 @@ def supersede(
     """Retire the older memory in favour of the newer: out of recall, kept for history for
     superseded_keep_days. False when it was no longer live."""
     keep = None if policy.superseded_keep_days is None else now + timedelta(days=policy.superseded_keep_days)
-    retired = lifecycle_db.lifecycle_supersede(
+    retired = lifecycle_db.supersede(
         conn,
         tenant_id=tenant_id,
         agent_id=agent_id,
@@ -299,7 +299,7 @@ def add_review(
 ) -> bool:
     """Put a contradiction on the review list (once per pair). True when it is new."""
     return (
-        lifecycle_db.lifecycle_add_review(
+        lifecycle_db.add_review(
             conn,
             tenant_id=tenant_id,
             agent_id=agent_id,
@@ -313,7 +313,7 @@ def add_review(
 
 
 def reviews(conn: Conn, *, tenant_id: UUID, agent_id: str, status: str | None, limit: int) -> list[dict[str, Any]]:
-    rows = lifecycle_db.lifecycle_reviews(conn, tenant_id=tenant_id, agent_id=agent_id, status=status, limit=limit)
+    rows = lifecycle_db.reviews(conn, tenant_id=tenant_id, agent_id=agent_id, status=status, limit=limit)
     out = []
     for review in rows:
         r = asdict(review)
@@ -350,7 +350,7 @@ def resolve_review(
     supersede the other by it. Raises NotFound, InvalidInput, or Forbidden for retiring an
     L3 memory without the admin scope."""
     now = now or clock(conn)
-    row = lifecycle_db.lifecycle_lock_review(conn, tenant_id=tenant_id, agent_id=agent_id, review_id=review_id)
+    row = lifecycle_db.lock_review(conn, tenant_id=tenant_id, agent_id=agent_id, review_id=review_id)
     if row is None:
         raise errors.NotFound("review not found")
     if row.status != "open":
@@ -378,7 +378,7 @@ def resolve_review(
         resolution = f"kept {keep}"
     else:
         raise errors.InvalidInput("keep: give 'both' or the id of one of the two memories under review")
-    lifecycle_db.lifecycle_resolve_review(
+    lifecycle_db.resolve_review(
         conn,
         tenant_id=tenant_id,
         review_id=review_id,
@@ -407,9 +407,9 @@ def merge(
     and confidence, both recall counts), move its links over, and leave an alias so its id
     resolves to the survivor. False when either is no longer live."""
     ids: dict[str, Any] = dict(tenant_id=tenant_id, agent_id=agent_id, survivor=survivor_id, other=other_id, now=now)
-    if lifecycle_db.lifecycle_merge_into(conn, **ids) is None:
+    if lifecycle_db.merge_into(conn, **ids) is None:
         return False
-    lifecycle_db.lifecycle_merge_finish(conn, **ids, reason=reason, actor=actor)
+    lifecycle_db.merge_finish(conn, **ids, reason=reason, actor=actor)
     return True
 
 
@@ -421,12 +421,12 @@ def history(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> d
     version and of the ids merged into them. Raises NotFound."""
     asked = memory_id
     memory_id = resolve(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
-    chain = lifecycle_db.lifecycle_history(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
+    chain = lifecycle_db.history(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=memory_id)
     if not chain:
         raise errors.NotFound("memory not found")
     ids = [r.id for r in chain]
-    ids += lifecycle_db.lifecycle_aliases_of(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids)
-    events = lifecycle_db.lifecycle_events(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids, limit=500)
+    ids += lifecycle_db.aliases_of(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids)
+    events = lifecycle_db.events(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids, limit=500)
     return {
         "memory_id": memory_id,
         "asked": asked,
@@ -466,8 +466,8 @@ def put_policy(conn: Conn, *, tenant_id: UUID, agent_id: str | None, overrides: 
     effective = Policy.resolve(tenant_layer, overrides) if agent_id is not None else Policy.resolve(overrides)
     clean = {k: effective.to_json()[k] for k in overrides}
     if agent_id is None:
-        lifecycle_db.lifecycle_set_tenant_policy(conn, tenant_id=tenant_id, policy=clean)
+        lifecycle_db.set_tenant_policy(conn, tenant_id=tenant_id, policy=clean)
     else:
         store.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
-        lifecycle_db.lifecycle_set_agent_policy(conn, tenant_id=tenant_id, agent_id=agent_id, policy=clean)
+        lifecycle_db.set_agent_policy(conn, tenant_id=tenant_id, agent_id=agent_id, policy=clean)
     return get_policy(conn, tenant_id=tenant_id, agent_id=agent_id)

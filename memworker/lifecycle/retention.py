@@ -481,7 +481,7 @@ class _Sweep:
             after = decayed.last_id
 
     def _events(self, conn: Conn, event: str, ids: list[str], reasons: list[str]) -> None:
-        lifecycle_db.lifecycle_insert_events(
+        lifecycle_db.insert_events(
             conn,
             **self.ids,
             event=event,

@@ -70,7 +70,7 @@ CALL_FIELDS = ("id", "query", "max_tokens", "tokens", "memory_ids", "dropped", "
 
 
 def snapshot(
-    session: dict[str, Any],
+    session: sessions_db.Session,
     episodes: Sequence[sessions_db.SessionEpisode],
     calls: Sequence[sessions_db.ContextCall],
     *,
@@ -83,14 +83,14 @@ def snapshot(
             "type": "header",
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "agent_id": session["agent_id"],
-            "session_id": session["id"],
+            "agent_id": session.agent_id,
+            "session_id": session.id,
             "archive_version": version,
             "archived_at": archived_at.isoformat(),
         },
-        {"type": "session", **{k: _plain(session[k]) for k in SESSION_FIELDS}},
-        {"type": "working", "document": working.normalised(session["working"])},
-        {"type": "plan", "document": session["plan"]},
+        {"type": "session", **{k: _plain(getattr(session, k)) for k in SESSION_FIELDS}},
+        {"type": "working", "document": working.normalised(session.working)},
+        {"type": "plan", "document": session.plan},
     ]
     lines += [{"type": "episode", **{k: _plain(getattr(e, k)) for k in EPISODE_FIELDS}} for e in episodes]
     lines += [{"type": "context_call", **{k: _plain(getattr(c, k)) for k in CALL_FIELDS}} for c in calls]
@@ -163,18 +163,18 @@ def archive(
     publish or None, webhook deliveries to send). An already archived session returns its
     latest archive with already_archived true and nothing to publish."""
     row = session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True)
-    if row["status"] == "archived":
+    if row.status == "archived":
         latest = sessions_db.archive_get(
             conn,
             tenant_id=tenant_id,
             agent_id=agent_id,
             session_id=session_id,
-            version=row["archive_count"],
+            version=row.archive_count,
         )
         assert latest is not None
         return {**listing(latest), "already_archived": True}, None, []
-    version = row["archive_count"] + 1
-    episodes = sessions_db.session_episodes(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    version = row.archive_count + 1
+    episodes = sessions_db.episodes(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     calls = sessions_db.context_calls_of_session(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     lines = snapshot(row, episodes, calls, version=version, archived_at=session.now())
     data, raw_bytes, digest = encode(lines)
@@ -191,7 +191,7 @@ def archive(
                     session_id=session_id,
                     idempotency_key=f"session-archive:{session_id}:{version}",
                     metadata={"source": "session_archive", "session_id": session_id, "archive_version": version},
-                    subject=row.get("subject"),  # a session with one subject is about it
+                    subject=row.subject,  # a session with one subject is about it
                 )
             ],
         )
@@ -211,7 +211,7 @@ def archive(
         distill_episode_id=episode_id,
     )
     sessions_db.context_calls_delete(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
-    sessions_db.session_archived(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version)
+    sessions_db.mark_archived(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version)
     sleep_db.session_ended(conn, tenant_id=tenant_id, agent_id=agent_id)  # sleep's session gate
     out = listing(saved)
     deliveries = hooks.emit(
@@ -229,14 +229,14 @@ def restore(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, vers
     """Reopen an archived session from its latest (or the given) archive. Raises NotFound,
     Conflict (the session is open), InvalidInput (corrupt or unsupported archive)."""
     row = session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True)
-    if row["status"] != "archived":
+    if row.status != "archived":
         raise errors.Conflict(f"session {session_id} is open; only an archived session can be restored")
     arc = sessions_db.archive_get(
         conn,
         tenant_id=tenant_id,
         agent_id=agent_id,
         session_id=session_id,
-        version=version or row["archive_count"],
+        version=version or row.archive_count,
     )
     if arc is None:
         raise errors.NotFound(f"no archive version {version} of this session")
@@ -244,14 +244,14 @@ def restore(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, vers
     state = next(x for x in lines if x["type"] == "session")
     doc = next(x["document"] for x in lines if x["type"] == "working")
     plan = next(x["document"] for x in lines if x["type"] == "plan")
-    sessions_db.session_restore(
+    sessions_db.restore(
         conn,
         tenant_id=tenant_id,
         agent_id=agent_id,
         session_id=session_id,
         metadata=state["metadata"],
         working=doc,
-        plan=plan,
+        plan=plan or None,
         revision=state["revision"],
         window_tokens=state["window_tokens"],
         log_tokens=state["log_tokens"],
@@ -358,9 +358,9 @@ def scrub_archives(
     if found:
         keys = sessions_db.archive_keys(conn, tenant_id=tenant_id, agent_id=agent_id)
     else:
-        rows = sessions_db.archives_with_episodes(conn, tenant_id=tenant_id, agent_id=agent_id, ids=episode_ids)
-        keys = [(r.session_id, r.version) for r in rows]
-    for session_id, version in keys:
+        keys = sessions_db.archives_with_episodes(conn, tenant_id=tenant_id, agent_id=agent_id, ids=episode_ids)
+    for key in keys:
+        session_id, version = key.session_id, key.version
         row = sessions_db.archive_get(
             conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version
         )

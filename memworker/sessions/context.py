@@ -302,7 +302,7 @@ def gather(
     query: str,
     k: int,
     policy: Policy,
-    session: dict[str, Any] | None,
+    session: sessions_db.Session | None,
     subject: str | None = None,
 ) -> Inputs:
     """Recall (without bumping access counts: only what is packed counts as used), the
@@ -318,7 +318,7 @@ def gather(
         policy=policy,
         bump=False,
     )
-    doc = working.normalised(session["working"]) if session else None
+    doc = working.normalised(session.working) if session else None
     pinned_ids = [i["memory_id"] for i in (doc or {}).get("items", []) if i.get("memory_id")]
     pinned = []
     if pinned_ids:
@@ -335,7 +335,7 @@ def gather(
         pinned,
         profile.load(conn, tenant_id=tenant_id, agent_id=agent_id),
         doc,
-        session["plan"] if session else None,
+        session.plan if session else None,
     )
 
 

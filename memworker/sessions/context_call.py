@@ -67,7 +67,7 @@ def run(
         k=k or policy.context_recall_k,
         policy=policy,
         session=row,
-        subject=subject if subject is not None else (row or {}).get("subject"),
+        subject=subject if subject is not None else (row.subject if row else None),
     )
     packed = context.build(inputs, query=query, agent_id=agent_id, session_id=session_id, budget=budget, count=count)
     if gathered is None:  # else the caller queues the bumps, as a replica's recall does
@@ -84,7 +84,7 @@ def run(
                 conn,
                 tenant_id=tenant_id,
                 agent_id=agent_id,
-                session_id=row["id"],
+                session_id=row.id,
                 query=query,
                 max_tokens=budget,
                 tokens=packed.tokens,

@@ -251,7 +251,7 @@ def episode_stored(
     source = (metadata or {}).get("source")
     derived = source if source in DERIVED else None
     if session_id is not None and derived is None:
-        sessions_db.session_log_tokens(
+        sessions_db.add_log_tokens(
             conn,
             tenant_id=tenant_id,
             agent_id=agent_id,

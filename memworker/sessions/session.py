@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from psycopg.types.json import Jsonb
+
 from memworker import errors, memories, redact
 from memworker.ingest import intake
 from memworker.lifecycle import needles
@@ -45,7 +47,7 @@ def create(
     window_tokens: int | None,
     metadata: dict[str, Any],
     subject: str | None = None,
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[sessions_db.Session, bool]:
     """A new open session (the agent is created on first use); (row, created). An existing
     session_id returns that session unchanged with created False."""
     sid = session_id or f"s-{uuid.uuid4().hex[:16]}"
@@ -60,7 +62,7 @@ def create(
     doc = working.empty()
     if goal:
         doc.update(goal=" ".join(goal.split()), goal_seq=1)
-    row = sessions_db.session_insert(
+    row = sessions_db.insert(
         conn,
         tenant_id=tenant_id,
         agent_id=agent_id,
@@ -78,38 +80,38 @@ def create(
 
 def load(
     conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, lock: bool = False, open_only: bool = False
-) -> dict[str, Any]:
+) -> sessions_db.Session:
     """The session row. Raises NotFound (also for another tenant's or agent's session), and
     Conflict when open_only and the session is archived."""
-    get = sessions_db.session_lock if lock else sessions_db.session_get
+    get = sessions_db.get_locked if lock else sessions_db.get
     row = get(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     if row is None:
         raise errors.NotFound("session not found")
-    if open_only and row["status"] != "open":
+    if open_only and row.status != "open":
         raise errors.Conflict(f"session {session_id} is archived; POST .../restore to reopen it")
     return row
 
 
-def summary(row: dict[str, Any], policy: Policy) -> dict[str, Any]:
+def summary(row: sessions_db.Session, policy: Policy) -> dict[str, Any]:
     """What GET .../sessions/{id} answers."""
-    doc = working.normalised(row["working"])
+    doc = working.normalised(row.working)
     return {
-        "session_id": row["id"],
-        "agent_id": row["agent_id"],
-        "status": row["status"],
-        "metadata": row["metadata"],
-        "subject": row.get("subject"),
+        "session_id": row.id,
+        "agent_id": row.agent_id,
+        "status": row.status,
+        "metadata": row.metadata,
+        "subject": row.subject,
         "goal": doc["goal"],
         "intent": doc["intent"],
-        "revision": row["revision"],
+        "revision": row.revision,
         "working_items": len(doc["items"]),
-        "plan": plans.resume(row["plan"]) if row["plan"] else None,
+        "plan": plans.resume(row.plan) if row.plan else None,
         "usage": usage_view(row, policy),
-        "archives": row["archive_count"],
-        **{
-            k: row[k].isoformat() if row[k] else None
-            for k in ("created_at", "updated_at", "archived_at", "restored_at")
-        },
+        "archives": row.archive_count,
+        "created_at": row.created_at.isoformat(),
+        "updated_at": row.updated_at.isoformat(),
+        "archived_at": row.archived_at.isoformat() if row.archived_at else None,
+        "restored_at": row.restored_at.isoformat() if row.restored_at else None,
     }
 
 
@@ -122,7 +124,7 @@ def patch_working(
     patch: working.Patch,
     expected_revision: int | None,
     policy: Policy,
-) -> tuple[dict[str, Any], working.Report]:
+) -> tuple[sessions_db.Session, working.Report]:
     """Apply a working-memory change under the session lock; (new row, report). Raises
     NotFound, Conflict (archived, or revision moved on), InvalidInput."""
     row = load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True)
@@ -130,16 +132,16 @@ def patch_working(
     for item in patch.add:
         if item.memory_id is not None:
             store.get_memory(conn, tenant_id=tenant_id, agent_id=agent_id, memory_id=_uuid(item.memory_id))
-    revision = row["revision"] + 1
+    revision = row.revision + 1
     doc, report = working.apply(
-        row["working"],
+        row.working,
         redacted(patch) if policy.redact_pii else patch,
         revision=revision,
         now=now(),
         max_items=policy.working_max_items,
         prune_to=policy.working_prune_to,
     )
-    saved = sessions_db.session_save_working(
+    saved = sessions_db.save_working(
         conn,
         tenant_id=tenant_id,
         agent_id=agent_id,
@@ -166,11 +168,13 @@ def redacted(patch: working.Patch) -> working.Patch:
     )
 
 
-def put_plan(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, spec: dict[str, Any]) -> dict[str, Any]:
+def put_plan(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, spec: dict[str, Any]
+) -> sessions_db.Session:
     """Replace the session's plan (keeping the progress of steps whose ids stay); the new row."""
     row = load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True)
-    revision = row["revision"] + 1
-    plan = plans.build(spec, old=row["plan"], now=now())
+    revision = row.revision + 1
+    plan = plans.build(spec, old=row.plan, now=now())
     plan["revision"] = revision
     return _save_plan(conn, tenant_id, agent_id, session_id, plan, revision)
 
@@ -184,25 +188,25 @@ def patch_step(
     step_id: str,
     patch: plans.StepPatch,
     expected_revision: int | None,
-) -> dict[str, Any]:
+) -> sessions_db.Session:
     """Change one step's status, progress or output; the new row. Raises NotFound (no plan,
     no such step), Conflict, InvalidInput."""
     row = load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True)
     _check_revision(row, expected_revision)
-    if not row["plan"]:
+    if not row.plan:
         raise errors.NotFound("this session has no plan; PUT .../plan first")
-    plan = plans.patch_step(row["plan"], step_id, patch, now=now())
-    if plan == row["plan"]:  # the step already says so: nothing saved, no new revision
+    plan = plans.patch_step(row.plan, step_id, patch, now=now())
+    if plan == row.plan:  # the step already says so: nothing saved, no new revision
         return row
-    revision = row["revision"] + 1
+    revision = row.revision + 1
     plan["revision"] = revision
     return _save_plan(conn, tenant_id, agent_id, session_id, plan, revision)
 
 
 def _save_plan(
     conn: Conn, tenant_id: UUID, agent_id: str, session_id: str, plan: dict[str, Any], revision: int
-) -> dict[str, Any]:
-    saved = sessions_db.session_save_plan(
+) -> sessions_db.Session:
+    saved = sessions_db.save_plan(
         conn,
         tenant_id=tenant_id,
         agent_id=agent_id,
@@ -214,9 +218,9 @@ def _save_plan(
     return saved
 
 
-def _check_revision(row: dict[str, Any], expected: int | None) -> None:
-    if expected is not None and expected != row["revision"]:
-        raise errors.Conflict(f"session revision is {row['revision']}, not {expected}: re-read and retry")
+def _check_revision(row: sessions_db.Session, expected: int | None) -> None:
+    if expected is not None and expected != row.revision:
+        raise errors.Conflict(f"session revision is {row.revision}, not {expected}: re-read and retry")
 
 
 def _uuid(value: str) -> UUID:
@@ -242,40 +246,42 @@ class Use:
         return self.share is not None or self.used_tokens is not None
 
 
-def window_of(row: dict[str, Any], policy: Policy, reported: Use | None = None) -> int:
-    return int((reported.window_tokens if reported else None) or row["window_tokens"] or policy.session_window_tokens)
+def window_of(row: sessions_db.Session, policy: Policy, reported: Use | None = None) -> int:
+    return int((reported.window_tokens if reported else None) or row.window_tokens or policy.session_window_tokens)
 
 
-def measure(row: dict[str, Any], policy: Policy, reported: Use | None, context_tokens: int | None) -> tuple[float, str]:
+def measure(
+    row: sessions_db.Session, policy: Policy, reported: Use | None, context_tokens: int | None
+) -> tuple[float, str]:
     """(share of the window in use, 'reported' | 'estimated')."""
     window = window_of(row, policy, reported)
     if reported is not None and reported.share is not None:
         return float(reported.share), "reported"
     if reported is not None and reported.used_tokens is not None:
         return reported.used_tokens / window, "reported"
-    last = row["last_context_tokens"] if context_tokens is None else context_tokens
-    return (row["log_tokens"] + last) / window, "estimated"
+    last = row.last_context_tokens if context_tokens is None else context_tokens
+    return (row.log_tokens + last) / window, "estimated"
 
 
-def usage_view(row: dict[str, Any], policy: Policy) -> dict[str, Any]:
+def usage_view(row: sessions_db.Session, policy: Policy) -> dict[str, Any]:
     share, _ = measure(row, policy, None, None)
     return {
-        "log_tokens": row["log_tokens"],
-        "last_context_tokens": row["last_context_tokens"],
+        "log_tokens": row.log_tokens,
+        "last_context_tokens": row.last_context_tokens,
         "window_tokens": window_of(row, policy),
         "estimated_use": round(share, 4),
-        "reported_use": row["reported_used"],
+        "reported_use": row.reported_used,
         "flush_at": policy.context_flush_at,
-        "flush_armed": row["flush_armed"],
-        "flush_count": row["flush_count"],
-        "flushed_at": row["flushed_at"].isoformat() if row["flushed_at"] else None,
-        "last_flush_episode_id": str(row["last_flush_episode_id"]) if row["last_flush_episode_id"] else None,
+        "flush_armed": row.flush_armed,
+        "flush_count": row.flush_count,
+        "flushed_at": row.flushed_at.isoformat() if row.flushed_at else None,
+        "last_flush_episode_id": str(row.last_flush_episode_id) if row.last_flush_episode_id else None,
     }
 
 
 def record_use(
     conn: Conn,
-    row: dict[str, Any],
+    row: sessions_db.Session,
     *,
     policy: Policy,
     reported: Use | None,
@@ -297,12 +303,12 @@ def record_use(
         "episode_id": None,
         "reason": "below threshold",
     }
-    armed = row["flush_armed"] or share < threshold  # dropping below the threshold re-arms
-    sessions_db.session_record_use(
+    armed = row.flush_armed or share < threshold  # dropping below the threshold re-arms
+    sessions_db.record_use(
         conn,
-        tenant_id=row["tenant_id"],
-        agent_id=row["agent_id"],
-        session_id=row["id"],
+        tenant_id=row.tenant_id,
+        agent_id=row.agent_id,
+        session_id=row.id,
         context_tokens=context_tokens,
         reported=share if source == "reported" else None,
         window_tokens=reported.window_tokens if reported else None,
@@ -325,61 +331,57 @@ def record_use(
     return info, episode_id
 
 
-def flush(conn: Conn, row: dict[str, Any], *, share: float) -> UUID | None:
+def flush(conn: Conn, row: sessions_db.Session, *, share: float) -> UUID | None:
     """Write the session's log since the last flush as an episode (the reflective write
     distils it) and reset the estimate. Returns the new episode id, or None when nothing
     changed since the last flush."""
-    since = row["flushed_revision"]
-    changed = working.changed_since(row["working"], since)
+    since = row.flushed_revision
+    changed = working.changed_since(row.working, since)
     lines = working.render_lines(changed)
-    if row["plan"] and int(row["plan"].get("revision", 0)) > since:
-        lines += plans.render_lines(row["plan"])
+    if row.plan and int(row.plan.get("revision", 0)) > since:
+        lines += plans.render_lines(row.plan)
     episode_id = None
-    n = row["flush_count"] + 1
+    n = row.flush_count + 1
     if lines:
         ((episode_id, _),) = intake.accept(
             conn,
-            tenant_id=row["tenant_id"],
-            agent_id=row["agent_id"],
+            tenant_id=row.tenant_id,
+            agent_id=row.agent_id,
             episodes=[
                 intake.NewEpisode(
                     "\n".join(lines),
-                    session_id=row["id"],
-                    idempotency_key=f"session-flush:{row['id']}:{n}:{row['revision']}",
-                    metadata={"source": "context_flush", "session_id": row["id"], "flush": n, "use": round(share, 4)},
-                    subject=row.get("subject"),
+                    session_id=row.id,
+                    idempotency_key=f"session-flush:{row.id}:{n}:{row.revision}",
+                    metadata={"source": "context_flush", "session_id": row.id, "flush": n, "use": round(share, 4)},
+                    subject=row.subject,
                 )
             ],
         )
-    sessions_db.session_flushed(
+    sessions_db.mark_flushed(
         conn,
-        tenant_id=row["tenant_id"],
-        agent_id=row["agent_id"],
-        session_id=row["id"],
-        revision=row["revision"],
+        tenant_id=row.tenant_id,
+        agent_id=row.agent_id,
+        session_id=row.id,
+        revision=row.revision,
         episode_id=episode_id,
     )
     return episode_id
 
 
-def note_context(conn: Conn, row: dict[str, Any], *, relevant_items: list[int]) -> None:
+def note_context(conn: Conn, row: sessions_db.Session, *, relevant_items: list[int]) -> None:
     """Working items relevant to a context call count as referenced once more."""
     if relevant_items:
-        doc = working.referenced(row["working"], relevant_items)
-        sessions_db.session_set_working(
-            conn, tenant_id=row["tenant_id"], agent_id=row["agent_id"], session_id=row["id"], working=doc
-        )
+        doc = working.referenced(row.working, relevant_items)
+        sessions_db.set_working(conn, tenant_id=row.tenant_id, agent_id=row.agent_id, session_id=row.id, working=doc)
 
 
 def forget_session(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> dict[str, int]:
     """Delete a session with its working memory, plan, context-call log and archives
     (cascade), and the webhook deliveries that mention it. Called by forget
     (memworker/erase/forget.py), which erases the session's episodes and memories."""
-    counts = sessions_db.session_forget_counts(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
-    deliveries = sessions_db.session_forget_deliveries(
-        conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id
-    )
-    gone = sessions_db.session_forget(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    counts = sessions_db.cascade_counts(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    deliveries = sessions_db.delete_deliveries(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+    gone = sessions_db.delete(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     return {
         "sessions": gone,
         "context_calls": counts.calls,
@@ -398,19 +400,19 @@ def scrub_sessions(conn: Conn, *, tenant_id: UUID, agent_id: str, found: needles
     if not found:
         return out
     terms = list(found.terms)
-    for row in sessions_db.sessions_with_text(conn, tenant_id=tenant_id, agent_id=agent_id, needles=terms):
-        doc, n_working = working.scrub(row["working"], found.found_in)
-        plan, n_plan = plans.scrub(row["plan"], found.found_in)
-        meta, n_meta = found.scrub(row["metadata"])
+    for row in sessions_db.with_text(conn, tenant_id=tenant_id, agent_id=agent_id, needles=terms):
+        doc, n_working = working.scrub(row.working, found.found_in)
+        plan, n_plan = plans.scrub(row.plan, found.found_in)
+        meta, n_meta = found.scrub(row.metadata)
         if not n_working + n_plan + n_meta:
             continue
-        sessions_db.session_scrubbed(
+        sessions_db.save_scrubbed(
             conn,
             tenant_id=tenant_id,
             agent_id=agent_id,
-            session_id=row["id"],
-            working=doc if n_working else row["working"],
-            plan=plan if n_plan else row["plan"],
+            session_id=row.id,
+            working=doc if n_working else row.working,
+            plan=plan if n_plan else row.plan,
             metadata=meta,
         )
         out["sessions"] += 1
@@ -418,11 +420,9 @@ def scrub_sessions(conn: Conn, *, tenant_id: UUID, agent_id: str, found: needles
         out["plan"] += n_plan
         out["metadata"] += n_meta
     out["context_calls"] = sessions_db.context_calls_scrub(conn, tenant_id=tenant_id, agent_id=agent_id, needles=terms)
-    for delivery_id, payload in sessions_db.deliveries_with_text(
-        conn, tenant_id=tenant_id, agent_id=agent_id, needles=terms
-    ):
-        clean, n = found.scrub(payload)
+    for delivery in sessions_db.deliveries_with_text(conn, tenant_id=tenant_id, agent_id=agent_id, needles=terms):
+        clean, n = found.scrub(delivery.payload)
         if n:
-            sessions_db.delivery_scrubbed(conn, tenant_id=tenant_id, delivery_id=delivery_id, payload=clean)
+            sessions_db.delivery_scrubbed(conn, tenant_id=tenant_id, delivery_id=delivery.id, payload=Jsonb(clean))
             out["webhook_deliveries"] += 1
     return out

@@ -19,6 +19,7 @@ from typing import Any
 from uuid import UUID
 
 import numpy as np
+from psycopg.types.json import Jsonb
 
 from memworker import errors, memories, metrics
 from memworker.fleet import pools
@@ -115,15 +116,14 @@ def sweep(pool: Pool, settings: Settings, *, window: datetime, ingest_backlog: i
         result.deferred = f"ingest queue backed up ({ingest_backlog} > {settings.consolidation_backlog_max})"
         return result
     with db.system_tx(pool) as conn:
-        rows = sleep_db.claim_due_agents(
+        result.claimed = sleep_db.claim_due_agents(
             conn,
             window=window,
             defaults=sweep_defaults(settings),
             lease_s=settings.consolidation_lease_s,
             limit=settings.consolidation_sweep_limit,
         )
-        result.flagged_agents = sleep_db.consolidation_flagged_count(conn, threshold=FLAG_AFTER)
-    result.claimed = [(r.tenant_id, r.agent_id, r.run_id, r.trigger) for r in rows]
+        result.flagged_agents = sleep_db.flagged_count(conn, threshold=FLAG_AFTER)
     metrics.CONSOLIDATION_FLAGGED_AGENTS.set(result.flagged_agents)
     return result
 
@@ -131,9 +131,9 @@ def sweep(pool: Pool, settings: Settings, *, window: datetime, ingest_backlog: i
 def request_run(conn: Conn, *, tenant_id: UUID, agent_id: str, trigger: str, run_key: str | None = None) -> UUID:
     """A queued run for an explicit pass (API, CLI); the same run_key returns the same run."""
     key = run_key or f"{trigger}:{uuid.uuid4()}"
-    run_id = sleep_db.consolidation_run_insert(
+    run_id = sleep_db.run_insert(
         conn, tenant_id=tenant_id, agent_id=agent_id, run_key=key, trigger=trigger
-    ) or sleep_db.consolidation_run_by_key(conn, tenant_id=tenant_id, agent_id=agent_id, run_key=key)
+    ) or sleep_db.run_by_key(conn, tenant_id=tenant_id, agent_id=agent_id, run_key=key)
     assert run_id is not None
     return run_id
 
@@ -159,17 +159,17 @@ def run_pass(
     Raises Unavailable when Postgres cannot be reached (nothing can be recorded then)."""
     started = time.monotonic()
     with db.tenant_tx(pool, tenant_id) as conn:
-        if sleep_db.consolidation_run_start(conn, tenant_id=tenant_id, agent_id=agent_id, run_id=run_id) is None:
+        if sleep_db.run_start(conn, tenant_id=tenant_id, agent_id=agent_id, run_id=run_id) is None:
             return _stored_report(conn, tenant_id, agent_id, run_id)
     report = Report(str(run_id), agent_id)
     policy = Policy()
     try:
         with db.tenant_tx(pool, tenant_id) as conn:
-            run_row = sleep_db.consolidation_run_get(conn, tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
+            run_row = sleep_db.run_get(conn, tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
             assert run_row is not None
             report.trigger = run_row.trigger
             if not db.try_agent_lock(conn, tenant_id, agent_id):
-                sleep_db.consolidation_run_requeue(conn, tenant_id=tenant_id, run_id=run_id)
+                sleep_db.run_requeue(conn, tenant_id=tenant_id, run_id=run_id)
                 report.status = "busy"
                 metrics.CONSOLIDATION_PASSES.labels("busy").inc()
                 return report
@@ -232,14 +232,12 @@ class _Pass:
 
     def run(self) -> None:
         conn, r, p = self.conn, self.report, self.policy
-        sleep_db.consolidation_runs_supersede(conn, run_id=self.run_id, **self.ids)
-        agent = sleep_db.consolidation_agent(conn, **self.ids)
+        sleep_db.runs_supersede(conn, run_id=self.run_id, **self.ids)
+        agent = sleep_db.agent_gates(conn, **self.ids)
         assert agent is not None
         if not (self.force or enabled(p, self.settings)):
             return self._skip("consolidation is disabled for this agent")
-        window = [
-            _item(row) for row in sleep_db.consolidation_window(conn, limit=p.consolidation_window_size, **self.ids)
-        ]
+        window = [_item(row) for row in sleep_db.pass_window(conn, limit=p.consolidation_window_size, **self.ids)]
         # one subject per pass: what it derives never mixes two people (memworker.sleep.subjects)
         self.subject, window = subjects.one_subject(window)
         r.items_reviewed = len(window)
@@ -264,7 +262,7 @@ class _Pass:
                 summaries.sources(window, insight[3]["evidence"], insight[0] if insight[2] == "rules" else None),
             )
             r.insight_id, r.insights_written = str(insight_id), 1
-        made = sleep_db.consolidation_insert_connections(
+        made = sleep_db.insert_connections(
             conn,
             insight_id=insight_id,
             from_ids=[c.from_id for c in conns],
@@ -273,12 +271,12 @@ class _Pass:
             **self.ids,
         )
         r.connections_made = len(made)
-        made_conns = [Connection(str(m.from_id), str(m.to_id), m.relationship) for m in made]
+        made_conns = [Connection(str(from_id), str(to_id), rel) for from_id, to_id, rel in made]
         self._write_conclusions(window, conclusions, vectors[len(texts) - len(conclusions) :])
         self._rerate(window, made_conns, agent.last_consolidated_at)
         self._distil(window)
         new_ids = [i for i in [r.insight_id, *r.conclusion_ids, *r.summary_ids] if i]
-        sleep_db.consolidation_mark(conn, ids=[i.id for i in window] + new_ids, **self.ids)
+        sleep_db.mark_consolidated(conn, ids=[i.id for i in window] + new_ids, **self.ids)
         if self.subject is None:  # what this agent and another learnt alike goes to its pools (policy)
             ids = [UUID(i.id) for i in window] + [UUID(i) for i in new_ids]
             shared = pools.propose(conn, ids=ids, policy=p, **self.ids)
@@ -288,7 +286,7 @@ class _Pass:
             self._profile(window)
         else:
             r.steps["profile"] = f"not the agent's: subject {self.subject} (GET .../profile?subject=)"
-        waiting = sleep_db.consolidation_waiting(conn, limit=p.consolidation_min_items, **self.ids)
+        waiting = sleep_db.waiting(conn, limit=p.consolidation_min_items, **self.ids)
         backlog = waiting >= p.consolidation_min_items
         r.steps["backlog"] = "more memories wait: the next sweep takes the agent again" if backlog else "none"
         r.status = "done"
@@ -324,7 +322,7 @@ class _Pass:
                 item = _replace(item, entities=ents, topics=tops)
             out.append(item)
         if changed:
-            sleep_db.consolidation_set_metadata(self.conn, rows=changed, **self.ids)
+            sleep_db.set_metadata(self.conn, rows=Jsonb(changed), **self.ids)
         return out
 
     def _connections(self, window: list[Item]) -> list[Connection]:
@@ -476,9 +474,7 @@ class _Pass:
             return
         bumps = synthesis.rerate(window, made_conns, since)
         old = {i.id: i.salience for i in window}
-        rerated = sleep_db.consolidation_rerate(
-            self.conn, ids=list(bumps), bumps=[bumps[i] - old[i] for i in bumps], **self.ids
-        )
+        rerated = sleep_db.rerate(self.conn, ids=list(bumps), bumps=[bumps[i] - old[i] for i in bumps], **self.ids)
         self.report.salience_rerated = len(rerated)
 
     def _write(
@@ -526,14 +522,14 @@ class _Pass:
 
     def _close(self, *, consolidated: bool, requested: bool) -> None:
         self.report.duration_ms = int((time.monotonic() - self.started) * 1000)
-        sleep_db.consolidation_agent_done(self.conn, consolidated=consolidated, requested=requested, **self.ids)
+        sleep_db.pass_done(self.conn, consolidated=consolidated, requested=requested, **self.ids)
         _finish(self.conn, self.tenant_id, self.run_id, self.report)
 
 
 def _record_failure(pool: Pool, tenant_id: UUID, agent_id: str, run_id: UUID, report: Report, policy: Policy) -> None:
     with db.tenant_tx(pool, tenant_id) as conn:
         failures = (
-            sleep_db.consolidation_agent_failed(
+            sleep_db.pass_failed(
                 conn, tenant_id=tenant_id, agent_id=agent_id, error=report.error, backoff_s=backoff_s(policy)
             )
             or 0
@@ -552,7 +548,7 @@ def _record_failure(pool: Pool, tenant_id: UUID, agent_id: str, run_id: UUID, re
 
 
 def _finish(conn: Conn, tenant_id: UUID, run_id: UUID, r: Report) -> None:
-    sleep_db.consolidation_run_finish(
+    sleep_db.run_finish(
         conn,
         tenant_id=tenant_id,
         run_id=run_id,
@@ -573,7 +569,7 @@ def _finish(conn: Conn, tenant_id: UUID, run_id: UUID, r: Report) -> None:
 
 
 def _stored_report(conn: Conn, tenant_id: UUID, agent_id: str, run_id: UUID) -> Report:
-    row = sleep_db.consolidation_run_get(conn, tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
+    row = sleep_db.run_get(conn, tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
     if row is None:
         raise errors.NotFound("consolidation run not found")
     if row.report:

@@ -192,16 +192,8 @@ def _wins(new: dict[str, Any], old: dict[str, Any]) -> bool:
 
 def load(conn: Conn, *, tenant_id: UUID, agent_id: str, version: int | None = None) -> dict[str, Any]:
     """The latest (or the given) version; an empty version-0 document when there is none."""
-    row = (
-        sleep_db.profile_version(conn, tenant_id=tenant_id, agent_id=agent_id, version=version)
-        if version is not None
-        else sleep_db.profile_latest(conn, tenant_id=tenant_id, agent_id=agent_id)
-    )
-    if row is None:
-        return empty()
-    doc = row.document
-    doc["version"] = row.version
-    return doc
+    doc = sleep_db.profile(conn, tenant_id=tenant_id, agent_id=agent_id, version=version)
+    return empty() if doc is None else doc
 
 
 def save(conn: Conn, *, tenant_id: UUID, agent_id: str, document: dict[str, Any], run_id: UUID, now: datetime) -> int:

@@ -8,10 +8,10 @@ from typing import Any
 
 from memworker.sleep import consolidation
 from memworker.storage.rows import jsonable
-from memworker.storage.sleep_db import AgentGates, RunListing
+from memworker.storage.sleep_db import AgentGates, Run
 
 
-def run_json(run: RunListing) -> dict[str, Any]:
+def run_json(run: Run) -> dict[str, Any]:
     """A consolidation_runs row with its report's steps and results lifted to the top."""
     row = asdict(run)
     out = jsonable({k: v for k, v in row.items() if k != "report"})

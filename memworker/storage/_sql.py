@@ -1,6 +1,7 @@
-"""The named SQL (queries/<area>.sql, `-- name: xxx` blocks) and the generic helpers that run a
-query by its name. For memworker/storage/ only: everything else calls the typed function of
-its query, memworker.storage.<area>_db.<query name> (tests/unit/test_storage_typed.py checks)."""
+"""The named SQL (queries/<area>.sql, `-- name: xxx` blocks) and the runners that declare each
+query once with the type of its rows (Rows, Row, One, Run over psycopg row factories). The
+<area>_db modules declare them; everything else calls those, memworker.storage.<area>_db.<query
+name>, never a query by its name (tests/unit/test_storage_typed.py checks)."""
 
 from __future__ import annotations
 
@@ -182,16 +183,3 @@ def _closing(sql: str, i: int) -> int:
                 return i
         i += 1
     raise ValueError("unbalanced parentheses in the statement")
-
-
-# --- being replaced by the runners above ---
-def one(conn: Conn, query: str, /, **params: Any) -> dict[str, Any] | None:
-    return conn.execute(Q[query], params).fetchone()
-
-
-def run(conn: Conn, query: str, /, **params: Any) -> int:
-    return conn.execute(Q[query], params).rowcount
-
-
-def all_(conn: Conn, query: str, /, **params: Any) -> list[dict[str, Any]]:
-    return conn.execute(Q[query], params).fetchall()

@@ -150,7 +150,7 @@ def wait_backend_gone(stack: FaultStack, pid: int, timeout: float = 60.0) -> Non
 
 def agent_locked(stack: FaultStack, tenant: str, agent: str) -> bool:
     """Whether another transaction holds the agent's advisory lock (the product's own check)."""
-    with psycopg.connect(stack.owner_url) as conn:
+    with db.connect(stack.owner_url) as conn:
         free = db.try_agent_lock(conn, stack.tenants[tenant]["id"], agent)
         conn.rollback()  # the lock is transaction-scoped: this lets it go again
     return not free

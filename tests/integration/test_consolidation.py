@@ -13,6 +13,7 @@ from uuid import UUID
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from memworker import errors, memories, recall, reflection
 from memworker.ingest import intake
@@ -326,7 +327,7 @@ def test_two_concurrent_passes_for_one_agent_are_serialised(
             tenant_id=alice,
             agent_id="twins",
             field="consolidation_enabled",
-            value=True,
+            value=Jsonb(True),
         )
     reports: list[consolidation.Report] = []
     asked = len(fake_llm.requests)
@@ -394,7 +395,7 @@ def llm_agent(pool: Any, embedder: Any, tenants: dict[str, Any], request: pytest
             tenant_id=alice,
             agent_id=agent,
             field="consolidation_enabled",
-            value=True,
+            value=Jsonb(True),
         )
     return agent
 
@@ -534,10 +535,10 @@ def test_an_episode_that_says_save_progress_requests_a_pass(pool: Any, tenants: 
     bob = tenants["bob"]["id"]
     with db.tenant_tx(pool, bob) as conn:
         intake.accept(conn, tenant_id=bob, agent_id="saver", episodes=[intake.NewEpisode("Nice work today.")])
-        gates = sleep_db.consolidation_agent(conn, tenant_id=bob, agent_id="saver")
+        gates = sleep_db.agent_gates(conn, tenant_id=bob, agent_id="saver")
         assert gates is not None and gates.consolidation_requested is False
         intake.accept(conn, tenant_id=bob, agent_id="saver", episodes=[intake.NewEpisode("OK, save progress please.")])
-        gates = sleep_db.consolidation_agent(conn, tenant_id=bob, agent_id="saver")
+        gates = sleep_db.agent_gates(conn, tenant_id=bob, agent_id="saver")
         assert gates is not None and gates.consolidation_requested is True
 
 
@@ -551,9 +552,9 @@ def test_a_pass_never_touches_another_tenants_agent_of_the_same_name(
     assert r.status == "skipped"  # alice's ops has nothing new; charlie's six are not hers
     assert _snapshot(stack, charlie, "ops") == before
     with db.tenant_tx(pool, alice) as conn:
-        runs = sleep_db.consolidation_runs_list(conn, tenant_id=alice, agent_id="ops", limit=100)
+        runs = sleep_db.runs_list(conn, tenant_id=alice, agent_id="ops", limit=100)
     with db.tenant_tx(pool, charlie) as conn:
-        assert sleep_db.consolidation_runs_list(conn, tenant_id=charlie, agent_id="ops", limit=100) == []
+        assert sleep_db.runs_list(conn, tenant_id=charlie, agent_id="ops", limit=100) == []
     with pytest.raises(errors.NotFound):  # alice's run is invisible to charlie
         consolidation.run_pass(
             pool, embedder, None, stack["settings"], tenant_id=charlie, agent_id="ops", run_id=runs[0].id

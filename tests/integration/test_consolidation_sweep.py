@@ -166,8 +166,8 @@ def test_each_gate_and_guard_decides_who_is_due(
     }
     # Each run is queued in its own tenant, keyed by the window.
     with db.tenant_tx(pool, fleet["bob"]) as conn:
-        (run,) = sleep_db.consolidation_runs_list(conn, tenant_id=fleet["bob"], agent_id="old", limit=10)
-        assert sleep_db.consolidation_runs_list(conn, tenant_id=fleet["bob"], agent_id="asked", limit=10) == []
+        (run,) = sleep_db.runs_list(conn, tenant_id=fleet["bob"], agent_id="old", limit=10)
+        assert sleep_db.runs_list(conn, tenant_id=fleet["bob"], agent_id="asked", limit=10) == []
     assert run.status == "queued" and run.run_key.startswith("beat:")
     # The same window again, or the next one: the claimed agents are leased.
     assert _sweep(pool, stack["settings"], now) == {}
@@ -179,7 +179,7 @@ def test_a_claimed_pass_resets_the_gates(pool: Any, stack: dict[str, Any], fleet
     _sweep(pool, stack["settings"], datetime.now(UTC))  # a no-op when the test above claimed them
     with db.tenant_tx(pool, alice) as conn:
         runs = {
-            a: sleep_db.consolidation_runs_list(conn, tenant_id=alice, agent_id=a, limit=1)[0].id
+            a: sleep_db.runs_list(conn, tenant_id=alice, agent_id=a, limit=1)[0].id
             for a in ("old", "asked", "sessions")
         }
     reports = {
@@ -189,7 +189,7 @@ def test_a_claimed_pass_resets_the_gates(pool: Any, stack: dict[str, Any], fleet
     assert {a: r.status for a, r in reports.items()} == {"old": "done", "asked": "skipped", "sessions": "done"}
     with db.tenant_tx(pool, alice) as conn:
         for a in runs:
-            gates = sleep_db.consolidation_agent(conn, tenant_id=alice, agent_id=a)
+            gates = sleep_db.agent_gates(conn, tenant_id=alice, agent_id=a)
             assert gates is not None
             assert (gates.consolidation_requested, gates.sessions_since_pass, gates.next_consolidation_at) == (
                 False,
@@ -315,7 +315,7 @@ def test_the_cli_switches_runs_and_reports(pool: Any, stack: dict[str, Any], ten
     code, out = _cli(stack, "consolidation", "enable", "--tenant", "charlie", "--agent", "cli-bot", "--reset")
     assert (code, out) == (0, "consolidation on for agent cli-bot (default)\n")
     with db.tenant_tx(pool, charlie) as conn:
-        gates = sleep_db.consolidation_agent(conn, tenant_id=charlie, agent_id="cli-bot")
+        gates = sleep_db.agent_gates(conn, tenant_id=charlie, agent_id="cli-bot")
         assert gates is not None and gates.policy == {}
-        (run,) = sleep_db.consolidation_runs_list(conn, tenant_id=charlie, agent_id="cli-bot", limit=5)
+        (run,) = sleep_db.runs_list(conn, tenant_id=charlie, agent_id="cli-bot", limit=5)
     assert (run.trigger, run.status, run.items_reviewed) == ("cli", "done", 4)

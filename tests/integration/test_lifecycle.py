@@ -96,10 +96,7 @@ def set_policy(pool: Any, tenant: UUID, agent: str, **overrides: Any) -> None:
 
 def events(pool: Any, tenant: UUID, agent: str, mid: UUID) -> list[dict[str, Any]]:
     with db.tenant_tx(pool, tenant) as conn:
-        return [
-            asdict(e)
-            for e in lifecycle_db.lifecycle_events(conn, tenant_id=tenant, agent_id=agent, ids=[mid], limit=100)
-        ]
+        return [asdict(e) for e in lifecycle_db.events(conn, tenant_id=tenant, agent_id=agent, ids=[mid], limit=100)]
 
 
 def test_ttl_purge_happens_at_expiry_with_an_event(pool: Any, tenants: dict[str, Any], t0: datetime) -> None:
@@ -456,9 +453,7 @@ def test_due_agents_and_tenant_isolation(pool: Any, tenants: dict[str, Any], t0:
         bobs = conn.execute("SELECT count(*) AS n FROM retention_runs").fetchone()
         assert bobs is not None
     with db.tenant_tx(pool, bob) as conn:
-        assert (
-            lifecycle_db.lifecycle_resolve_alias(conn, tenant_id=alice, agent_id="merge", memory_id=UUID(int=1)) is None
-        )
+        assert lifecycle_db.resolve_alias(conn, tenant_id=alice, agent_id="merge", memory_id=UUID(int=1)) is None
 
 
 def test_the_lifecycle_tables_are_tenant_isolated(stack: dict[str, Any]) -> None:

@@ -3,10 +3,12 @@ pure rewrites of working memory, plans and archives without them."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 from memworker.lifecycle import needles
 from memworker.sessions import archive, plans, working
+from memworker.storage import sessions_db
 
 NOW = datetime(2026, 1, 2, tzinfo=UTC)
 
@@ -77,14 +79,9 @@ def test_working_memory_and_plan_lose_the_texts_that_hold_a_needle() -> None:
 
 def test_an_archive_loses_erased_episodes_matching_calls_and_texts_and_says_so() -> None:
     found = needles.Needles.of(["ZK-7741-QX-3309"])
-    session = {
-        "agent_id": "a",
-        "id": "s",
-        "working": {"goal": "Close ZK-7741-QX-3309"},
-        "plan": None,
-        **{k: None for k in archive.SESSION_FIELDS},
-        "metadata": {"account": "ZK-7741-QX-3309"},
-    }
+    blank = {f.name: None for f in dataclasses.fields(sessions_db.Session)}
+    mine = {"agent_id": "a", "id": "s", "working": {"goal": "Close ZK-7741-QX-3309"}}
+    session = sessions_db.Session(**blank | mine | {"metadata": {"account": "ZK-7741-QX-3309"}})
     lines = archive.snapshot(session, [], [], version=1, archived_at=NOW)
     lines[-1:-1] = [
         {"type": "episode", "id": "e1", "content": "unrelated"},

@@ -7,6 +7,7 @@ import gzip
 import json
 from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -14,6 +15,7 @@ from memworker import errors
 from memworker.models import budget
 from memworker.sessions import archive, context, egress, hooks, plans, rumination, working
 from memworker.settings import Settings
+from memworker.storage import sessions_db
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -224,26 +226,32 @@ def test_a_budget_below_the_frame_is_refused(count: budget.Counter) -> None:
         )
 
 
-def _session(doc: dict[str, Any], plan: dict[str, Any] | None) -> dict[str, Any]:
-    return {
-        "id": "s1",
-        "agent_id": "a",
-        "status": "open",
-        "metadata": {"k": 1},
-        "revision": 3,
-        "window_tokens": None,
-        "log_tokens": 10,
-        "last_context_tokens": 5,
-        "reported_used": None,
-        "flush_armed": True,
-        "flush_count": 0,
-        "flushed_at": None,
-        "flushed_revision": 0,
-        "last_flush_episode_id": None,
-        "created_at": NOW,
-        "working": doc,
-        "plan": plan,
-    }
+def _session(doc: dict[str, Any], plan: dict[str, Any] | None) -> sessions_db.Session:
+    return sessions_db.Session(
+        tenant_id=UUID(int=1),
+        agent_id="a",
+        id="s1",
+        status="open",
+        metadata={"k": 1},
+        working=doc,
+        plan=plan,
+        revision=3,
+        window_tokens=None,
+        log_tokens=10,
+        last_context_tokens=5,
+        reported_used=None,
+        flush_armed=True,
+        flush_count=0,
+        flushed_at=None,
+        flushed_revision=0,
+        last_flush_episode_id=None,
+        archive_count=0,
+        created_at=NOW,
+        updated_at=NOW,
+        archived_at=None,
+        restored_at=None,
+        subject=None,
+    )
 
 
 def test_archives_round_trip_and_refuse_unknown_versions() -> None:

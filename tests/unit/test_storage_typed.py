@@ -11,6 +11,7 @@ import importlib.util
 import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 from memworker.storage import _sql
 
@@ -34,9 +35,9 @@ def typed_module(area: str) -> object | None:
     return importlib.import_module(name) if importlib.util.find_spec(name) else None
 
 
-def typed_names(module: object) -> set[str]:
+def typed_names(module: Any) -> set[str]:
     """The module's own functions and the runners named like the query they run."""
-    own = {n for n, f in inspect.getmembers(module, inspect.isfunction) if f.__module__ == getattr(module, "__name__")}
+    own = {n for n, f in inspect.getmembers(module, inspect.isfunction) if f.__module__ == module.__name__}
     runners = {n for n, q in inspect.getmembers(module, lambda v: isinstance(v, _sql._Query)) if q.name == n}
     return own | runners
 

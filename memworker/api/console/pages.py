@@ -203,8 +203,8 @@ def agents(request: Request) -> Response:
     p = auth.principal(request)
     p.require("memories:read")
     with deps.read_tx(request, p, None) as conn:  # reads: a replica's, when there are some
-        rows = console_db.console_agents(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
-        counts = console_db.console_memory_counts(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
+        rows = sleep_db.gates(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
+        counts = console_db.memory_counts(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
     by_tier: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     by_kind: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for c in counts:
@@ -255,7 +255,7 @@ def memories_page(request: Request, agent_id: str) -> Response:
     else:
         with deps.read_tx(request, p, agent_id) as conn:
             store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-            items = console_db.console_memories(
+            items = console_db.agent_memories(
                 conn,
                 tenant_id=p.tenant_id,
                 agent_id=agent_id,
@@ -327,7 +327,7 @@ def episodes_page(request: Request) -> Response:
     agent_id = qp.get("agent") or None
     p.require("memories:read", check_agent(agent_id) if agent_id else None)
     with deps.tx(request, p) as conn:
-        counts = console_db.console_episode_counts(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
+        counts = console_db.episode_counts(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
         rows = core_db.list_episodes(
             conn, tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=PAGE_SIZE, agent_ids=limited_to(p)
         )
@@ -366,7 +366,7 @@ def episode_page(request: Request, agent_id: str, episode_id: str) -> Response:
     eid = parse_id(episode_id, "episode")
     with deps.tx(request, p) as conn:
         ep = core_db.get_episode(conn, tenant_id=p.tenant_id, agent_id=agent_id, episode_id=eid)
-        source = console_db.console_episode_source(conn, tenant_id=p.tenant_id, agent_id=agent_id, episode_id=eid)
+        source = console_db.episode_source(conn, tenant_id=p.tenant_id, agent_id=agent_id, episode_id=eid)
     if ep is None or source is None:
         raise errors.NotFound("episode not found")
     messages = source.messages if isinstance(source.messages, list) else []
@@ -414,8 +414,8 @@ def consolidation_page(request: Request, agent_id: str) -> Response:
     p.require("memories:read", check_agent(agent_id))
     with deps.tx(request, p) as conn:
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
-        gates = sleep_db.consolidation_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-        runs = sleep_db.consolidation_runs_list(conn, tenant_id=p.tenant_id, agent_id=agent_id, limit=20)
+        gates = sleep_db.agent_gates(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        runs = sleep_db.runs_list(conn, tenant_id=p.tenant_id, agent_id=agent_id, limit=20)
         doc = profile.load(conn, tenant_id=p.tenant_id, agent_id=agent_id)
     assert gates is not None  # policy_for(must_exist=True) found the agent
     status = status_json(gates, consolidation.enabled(policy, deps.resources(request).settings))
@@ -488,7 +488,7 @@ def usage_page(request: Request) -> Response:
     price_in, price_out = price(request, "price_in"), price(request, "price_out")
     with deps.tx(request, p) as conn:
         ingest = core_db.usage(conn, tenant_id=p.tenant_id, agent_id=None, agent_ids=limited_to(p))
-        sleep = console_db.console_consolidation_usage(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
+        sleep = console_db.consolidation_usage(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
     by_agent: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for u in ingest:
         row = by_agent[u.agent_id]
@@ -539,10 +539,8 @@ def metrics_page(request: Request) -> Response:
     p.require("memories:read")
     minutes = charts.last_hour(datetime.now(UTC))
     with deps.tx(request, p) as conn:
-        per_minute = console_db.console_episode_minutes(
-            conn, tenant_id=p.tenant_id, agent_ids=limited_to(p), since=minutes[0]
-        )
-        open_now = console_db.console_open_episodes(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
+        per_minute = console_db.episode_minutes(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p), since=minutes[0])
+        open_now = console_db.open_episodes(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
     accepted = {r.minute.astimezone(UTC): r.accepted for r in per_minute}
     kept = {r.minute.astimezone(UTC): r.accepted_kept for r in per_minute}
     stored = {r.minute.astimezone(UTC): r.stored for r in per_minute}

@@ -34,7 +34,7 @@ def post_consolidate(agent_id: AgentId, request: Request, p: keys.Principal = De
             )
         run_id = consolidation.request_run(conn, tenant_id=p.tenant_id, agent_id=agent_id, trigger="api")
         # Also the explicit gate: if the message below is lost, the next sweep takes the agent.
-        sleep_db.consolidation_request(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        sleep_db.request_pass(conn, tenant_id=p.tenant_id, agent_id=agent_id)
     try:
         publisher(request).consolidate(p.tenant_id, agent_id, run_id)
     except Exception as exc:  # the run row and the request flag are durable; the sweep covers it
@@ -50,7 +50,7 @@ def list_runs(
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
         store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-        rows = sleep_db.consolidation_runs_list(conn, tenant_id=p.tenant_id, agent_id=agent_id, limit=limit)
+        rows = sleep_db.runs_list(conn, tenant_id=p.tenant_id, agent_id=agent_id, limit=limit)
     return {"runs": [run_json(r) for r in rows]}
 
 
@@ -60,7 +60,7 @@ def get_status(agent_id: AgentId, request: Request, p: keys.Principal = Depends(
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
-        row = sleep_db.consolidation_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        row = sleep_db.agent_gates(conn, tenant_id=p.tenant_id, agent_id=agent_id)
     assert row is not None
     return status_json(row, consolidation.enabled(policy, resources(request).settings))
 

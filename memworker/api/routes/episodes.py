@@ -120,7 +120,7 @@ def usage(request: Request, agent_id: AgentIdQuery = None, p: keys.Principal = D
     with tx(request, p) as conn:
         rows = core_db.usage(conn, tenant_id=p.tenant_id, agent_id=agent_id, agent_ids=_limited_to(p))
         wanted = [agent_id] if agent_id is not None else _limited_to(p)
-        sleep_rows = console_db.console_consolidation_usage(conn, tenant_id=p.tenant_id, agent_ids=wanted)
+        sleep_rows = console_db.consolidation_usage(conn, tenant_id=p.tenant_id, agent_ids=wanted)
     fields = ("episodes", "stored", "dead", "llm_calls", "tokens_in", "tokens_out", "llm_ms")
     sleep_fields = ("runs", "llm_calls", "tokens_in", "tokens_out")
     sleep = {r.agent_id: {f: int(getattr(r, f) or 0) for f in sleep_fields} for r in sleep_rows}

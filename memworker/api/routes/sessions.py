@@ -130,25 +130,25 @@ def after_commit(request: Request, tenant_id: UUID, episode_id: UUID | None, del
         logger.warning("publish after commit failed (the sweeps will send it): %s", exc)
 
 
-def _working_json(row: dict[str, Any]) -> dict[str, Any]:
+def _working_json(row: sessions_db.Session) -> dict[str, Any]:
     steps = [
         {"id": s["id"], "title": s["title"], "status": s["status"], "progress": s["progress"]}
-        for m in (row["plan"] or {}).get("milestones", [])
+        for m in (row.plan or {}).get("milestones", [])
         for s in m["steps"]
     ]
     return {
-        "session_id": row["id"],
-        "status": row["status"],
-        "revision": row["revision"],
-        **working.view(row["working"]),
+        "session_id": row.id,
+        "status": row.status,
+        "revision": row.revision,
+        **working.view(row.working),
         "steps": steps,
     }
 
 
-def _plan_json(row: dict[str, Any]) -> dict[str, Any]:
-    if not row["plan"]:
+def _plan_json(row: sessions_db.Session) -> dict[str, Any]:
+    if not row.plan:
         raise errors.NotFound("this session has no plan; PUT .../plan first")
-    return {"session_id": row["id"], "revision": row["revision"], **plans.view(row["plan"])}
+    return {"session_id": row.id, "revision": row.revision, **plans.view(row.plan)}
 
 
 # --- sessions and working memory -----------------------------------------------------------
@@ -194,7 +194,7 @@ def list_sessions(
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-        rows = sessions_db.session_list(conn, tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit)
+        rows = sessions_db.recent(conn, tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit)
     return {"sessions": [session.summary(r, policy) for r in rows]}
 
 

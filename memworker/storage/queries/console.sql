@@ -1,15 +1,9 @@
--- The operator's console (memworker/api/console): read-only overviews the JSON routes do not
--- need. Every query filters by tenant (row-level security applies as well) and, for a key
--- limited to some agents, by %(agent_ids)s (NULL: all the tenant's agents).
+-- The operator's console (memworker/api/console) and /metrics: read-only overviews the JSON
+-- routes do not need. Every query but memory_estimates filters by tenant (row-level security
+-- applies as well) and, for a key limited to some agents, by %(agent_ids)s (NULL: all the
+-- tenant's agents). The agent list is sleep.sql's gates.
 
--- name: console_agents
-SELECT a.id AS agent_id, a.created_at, a.last_episode_at, a.last_consolidated_at
-FROM agents a
-WHERE a.tenant_id = %(tenant_id)s
-  AND (%(agent_ids)s::text[] IS NULL OR a.id = ANY(%(agent_ids)s::text[]))
-ORDER BY a.id;
-
--- name: console_memory_counts
+-- name: memory_counts
 -- Live memories (not superseded, not expired) per agent, tier and kind.
 SELECT agent_id, tier, kind, count(*)::int AS n
 FROM memories
@@ -19,7 +13,7 @@ WHERE tenant_id = %(tenant_id)s
 GROUP BY agent_id, tier, kind
 ORDER BY agent_id, tier, kind;
 
--- name: console_memories
+-- name: agent_memories
 -- One agent's memories, newest first, by tier, kind and flag; superseded and expired ones
 -- only when asked for (the console shows what replaced them).
 SELECT * FROM memories
@@ -32,7 +26,7 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
 ORDER BY created_at DESC, id DESC
 LIMIT %(limit)s;
 
--- name: console_episode_counts
+-- name: episode_counts
 SELECT agent_id, status, count(*)::int AS n
 FROM episodes
 WHERE tenant_id = %(tenant_id)s
@@ -40,13 +34,13 @@ WHERE tenant_id = %(tenant_id)s
 GROUP BY agent_id, status
 ORDER BY agent_id, status;
 
--- name: console_episode_source
--- What an episode said: the provenance a memory points back to.
-SELECT id, agent_id, session_id, status, content, messages, created_at
+-- name: episode_source
+-- What an episode said: the provenance a memory points back to (core_db.ClaimedEpisode's row).
+SELECT id, agent_id, session_id, content, messages, metadata, attempts, reflection, occurred_at, subject
 FROM episodes
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(episode_id)s;
 
--- name: console_episode_minutes
+-- name: episode_minutes
 -- Episodes accepted and stored per minute since %(since)s; accepted_kept leaves out the ones
 -- that have since gone dead (the schema keeps no time of death, so the backlog the console
 -- rebuilds from these counts leaves dead letters out altogether).
@@ -66,14 +60,14 @@ FROM (
 GROUP BY minute
 ORDER BY minute;
 
--- name: console_open_episodes
+-- name: open_episodes
 -- Episodes waiting to be stored now (queued, being processed, or failed and due a retry).
 SELECT count(*)::int AS n FROM episodes
 WHERE tenant_id = %(tenant_id)s
   AND (%(agent_ids)s::text[] IS NULL OR agent_id = ANY(%(agent_ids)s::text[]))
   AND status IN ('queued', 'processing', 'failed');
 
--- name: console_consolidation_usage
+-- name: consolidation_usage
 -- LLM use of consolidation passes per agent (ingest's is on the episodes: core.sql usage).
 SELECT agent_id, count(*)::int AS runs, coalesce(sum(llm_calls), 0)::bigint AS llm_calls,
        coalesce(sum(tokens_in), 0)::bigint AS tokens_in, coalesce(sum(tokens_out), 0)::bigint AS tokens_out
@@ -82,3 +76,8 @@ WHERE tenant_id = %(tenant_id)s
   AND (%(agent_ids)s::text[] IS NULL OR agent_id = ANY(%(agent_ids)s::text[]))
 GROUP BY agent_id
 ORDER BY agent_id;
+
+-- name: memory_estimates
+-- Across tenants (a SECURITY DEFINER function): the planner's estimate of the memories per
+-- value of the columns the fleet metrics break down by.
+SELECT attribute, value, estimate FROM memory_estimates();

@@ -2,19 +2,19 @@
 -- (memworker/lifecycle/, sql/0003_lifecycle.sql).
 -- The clock is always a parameter (now), never the SQL now(): tests move it.
 
--- name: lifecycle_now
+-- name: now
 SELECT now() AS now;
 
--- name: lifecycle_resolve_alias
+-- name: resolve_alias
 SELECT memory_id FROM memory_aliases
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND alias_id = %(memory_id)s;
 
--- name: lifecycle_lock_memory
+-- name: lock_memory
 SELECT id, tier, kind, confidence, salience, access_count, confirmations, expires_at, valid_to, provenance
 FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(memory_id)s FOR UPDATE;
 
--- name: lifecycle_confirm
+-- name: confirm
 -- A later episode said the same thing: one more source, a little more salient, the grown
 -- confidence (computed by lifecycle.grow_confidence), and the TTL renewed from now.
 UPDATE memories
@@ -26,21 +26,21 @@ SET salience = least(1.0, salience + 0.05), confidence = %(confidence)s,
                       ELSE greatest(expires_at, %(renew_to)s::timestamptz) END,
     updated_at = %(now)s
 WHERE tenant_id = %(tenant_id)s AND id = %(memory_id)s
-RETURNING id, tier, confidence, access_count, confirmations;
+RETURNING id, tier, kind, confidence, salience, access_count, confirmations, expires_at, valid_to, provenance;
 
--- name: lifecycle_set_tier
+-- name: set_tier
 UPDATE memories SET tier = %(tier)s, expires_at = %(expires_at)s, updated_at = %(now)s
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(memory_id)s
 RETURNING *;
 
--- name: lifecycle_supersede
+-- name: supersede
 -- Retired, not deleted: out of recall (valid_to), kept for history until expires_at.
 UPDATE memories
 SET valid_to = %(now)s, superseded_by = %(newer_id)s, expires_at = %(keep_until)s, updated_at = %(now)s
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(older_id)s AND valid_to IS NULL
 RETURNING id;
 
--- name: lifecycle_add_review
+-- name: add_review
 INSERT INTO memory_reviews (tenant_id, agent_id, memory_id, other_id, reason, created_at)
 SELECT %(tenant_id)s, %(agent_id)s, %(memory_id)s, %(other_id)s, %(reason)s, %(now)s
 WHERE NOT EXISTS (SELECT 1 FROM memory_reviews r
@@ -49,8 +49,9 @@ WHERE NOT EXISTS (SELECT 1 FROM memory_reviews r
 ON CONFLICT (tenant_id, memory_id, other_id) DO NOTHING
 RETURNING id;
 
--- name: lifecycle_reviews
-SELECT r.id, r.memory_id, r.other_id, r.reason, r.status, r.resolution, r.resolved_by,
+-- fragment: review
+-- A review with both memories' text and state (memory_*: the newer, other_*: the older).
+r.id, r.memory_id, r.other_id, r.reason, r.status, r.resolution, r.resolved_by,
        r.resolved_at, r.created_at,
        a.text AS memory_text, a.tier AS memory_tier, a.confidence AS memory_confidence,
        a.created_at AS memory_created_at, a.valid_to AS memory_valid_to,
@@ -59,26 +60,28 @@ SELECT r.id, r.memory_id, r.other_id, r.reason, r.status, r.resolution, r.resolv
 FROM memory_reviews r
 JOIN memories a ON a.id = r.memory_id
 JOIN memories b ON b.id = r.other_id
+
+-- name: reviews
+SELECT
+-- include: review
 WHERE r.tenant_id = %(tenant_id)s AND r.agent_id = %(agent_id)s
   AND (%(status)s::text IS NULL OR r.status = %(status)s)
 ORDER BY r.created_at, r.id
 LIMIT %(limit)s;
 
--- name: lifecycle_lock_review
-SELECT r.id, r.memory_id, r.other_id, r.status, a.tier AS memory_tier, b.tier AS other_tier
-FROM memory_reviews r
-JOIN memories a ON a.id = r.memory_id
-JOIN memories b ON b.id = r.other_id
+-- name: lock_review
+SELECT
+-- include: review
 WHERE r.tenant_id = %(tenant_id)s AND r.agent_id = %(agent_id)s AND r.id = %(review_id)s
 FOR UPDATE OF r;
 
--- name: lifecycle_resolve_review
+-- name: resolve_review
 UPDATE memory_reviews
 SET status = 'resolved', resolution = %(resolution)s, resolved_by = %(actor)s, resolved_at = %(now)s
 WHERE tenant_id = %(tenant_id)s AND id = %(review_id)s
 RETURNING id;
 
--- name: lifecycle_history
+-- name: history
 -- The supersede chain through one memory: every older version it retired (recursively) and
 -- every newer one that retired it; depth < 0 is older, 0 the memory itself, > 0 newer.
 WITH RECURSIVE older AS (
@@ -101,11 +104,11 @@ SELECT m.id, m.text, m.kind, m.tier, m.confidence, m.salience, m.created_at, m.v
 FROM chain c JOIN memories m ON m.id = c.id
 ORDER BY c.depth, m.created_at, m.id;
 
--- name: lifecycle_aliases_of
+-- name: aliases_of
 SELECT alias_id FROM memory_aliases
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND memory_id = ANY(%(ids)s::uuid[]);
 
--- name: lifecycle_events
+-- name: events
 -- The audit trail of some memories (ids and reasons only, never text).
 SELECT id, memory_id, event, reason, actor, related_ids, created_at FROM memory_events
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
@@ -113,14 +116,14 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
 ORDER BY created_at, id
 LIMIT %(limit)s;
 
--- name: lifecycle_insert_events
+-- name: insert_events
 -- Many audit rows in one statement: one per id, each with its own reason.
 INSERT INTO memory_events (tenant_id, agent_id, memory_id, event, reason, actor, related_ids, created_at)
 SELECT %(tenant_id)s, %(agent_id)s, e.id::uuid, %(event)s, e.reason, %(actor)s,
        CASE WHEN e.related IS NULL THEN '{}'::uuid[] ELSE ARRAY[e.related::uuid] END, %(now)s
 FROM unnest(%(ids)s::text[], %(reasons)s::text[], %(related)s::text[]) AS e(id, reason, related);
 
--- name: lifecycle_merge_into
+-- name: merge_into
 -- The survivor takes the union of both memories' provenance, entities, topics and flags,
 -- the higher salience, confidence and tier, both access counts, and one more confirmation.
 UPDATE memories s
@@ -145,8 +148,8 @@ WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s AND s.id = %(sur
   AND s.valid_to IS NULL AND o.valid_to IS NULL
 RETURNING s.id;
 
--- name: lifecycle_merge_finish
--- After lifecycle_merge_into: the merged-away memory's links, the insights and versions that
+-- name: merge_finish
+-- After merge_into: the merged-away memory's links, the insights and versions that
 -- point at it, and its aliases move to the survivor (a link that would duplicate one the
 -- survivor has, or tie it to itself, goes with the row instead); its id becomes an alias;
 -- the row goes (postings cascade) with a 'merged' event. One statement, one round trip.
@@ -187,11 +190,11 @@ WITH links_from AS (
 )
 SELECT count(*) AS n FROM gone;
 
--- name: lifecycle_set_agent_policy
+-- name: set_agent_policy
 UPDATE agents SET policy = %(policy)s WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s
 RETURNING policy;
 
--- name: lifecycle_set_tenant_policy
+-- name: set_tenant_policy
 UPDATE tenants SET policy = %(policy)s WHERE id = %(tenant_id)s RETURNING policy;
 
 -- name: retention_due
@@ -209,7 +212,7 @@ RETURNING id;
 -- name: retention_state
 -- With the live rows each cap counts (retention_forget_cap, retention_forget_semantic_cap),
 -- in the same scan: an agent under a cap skips that cap's ranking of all its rows.
-SELECT a.retention_done_at, a.retention_repair_clock, a.retention_repair_after,
+SELECT a.retention_done_at, a.retention_repair_clock AS repair_clock, a.retention_repair_after AS repair_after,
        coalesce(c.live, 0) AS live, coalesce(c.episodic, 0) AS episodic, coalesce(c.semantic, 0) AS semantic
 FROM agents a
 CROSS JOIN (
@@ -621,11 +624,14 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND kind = 'turn'
   AND EXISTS (SELECT 1 FROM unnest(provenance) p WHERE split_part(p, '#', 1) = ANY(%(sources)s::text[]));
 
 -- name: forget_episode_texts
--- What erased episodes said (content, message texts): the needles of forget's copy search.
-SELECT content, coalesce((SELECT array_agg(v #>> '{}') FROM jsonb_path_query(e.messages, 'strict $.**') v
-                          WHERE jsonb_typeof(v) = 'string'), '{}') AS strings
-FROM episodes e
-WHERE e.tenant_id = %(tenant_id)s AND e.agent_id = %(agent_id)s AND e.id = ANY(%(ids)s::uuid[]);
+-- What erased episodes said (content, each string of their messages; none empty): the
+-- needles of forget's copy search.
+SELECT t.text FROM episodes e
+CROSS JOIN LATERAL (SELECT e.content UNION ALL
+                    SELECT v #>> '{}' FROM jsonb_path_query(e.messages, 'strict $.**') v
+                    WHERE jsonb_typeof(v) = 'string') t(text)
+WHERE e.tenant_id = %(tenant_id)s AND e.agent_id = %(agent_id)s AND e.id = ANY(%(ids)s::uuid[])
+  AND t.text <> '';
 
 -- name: forget_memory_copies
 -- Memories, live or retired (histories show retired ones), whose text, entities, topics or

@@ -1,42 +1,42 @@
 -- Sessions: working memory, plans, context calls, archives, webhooks, rumination
 -- (memworker/sessions/, memworker/sessions/context.py, memworker/sessions/rumination.py; sql/0004_sessions.sql).
 
--- name: session_insert
+-- name: insert
 INSERT INTO sessions (tenant_id, agent_id, id, metadata, working, window_tokens, revision, subject)
 VALUES (%(tenant_id)s, %(agent_id)s, %(session_id)s, %(metadata)s, %(working)s, %(window_tokens)s, %(revision)s,
         %(subject)s)
 ON CONFLICT (tenant_id, agent_id, id) DO NOTHING
 RETURNING *;
 
--- name: session_get
+-- name: get
 SELECT * FROM sessions WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
 
--- name: session_lock
+-- name: get_locked
 SELECT * FROM sessions WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s
 FOR UPDATE;
 
--- name: session_list
+-- name: recent
 SELECT * FROM sessions
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
   AND (%(status)s::text IS NULL OR status = %(status)s)
 ORDER BY updated_at DESC, id LIMIT %(limit)s;
 
--- name: session_save_working
+-- name: save_working
 UPDATE sessions SET working = %(working)s, revision = %(revision)s, updated_at = now()
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s
 RETURNING *;
 
--- name: session_set_working
+-- name: set_working
 -- Reference counts only: no new revision (nothing the agent wrote changed).
 UPDATE sessions SET working = %(working)s
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
 
--- name: session_save_plan
+-- name: save_plan
 UPDATE sessions SET plan = %(plan)s, revision = %(revision)s, updated_at = now()
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s
 RETURNING *;
 
--- name: session_record_use
+-- name: record_use
 UPDATE sessions
 SET last_context_tokens = coalesce(%(context_tokens)s, last_context_tokens),
     reported_used = coalesce(%(reported)s, reported_used),
@@ -44,25 +44,25 @@ SET last_context_tokens = coalesce(%(context_tokens)s, last_context_tokens),
     flush_armed = %(armed)s
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
 
--- name: session_flushed
+-- name: mark_flushed
 UPDATE sessions
 SET flush_armed = false, flush_count = flush_count + 1, flushed_at = now(),
     flushed_revision = %(revision)s, log_tokens = 0,
     last_flush_episode_id = coalesce(%(episode_id)s, last_flush_episode_id)
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
 
--- name: session_log_tokens
+-- name: add_log_tokens
 -- The post-turn hook: a stored episode of an open session grows its transcript estimate.
 UPDATE sessions SET log_tokens = log_tokens + %(tokens)s
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s AND status = 'open';
 
--- name: session_archived
+-- name: mark_archived
 UPDATE sessions
 SET status = 'archived', archived_at = now(), updated_at = now(), archive_count = %(version)s,
     working = '{}', plan = NULL
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
 
--- name: session_restore
+-- name: restore
 UPDATE sessions
 SET status = 'open', restored_at = now(), updated_at = now(), metadata = %(metadata)s,
     working = %(working)s, plan = %(plan)s, revision = %(revision)s, window_tokens = %(window_tokens)s,
@@ -72,7 +72,7 @@ SET status = 'open', restored_at = now(), updated_at = now(), metadata = %(metad
     last_flush_episode_id = %(last_flush_episode_id)s
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
 
--- name: session_episodes
+-- name: episodes
 SELECT id, content, messages, metadata, idempotency_key, status, memory_ids, occurred_at, created_at, stored_at
 FROM episodes
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
@@ -82,17 +82,17 @@ ORDER BY created_at, id;
 SELECT count(*) AS n FROM episodes
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[]);
 
--- name: session_forget_counts
+-- name: cascade_counts
 SELECT (SELECT count(*) FROM context_calls
         WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s) AS calls,
        (SELECT count(*) FROM session_archives
         WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s) AS archives;
 
--- name: session_forget_deliveries
+-- name: delete_deliveries
 DELETE FROM webhook_deliveries
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s;
 
--- name: session_forget
+-- name: delete
 -- Context calls and archives go with it (ON DELETE CASCADE).
 DELETE FROM sessions WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
 
@@ -155,14 +155,20 @@ SELECT * FROM session_archives
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
   AND version = %(version)s;
 
--- name: archive_list
-SELECT session_id, version, format_version, bytes, raw_bytes, sha256, counts, distill_episode_id, created_at
+-- fragment: archive_info
+-- An archive without its data: what listings show (after a SELECT).
+session_id, version, format_version, bytes, raw_bytes, sha256, counts, distill_episode_id, created_at
 FROM session_archives
+
+-- name: archive_list
+SELECT
+-- include: archive_info
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
 ORDER BY version;
 
 -- name: archives_with_episodes
-SELECT session_id, version, data FROM session_archives
+SELECT
+-- include: archive_info
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND episode_ids && %(ids)s::uuid[];
 
 -- name: archive_rewrite
@@ -172,11 +178,11 @@ SET data = %(data)s, bytes = %(bytes)s, raw_bytes = %(raw_bytes)s, sha256 = %(sh
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
   AND version = %(version)s;
 
--- name: sessions_of_subject
+-- name: of_subject
 SELECT id FROM sessions
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND subject = %(subject)s ORDER BY id;
 
--- name: sessions_with_text
+-- name: with_text
 -- Sessions whose working memory, plan or metadata hold a needle (lower-cased by the caller)
 -- in any string, locked for forget's rewrite.
 SELECT * FROM sessions s
@@ -187,7 +193,7 @@ WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s
 ORDER BY s.id
 FOR UPDATE;
 
--- name: session_scrubbed
+-- name: save_scrubbed
 -- Forget's rewrite: a new revision, so a client holding the old one re-reads.
 UPDATE sessions SET working = %(working)s, plan = %(plan)s, metadata = %(metadata)s,
                     revision = revision + 1, updated_at = now()
@@ -197,8 +203,7 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_i
 -- Logged context calls whose query holds a needle go (the query is the row's only text).
 DELETE FROM context_calls c
 WHERE c.tenant_id = %(tenant_id)s AND c.agent_id = %(agent_id)s
-  AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n WHERE strpos(lower(c.query), n) > 0)
-RETURNING c.id;
+  AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n WHERE strpos(lower(c.query), n) > 0);
 
 -- name: deliveries_with_text
 SELECT d.id, d.payload FROM webhook_deliveries d
@@ -213,11 +218,12 @@ UPDATE webhook_deliveries SET payload = %(payload)s WHERE tenant_id = %(tenant_i
 
 -- name: archive_keys
 -- Every archive of the agent, without its data (forget reads them one at a time).
-SELECT session_id, version FROM session_archives
+SELECT
+-- include: archive_info
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s ORDER BY session_id, version;
 
 -- name: archives_in_window
-SELECT session_id, version, data FROM session_archives
+SELECT * FROM session_archives
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
   AND created_at >= %(start)s AND created_at < %(end)s
 ORDER BY created_at, session_id, version;

@@ -2,23 +2,25 @@
 -- (memworker/sleep/, sql/0002_consolidation.sql).
 
 -- name: claim_due_agents
+-- Across tenants: claim the agents due for a pass in this window (one queued run each).
 SELECT tenant_id, agent_id, run_id, trigger
 FROM claim_due_agents(%(window)s, %(defaults)s, %(lease_s)s, %(limit)s);
 
--- name: consolidation_flagged_count
-SELECT consolidation_flagged_count(%(threshold)s) AS n;
+-- name: flagged_count
+-- Across tenants: agents whose passes failed `threshold` times or more in a row.
+SELECT consolidation_flagged_count(%(threshold)s)::int AS n;
 
--- name: consolidation_run_insert
+-- name: run_insert
 INSERT INTO consolidation_runs (tenant_id, agent_id, run_key, trigger, status)
 VALUES (%(tenant_id)s, %(agent_id)s, %(run_key)s, %(trigger)s, 'queued')
 ON CONFLICT (tenant_id, agent_id, run_key) DO NOTHING
 RETURNING id;
 
--- name: consolidation_run_by_key
+-- name: run_by_key
 SELECT id FROM consolidation_runs
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND run_key = %(run_key)s;
 
--- name: consolidation_run_start
+-- name: run_start
 -- Visible as 'running' while the pass's own transaction is open; a crashed pass leaves it
 -- 'running', and its redelivered task runs it again.
 UPDATE consolidation_runs SET status = 'running', started_at = now()
@@ -26,16 +28,24 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(run_id)s
   AND status IN ('queued', 'running')
 RETURNING id;
 
--- name: consolidation_run_requeue
+-- name: run_requeue
 -- The agent was busy: back to queued until the task's retry.
 UPDATE consolidation_runs SET status = 'queued'
 WHERE tenant_id = %(tenant_id)s AND id = %(run_id)s AND status = 'running';
 
--- name: consolidation_run_get
-SELECT * FROM consolidation_runs
+-- fragment: run_columns
+-- A run's columns as run_get and runs_list answer them (sleep_db.Run).
+  id, agent_id, run_key, trigger, status, created_at, started_at, finished_at, items_reviewed,
+  connections_made, insights_written, conclusions_written, salience_rerated, skipped_reason,
+  error, llm_calls, tokens_in, tokens_out, duration_ms, report
+
+-- name: run_get
+SELECT
+-- include: run_columns
+FROM consolidation_runs
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(run_id)s;
 
--- name: consolidation_run_finish
+-- name: run_finish
 UPDATE consolidation_runs
 SET status = %(status)s, finished_at = now(), items_reviewed = %(items_reviewed)s,
     connections_made = %(connections_made)s, insights_written = %(insights_written)s,
@@ -45,40 +55,54 @@ SET status = %(status)s, finished_at = now(), items_reviewed = %(items_reviewed)
     report = %(report)s
 WHERE tenant_id = %(tenant_id)s AND id = %(run_id)s;
 
--- name: consolidation_runs_supersede
+-- name: runs_supersede
 -- Older queued runs of the agent never need to run once a newer one does.
 UPDATE consolidation_runs
 SET status = 'skipped', finished_at = now(), skipped_reason = 'superseded by run ' || %(run_id)s::text
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND status = 'queued'
   AND id <> %(run_id)s AND created_at <= (SELECT created_at FROM consolidation_runs WHERE id = %(run_id)s);
 
--- name: consolidation_runs_list
-SELECT id, agent_id, run_key, trigger, status, created_at, started_at, finished_at, items_reviewed,
-       connections_made, insights_written, conclusions_written, salience_rerated, skipped_reason,
-       error, llm_calls, tokens_in, tokens_out, duration_ms, report
+-- name: runs_list
+-- Newest first.
+SELECT
+-- include: run_columns
 FROM consolidation_runs
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
 ORDER BY created_at DESC, id DESC LIMIT %(limit)s;
 
--- name: consolidation_agent
-SELECT id AS agent_id, policy, created_at, last_episode_at, last_consolidated_at, last_pass_at,
-       sessions_since_pass, consolidation_requested, consolidation_failures,
-       consolidation_last_error, next_consolidation_at
-FROM agents WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
+-- fragment: gate_columns
+-- An agent's consolidation gates as agent_gates and gates answer them (sleep_db.AgentGates).
+  id AS agent_id, policy, created_at, last_episode_at, last_consolidated_at, last_pass_at,
+  sessions_since_pass, consolidation_requested, consolidation_failures,
+  consolidation_last_error, next_consolidation_at
 
--- name: consolidation_agents
-SELECT id AS agent_id, policy, created_at, last_episode_at, last_consolidated_at, last_pass_at,
-       sessions_since_pass, consolidation_requested, consolidation_failures,
-       consolidation_last_error, next_consolidation_at
-FROM agents WHERE tenant_id = %(tenant_id)s ORDER BY id;
+-- name: agent_gates
+SELECT
+-- include: gate_columns
+FROM agents
+WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
 
--- name: consolidation_window
+-- name: gates
+-- The tenant's agents (the console's agent list too); agent_ids: only those (NULL: all).
+SELECT
+-- include: gate_columns
+FROM agents
+WHERE tenant_id = %(tenant_id)s
+  AND (%(agent_ids)s::text[] IS NULL OR id = ANY(%(agent_ids)s::text[]))
+ORDER BY id;
+
+-- fragment: window_columns
+-- A memory as a pass reads it (sleep_db.WindowMemory).
+  id, text, kind, tier, salience, confidence, created_at, access_count, last_access_at,
+  entities, topics, flags, embedding, provenance, metadata, subject
+
+-- name: pass_window
 -- The pass's window: the agent's oldest live memories not yet consolidated (a pass's own
 -- insights, conclusions and summaries are born consolidated). Rows written together (one
 -- ingest transaction) come by episode and message order, so a window holds whole stretches
 -- of a conversation for the summaries rather than a scatter of messages.
-SELECT id, text, kind, tier, salience, confidence, created_at, access_count, last_access_at,
-       entities, topics, flags, embedding, provenance, metadata, subject
+SELECT
+-- include: window_columns
 FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND consolidated_at IS NULL
   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
@@ -86,28 +110,28 @@ ORDER BY created_at, split_part(provenance[1], '#', 1),
          nullif(substring(provenance[1] FROM '#m([0-9]+)'), '')::int, source_key, id
 LIMIT %(limit)s;
 
--- name: consolidation_waiting
+-- name: waiting
 SELECT count(*) AS n FROM (
   SELECT 1 FROM memories
   WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND consolidated_at IS NULL
     AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now())
   LIMIT %(limit)s) w;
 
--- name: consolidation_set_metadata
+-- name: set_metadata
 UPDATE memories m
 SET entities = ARRAY(SELECT jsonb_array_elements_text(x.entities)),
     topics = ARRAY(SELECT jsonb_array_elements_text(x.topics)), updated_at = now()
 FROM jsonb_to_recordset(%(rows)s) AS x(id uuid, entities jsonb, topics jsonb)
 WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.id = x.id;
 
--- name: consolidation_insert_connections
+-- name: insert_connections
 INSERT INTO memory_connections (tenant_id, agent_id, from_id, to_id, relationship, insight_id)
 SELECT %(tenant_id)s, %(agent_id)s, c.from_id, c.to_id, c.relationship, %(insight_id)s
 FROM unnest(%(from_ids)s::uuid[], %(to_ids)s::uuid[], %(relationships)s::text[]) AS c(from_id, to_id, relationship)
 ON CONFLICT (tenant_id, from_id, to_id, relationship) DO NOTHING
 RETURNING from_id, to_id, relationship;
 
--- name: consolidation_rerate
+-- name: rerate
 -- Bumps, never absolute values: monotonic even against a concurrent strengthen, capped at 1.
 UPDATE memories m SET salience = least(1.0, m.salience + x.bump), updated_at = now()
 FROM unnest(%(ids)s::uuid[], %(bumps)s::float8[]) AS x(id, bump)
@@ -120,12 +144,12 @@ UPDATE memories m SET carried_by = x.summary_id
 FROM unnest(%(turn_ids)s::uuid[], %(summary_ids)s::uuid[]) AS x(turn_id, summary_id)
 WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.id = x.turn_id AND m.kind = 'turn';
 
--- name: consolidation_mark
+-- name: mark_consolidated
 UPDATE memories SET consolidated_at = now()
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
   AND consolidated_at IS NULL;
 
--- name: consolidation_agent_done
+-- name: pass_done
 UPDATE agents
 SET last_pass_at = now(),
     last_consolidated_at = CASE WHEN %(consolidated)s THEN now() ELSE last_consolidated_at END,
@@ -133,14 +157,14 @@ SET last_pass_at = now(),
     consolidation_last_error = NULL, next_consolidation_at = NULL
 WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
 
--- name: consolidation_agent_failed
+-- name: pass_failed
 UPDATE agents
 SET consolidation_failures = consolidation_failures + 1, consolidation_last_error = %(error)s,
     next_consolidation_at = now() + make_interval(secs => %(backoff_s)s)
 WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s
 RETURNING consolidation_failures;
 
--- name: consolidation_request
+-- name: request_pass
 UPDATE agents SET consolidation_requested = true
 WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s;
 
@@ -163,13 +187,12 @@ SET policy = CASE WHEN %(value)s::jsonb IS NULL THEN policy - %(field)s
 WHERE id = %(tenant_id)s
 RETURNING policy;
 
--- name: profile_latest
-SELECT version, document FROM agent_profiles
-WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s ORDER BY version DESC LIMIT 1;
-
--- name: profile_version
-SELECT version, document FROM agent_profiles
-WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND version = %(version)s;
+-- name: profile
+-- The agent's profile document with its version in it: the given version (NULL: the latest).
+SELECT document || jsonb_build_object('version', version) FROM agent_profiles
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
+  AND (%(version)s::int IS NULL OR version = %(version)s::int)
+ORDER BY version DESC LIMIT 1;
 
 -- name: profile_insert
 INSERT INTO agent_profiles (tenant_id, agent_id, version, document, run_id)
@@ -182,7 +205,9 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND version < %(belo
 -- name: profile_sources
 -- The profile entries' memories that are still live, with their embeddings (to tell which
 -- entries talk about the same thing).
-SELECT id, embedding FROM memories
+SELECT
+-- include: window_columns
+FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now());
 
