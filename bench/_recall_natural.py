@@ -305,14 +305,14 @@ def embedded_queries(api_url: str) -> float:
 
 
 def bare_embedding(texts: list[str], threads: int | None = None) -> tuple[float, float]:
-    """(CPU ms, wall ms) p50 of one question embedded alone by the embedder the API builds
-    (Settings.from_env), or at `threads` intra-op threads."""
+    """(CPU ms, wall ms) p50 of one question embedded alone by the query embedder the API
+    builds (embeddings.for_queries of Settings.from_env), or at `threads` intra-op threads."""
     from memworker.models import embeddings
     from memworker.settings import Settings
 
     product = Settings.from_env(os.environ)
     settings = product if threads is None else product.replace(embedding_threads=threads)
-    embedder = embeddings.for_settings(settings)
+    embedder = embeddings.for_queries(settings, embeddings.for_settings(settings))
     embedder.embed(texts[:1])
     cpu, wall = [], []
     for t in texts[1:]:

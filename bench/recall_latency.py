@@ -19,9 +19,10 @@ memory); then ANALYZE. The load time, the database size and the bench process's 
 are reported. memory_events rows (the audit trail) are not written: recall never reads them.
 
 Bare costs, measured in this process while the stack is idle:
-  (a) one query embedding: the embedder the API builds (memworker.models.embeddings.for_settings of
-      Settings.from_env: the product's backend and thread count, MEMWORKER_EMBEDDING_BACKEND /
-      MEMWORKER_EMBEDDING_THREADS, 1 thread by default) on one short, never-seen query (no cache);
+  (a) one query embedding: the query embedder the API builds (memworker.models.embeddings.
+      for_queries of Settings.from_env: the product's backend, thread count and query
+      precision, MEMWORKER_EMBEDDING_BACKEND / _THREADS / MEMWORKER_QUERY_EMBEDDING_PRECISION)
+      on one short, never-seen query (no cache);
   (b) one plain SQL vector top-10 for one agent (SELECT id FROM memworker.memories WHERE
       tenant_id = .. AND agent_id = .. ORDER BY embedding <=> q LIMIT 10) over psycopg on
       the owner URL with pgvector's register_vector, one connection, one round trip;
@@ -327,15 +328,15 @@ def product_settings() -> Any:
 
 
 def bare_embedding_ms(queries: Queries, n: int, threads: int | None = None) -> list[float]:
-    """One never-seen short query at a time with the embedder the API builds
-    (embeddings.for_settings of product_settings()); with threads, the same backend at that
-    thread count instead (a reference only; for torch, whose threads are the process's, the
-    product's count is set back afterwards)."""
+    """One never-seen short query at a time with the query embedder the API builds
+    (embeddings.for_queries of product_settings(), its query precision included); with
+    threads, the same backend at that thread count instead (a reference only; for torch,
+    whose threads are the process's, the product's count is set back afterwards)."""
     from memworker.models import embeddings
 
     product = product_settings()
     settings = product if threads is None else product.replace(embedding_threads=threads)
-    embedder = embeddings.for_settings(settings)
+    embedder = embeddings.for_queries(settings, embeddings.for_settings(settings))
     try:
         embedder.embed([queries.fresh()])  # warm-up
         out = []
@@ -375,7 +376,7 @@ def bare_pair_ms(
     request, the other step (and whatever else shares the machine's cache) runs in between."""
     from memworker.models import embeddings
 
-    embedder = embeddings.for_settings(product_settings())
+    embedder = embeddings.for_queries(product_settings(), embeddings.for_settings(product_settings()))
     r = random.Random(seed + 3)
     tid = uuid.UUID(tenant_id)
     a_ms, b_ms = [], []

@@ -90,11 +90,12 @@ def build(settings: Settings, *, embedder: embeddings.Embedder | None = None) ->
         timeout_s=settings.db_pool_timeout_s,
     )
     emb = embedder or embeddings.for_settings(settings)
+    queries = embedder or embeddings.for_queries(settings, emb)  # a given embedder serves both
     return Resources(
         settings,
         pool,
         emb,
-        embeddings.CachedQueryEmbedder(emb, max_batch=settings.query_batch_max),
+        embeddings.CachedQueryEmbedder(queries, max_batch=settings.query_batch_max),
         reflection.build(settings.llm_base_url, settings.llm_model, settings.llm_api_key, settings.llm_timeout_s),
     )
 

@@ -93,6 +93,7 @@ def _open_state(
     """What the process shares across requests: the pool, the publisher, the key cache, one Redis
     connection pool, the rate limiter, the fleet gauges and the read replicas."""
     app.state.resources = resources or runtime.build(settings)
+    app.state.resources.query_embedder.load()  # the query model now: no first recall waits for it
     app.state.publisher = publisher or Publisher.for_settings(settings)
     app.state.key_cache = keys.KeyCache(ttl_s=10.0)
     app.state.cache_generation = None  # the first request reads it (deps.principal)

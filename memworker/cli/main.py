@@ -194,6 +194,8 @@ def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
     try:
         emb = embeddings.for_settings(settings)
         print(f"ok    embedding model {settings.embedding_model} (dim {emb.dim}, backend {settings.embedding_backend})")
+        embeddings.for_queries(settings, emb).embed(["ready"])  # the int8 copy too, made once if missing
+        print(f"ok    query embeddings {settings.query_precision}")
     except errors.MemworkerError as exc:
         problems.append(str(exc))
     try:

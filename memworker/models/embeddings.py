@@ -8,6 +8,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -78,7 +79,9 @@ class CachedQueryEmbedder:
     done when a batch ends embeds the next one, so concurrent recalls stop queueing behind each
     other's embedding. The model's work grows with the rows, but its per-call cost is shared:
     16 short questions in one call measured about 3.8 ms of CPU each against 5.5 ms alone (ONNX,
-    1 thread, chunks by length as OnnxEmbedder.embed does). max_batch 1: each query alone."""
+    1 thread, chunks by length as OnnxEmbedder.embed does); the int8 query model runs each row
+    in a call of its own (its vectors would otherwise depend on their neighbours). max_batch 1:
+    each query alone."""
 
     def __init__(self, inner: Embedder, size: int = 4096, max_batch: int = 32) -> None:
         self.inner = inner
@@ -92,6 +95,12 @@ class CachedQueryEmbedder:
         self._busy = False
         self.hits = 0
         self.misses = 0
+
+    def load(self) -> None:
+        """Build a deferred query model now (an API process at start: its first recall then
+        does not wait for the model); nothing to do for one that is built."""
+        if isinstance(self.inner, DeferredEmbedder):
+            self.inner.load()
 
     def embed_one(self, text: str) -> np.ndarray:
         with self._lock:
@@ -170,6 +179,7 @@ def load(
     *,
     backend: str | None = None,
     cache_dir: Path | None = None,
+    precision: str = "fp32",
 ) -> Embedder:
     """The process's one model instance per path and backend (loading takes seconds and ~100 MB).
 
@@ -179,7 +189,8 @@ def load(
     thread against 48.8 ms with 2 (bench/results/recall_latency.md), and a sleep pass's
     embeddings in 47 ms against 220 ms. backend: "torch" or "onnx" (None: the Settings
     default); onnx exports the model once into cache_dir (docs/embeddings.md) and does not
-    import torch once the export is cached."""
+    import torch once the export is cached. precision "int8" (onnx only): the export's
+    quantised copy, made once into cache_dir too; for query embeddings, never for stored ones."""
     backend = backend or Settings.embedding_backend
     if backend not in EMBEDDING_BACKENDS:
         raise errors.ConfigError(f"MEMWORKER_EMBEDDING_BACKEND must be one of {', '.join(EMBEDDING_BACKENDS)}")
@@ -187,20 +198,24 @@ def load(
         import torch
 
         torch.set_num_threads(threads)
+    if precision != "fp32" and backend != "onnx":
+        raise errors.ConfigError("MEMWORKER_QUERY_EMBEDDING_PRECISION=int8 needs MEMWORKER_EMBEDDING_BACKEND=onnx")
     with _shared_lock:
         # an ONNX session's threads are its own (torch's are the process's): they are part of the key
-        key = (model_path, batch_size, backend) + ((threads, cache_dir) if backend == "onnx" else ())
+        key = (model_path, batch_size, backend) + ((threads, cache_dir, precision) if backend == "onnx" else ())
         if key not in _shared:
             emb: Embedder
             if backend == "onnx":
                 from memworker.models.onnx_embedder import OnnxEmbedder
 
-                emb = OnnxEmbedder(model_path, batch_size=batch_size, threads=threads, cache_dir=cache_dir)
+                emb = OnnxEmbedder(
+                    model_path, batch_size=batch_size, threads=threads, cache_dir=cache_dir, precision=precision
+                )
             else:
                 emb = SentenceTransformerEmbedder(model_path, batch_size=batch_size)
             check_dimension(emb)
             _shared[key] = emb
-            logger.info("loaded embedding model %s (dim %d, backend %s)", model_path, emb.dim, backend)
+            logger.info("loaded embedding model %s (dim %d, backend %s, %s)", model_path, emb.dim, backend, precision)
         return _shared[key]
 
 
@@ -213,3 +228,46 @@ def for_settings(settings: Settings) -> Embedder:
         backend=settings.embedding_backend,
         cache_dir=settings.embedding_cache_dir,
     )
+
+
+def for_queries(settings: Settings, stored: Embedder) -> Embedder:
+    """The embedder recall's queries go through: `stored` (the embedder of the memories'
+    vectors), or with MEMWORKER_QUERY_EMBEDDING_PRECISION int8 (auto with onnx) its quantised
+    copy, loaded on the first query: a worker process, which embeds none, never loads it."""
+    if settings.query_precision == "fp32":
+        return stored
+
+    def build() -> Embedder:
+        return load(
+            settings.embedding_model,
+            settings.embedding_batch_size,
+            settings.embedding_threads,
+            backend=settings.embedding_backend,
+            cache_dir=settings.embedding_cache_dir,
+            precision=settings.query_precision,
+        )
+
+    return DeferredEmbedder(stored.dim, build)
+
+
+class DeferredEmbedder:
+    """An embedder built by `build` on its first call (once, whatever the threads)."""
+
+    def __init__(self, dim: int, build: Callable[[], Embedder]) -> None:
+        self.dim = dim
+        self._build = build
+        self._inner: Embedder | None = None
+        self._lock = threading.Lock()
+
+    def load(self) -> Embedder:
+        """The embedder, built now if it is not yet."""
+        inner = self._inner
+        if inner is None:
+            with self._lock:
+                if self._inner is None:
+                    self._inner = self._build()
+                inner = self._inner
+        return inner
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self.load().embed(texts)

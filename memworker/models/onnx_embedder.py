@@ -25,7 +25,7 @@ import os
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,9 +37,17 @@ from memworker import errors
 logger = logging.getLogger(__name__)
 
 SETTING = "MEMWORKER_EMBEDDING_BACKEND"
+QUERY_SETTING = "MEMWORKER_QUERY_EMBEDDING_PRECISION"
+PRECISIONS = ("fp32", "int8")  # of the model a process embeds with (int8: queries only)
 EXPORT_VERSION = 1  # part of the cache key: bump when the export recipe below changes
 MIN_COSINE = 0.9999  # an export must reproduce the torch path's vectors this closely
 OPSET = 17
+# The int8 copy for query embeddings: part of its file name, bump when _quantize changes.
+QUANTIZE_VERSION = 1
+# An int8 copy must give the fp32 export's vectors this closely on every probe text (a guard
+# against a broken copy: the probes measured 0.980 to 0.996, LoCoMo's questions min 0.986,
+# mean 0.995; docs/embeddings.md).
+MIN_QUANTIZED_COSINE = 0.95
 # A model call's fixed cost in padded tokens' worth of work: one short query alone measured
 # 5.5 ms of CPU, a row of a 16-row call about 4 ms at the same width (MiniLM, 1 thread).
 CALL_COST_TOKENS = 12
@@ -149,6 +157,32 @@ def _exclusive(lock_file: Path) -> Iterator[None]:
 def ensure_exported(spec: ModelSpec, cache_dir: Path) -> Path:
     """The cached ONNX file for this model, exported (and verified) first if it is missing."""
     target = cache_dir / f"embedding-{model_key(spec)}.onnx"
+
+    def make(tmp: Path) -> None:
+        logger.warning("exporting the embedding model %s to ONNX at %s (once per model)", spec.path, target)
+        torch_model = _export(spec, tmp)
+        _verify(spec, tmp, torch_model)
+
+    return _publish(target, cache_dir, make)
+
+
+def ensure_quantized(spec: ModelSpec, cache_dir: Path) -> Path:
+    """The cached int8 copy of the model's ONNX export (for query embeddings), made from the
+    fp32 export (exported first if missing) and verified against it the first time."""
+    source = ensure_exported(spec, cache_dir)
+    target = cache_dir / f"{source.stem}-int8v{QUANTIZE_VERSION}.onnx"
+
+    def make(tmp: Path) -> None:
+        logger.warning("quantising the ONNX embedding model to int8 at %s (once per model)", target)
+        _quantize(source, tmp)
+        _verify_quantized(spec, source, tmp)
+
+    return _publish(target, cache_dir, make)
+
+
+def _publish(target: Path, cache_dir: Path, make: Callable[[Path], None]) -> Path:
+    """target, made by make(tmp) into a temporary file first if it is missing: under an
+    exclusive lock (processes starting together make it once), renamed into place whole."""
     if target.is_file():
         return target
     try:
@@ -159,17 +193,15 @@ def ensure_exported(spec: ModelSpec, cache_dir: Path) -> Path:
             f"({exc}); set MEMWORKER_EMBEDDING_CACHE_DIR to a writable folder"
         ) from None
     with _exclusive(target.with_suffix(".lock")):
-        if target.is_file():  # another process exported it while we waited for the lock
+        if target.is_file():  # another process made it while we waited for the lock
             return target
-        for stale in cache_dir.glob(f".{target.stem}-*.tmp"):  # only a killed exporter leaves one:
+        for stale in cache_dir.glob(f".{target.name}.*.tmp"):  # only a killed exporter leaves one:
             stale.unlink(missing_ok=True)  # temp files are made under this lock, which we hold
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.stem}-", suffix=".tmp", dir=cache_dir)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=cache_dir)
         os.close(fd)
         tmp = Path(tmp_name)
         try:
-            logger.warning("exporting the embedding model %s to ONNX at %s (once per model)", spec.path, target)
-            torch_model = _export(spec, tmp)
-            _verify(spec, tmp, torch_model)
+            make(tmp)
             tmp.chmod(0o644)  # mkstemp makes it private; other service accounts may share the cache
             os.replace(tmp, target)  # atomic: readers see no file or the whole file
         finally:
@@ -242,6 +274,51 @@ def _verify(spec: ModelSpec, file: Path, reference: Any) -> None:
         )
 
 
+class _DropPreprocessHint(logging.Filter):
+    """onnxruntime's quantiser advises its shape pre-processing on the root logger at every
+    call; the export's graph needs none (its weight products are found without it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+def _quantize(source: Path, out: Path) -> None:
+    """Dynamic int8 quantisation of the export's products with a weight matrix: weights signed
+    int8 per output channel, activations quantised per call (the embedding tables stay fp32).
+    A quarter of the weights' bytes to read per query, and int8 products (VNNI/AVX2)."""
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as exc:
+        raise errors.ConfigError(
+            f"{QUERY_SETTING}=int8 needs onnxruntime.quantization ({exc}); set {QUERY_SETTING}=fp32"
+        ) from None
+    hint = _DropPreprocessHint()
+    root = logging.getLogger()
+    root.addFilter(hint)
+    try:
+        quantize_dynamic(
+            str(source), str(out), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"]
+        )
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise errors.ConfigError(
+            f"{QUERY_SETTING}=int8: quantising {str(source)!r} failed ({type(exc).__name__}: {exc}); "
+            f"set {QUERY_SETTING}=fp32"
+        ) from exc
+    finally:
+        root.removeFilter(hint)
+
+
+def _verify_quantized(spec: ModelSpec, source: Path, file: Path) -> None:
+    ours = OnnxEmbedder(str(spec.path), threads=1, model_file=file, precision="int8").embed(PROBES)
+    theirs = OnnxEmbedder(str(spec.path), threads=1, model_file=source).embed(PROBES)
+    worst = float(np.min(np.sum(ours * theirs, axis=1)))
+    if worst < MIN_QUANTIZED_COSINE:
+        raise errors.ConfigError(
+            f"{QUERY_SETTING}=int8: the int8 copy of {str(spec.path)!r} strays from the fp32 "
+            f"export (cosine {worst:.4f} < {MIN_QUANTIZED_COSINE}); set {QUERY_SETTING}=fp32"
+        )
+
+
 def padding_chunks(lengths: list[int], cap: int) -> list[tuple[int, int]]:
     """Contiguous [start, end) chunks of lengths (longest first), at most cap rows each, that
     minimise the model's work: rows x the chunk's width (its first row's) padded tokens, plus
@@ -276,6 +353,7 @@ class OnnxEmbedder:
         threads: int | None = None,
         cache_dir: Path | None = None,
         model_file: Path | None = None,
+        precision: str = "fp32",
     ) -> None:
         if not model_path or not os.path.isdir(model_path):
             raise errors.ConfigError(
@@ -295,7 +373,11 @@ class OnnxEmbedder:
         self.spec = read_spec(model_path)
         self.dim = self.spec.dim
         self.batch_size = batch_size
-        self.model_file = model_file or ensure_exported(self.spec, cache_dir or default_cache_dir())
+        if precision not in PRECISIONS:
+            raise errors.ConfigError(f"{QUERY_SETTING} must be one of {', '.join(PRECISIONS)}")
+        self.precision = precision
+        ensure = ensure_quantized if precision == "int8" else ensure_exported
+        self.model_file = model_file or ensure(self.spec, cache_dir or default_cache_dir())
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or 0  # 0: onnxruntime's own choice (all cores)
         options.inter_op_num_threads = 1
@@ -316,7 +398,8 @@ class OnnxEmbedder:
         self._lock = threading.Lock()
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """Unit-length float32 vectors, one row per text, in batches of batch_size."""
+        """Unit-length float32 vectors, one row per text, in batches of batch_size (the int8
+        model: one text per call)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         if self.spec.do_lower_case:
@@ -325,8 +408,12 @@ class OnnxEmbedder:
         # longest first, as sentence-transformers does: batches of similar length pad less
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
+        # The int8 model quantises its activations with one scale per call, taken over every row
+        # (padding included): a text's vector would depend on the texts sharing its call, so a
+        # query's hits on the load of the moment. One text per call keeps each vector its own.
+        cap = 1 if self.precision == "int8" else self.batch_size
         with self._lock:
-            for start, end in padding_chunks([len(encodings[i].ids) for i in order], self.batch_size):
+            for start, end in padding_chunks([len(encodings[i].ids) for i in order], cap):
                 rows = order[start:end]
                 out[rows] = self._embed_batch([encodings[i] for i in rows])
         return out
