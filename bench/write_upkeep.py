@@ -2,12 +2,16 @@
 memworker.storage.store.write_memory (the one write path of ingest, direct writes and sleep:
 the row, its postings, the event). Default: into one small agent, with the impact-ordered
 postings' index (sql/0012: memory_terms_impact) dropped (A) and in place (B). With --large N:
-into an agent of N memories that is in the HNSW index (large_agents), with that index built
-as shipped, pgvector's default graph (A: m 16, ef_construction 64), and as a denser graph
-(B: m 32, ef_construction 128).
+into an agent of N memories, outside the HNSW index (A: agents.ann off, its writes pay no
+upkeep at all) and in it as shipped (B: its writes are stored pending, sql/0019); after each
+B round, memworker.storage.large_agents.index moves that round's pending memories into the
+graph (what the retention sweep does, off the write path), and its rate is reported too.
+With --pk: into one small agent, the postings' primary key without the impact (A) and with
+it in the key's index (B, sql/0019: INCLUDE (impact)).
 
 Run:  python bench/write_upkeep.py                       # 10 rounds of 100 memories
       python bench/write_upkeep.py --large 20000 --rounds 3
+      python bench/write_upkeep.py --pk
 
 It starts `memworker up` on a temporary data dir (or uses --api-url/--data-dir: it drops and
 recreates an index, so only on a stack of its own), creates a tenant, and writes as the app
@@ -15,13 +19,12 @@ role over a pooled connection, 20 memories per transaction, with texts from the 
 vocabulary (bench/_common.TextMaker, each made unique) and vectors made from their terms
 (recall_latency.text_vector). Rounds alternate A B, B A, ... so a noisy minute and the
 growing tables hit both sides alike. Embedding is not part of it: the share of an episode's
-ingest is smaller still. Writes bench/results/write_upkeep.md (write_upkeep_hnsw.md with --large)."""
+ingest is smaller still. Writes bench/results/write_upkeep.md (write_upkeep_hnsw.md with --large, write_upkeep_pk.md with --pk)."""
 
 from __future__ import annotations
 
 import argparse
 import random
-import re
 import statistics
 import sys
 import time
@@ -59,16 +62,36 @@ def set_index(stack, indexdef: str, present: bool) -> None:  # type: ignore[no-u
             conn.execute(indexdef)
 
 
-def set_graph(stack, indexdef: str, dense: bool) -> None:  # type: ignore[no-untyped-def]
-    """memories_ann as shipped, pgvector's default graph (A), or the same index built as a
-    denser graph (B)."""
-    shipped = re.sub(r" WITH \([^)]*\)", "", indexdef)
+def set_pk(stack, include: bool) -> None:  # type: ignore[no-untyped-def]
+    """The postings' primary key with the impact in its index (as shipped, sql/0019) or without."""
     with owner_connect(stack) as conn:
-        conn.execute("SET maintenance_work_mem = '512MB'")
-        conn.execute(f"DROP INDEX IF EXISTS memworker.{ANN}")
+        conn.execute("ALTER TABLE memworker.memory_terms DROP CONSTRAINT memory_terms_pkey")
         conn.execute(
-            shipped.replace(" WHERE ", " WITH (m = 32, ef_construction = 128) WHERE ", 1) if dense else shipped
+            "ALTER TABLE memworker.memory_terms ADD CONSTRAINT memory_terms_pkey"
+            " PRIMARY KEY (tenant_id, agent_id, term, memory_id)" + (" INCLUDE (impact)" if include else "")
         )
+
+
+def set_upkeep(stack, tenant_id: str, agent: str, on: bool) -> None:  # type: ignore[no-untyped-def]
+    """The large agent in the HNSW index (its writes stored pending), or out of it."""
+    with owner_connect(stack) as conn:
+        conn.execute(
+            "UPDATE memworker.agents SET ann = %s, ann_ready = %s WHERE tenant_id = %s AND id = %s",
+            (on, on, uuid.UUID(tenant_id), agent),
+        )
+
+
+def flush_rate(stack, tenant_id: str, agent: str) -> float:  # type: ignore[no-untyped-def]
+    """Memories/s large_agents.index moves from pending into the graph."""
+    from memworker.storage import db, large_agents
+
+    pool = db.open_pool(stack.info["database_url"], min_size=1, max_size=1, name="bench-write-upkeep")
+    try:
+        started = time.perf_counter()
+        moved = large_agents.index(pool, tenant_id=uuid.UUID(tenant_id), agent_id=agent)
+        return moved / (time.perf_counter() - started)
+    finally:
+        pool.close()
 
 
 def write_round(stack, tenant_id: str, agent: str, n: int, maker: TextMaker, rng: np.random.Generator) -> float:  # type: ignore[no-untyped-def]
@@ -112,7 +135,9 @@ def prepare(stack, tenant_id: str, large: int, seed: int) -> tuple[str, str]:  #
     with owner_connect(stack) as conn:  # a bulk build after the load, not row by row
         conn.execute(f"DROP INDEX memworker.{ANN}")
     load_agent(stack, tenant_id, f"big-{large}", large, seed)
-    set_graph(stack, indexdef, False)
+    with owner_connect(stack) as conn:
+        conn.execute("SET maintenance_work_mem = '512MB'")
+        conn.execute(indexdef)
     return indexdef, f"big-{large}"
 
 
@@ -121,31 +146,48 @@ def run_ab(stack, args: argparse.Namespace) -> dict[str, list[float]]:  # type: 
     maker, rng = TextMaker(args.seed), np.random.default_rng(args.seed)
     tenant_id, _ = create_tenant(stack, f"write-upkeep-{random.randrange(10**6)}")
     indexdef, agent = prepare(stack, tenant_id, args.large, args.seed)
-    switch = set_graph if args.large else set_index
     write_round(stack, tenant_id, agent, args.memories, maker, rng)  # warm-up: the agent, the caches
-    rates: dict[str, list[float]] = {"A": [], "B": []}
+    rates: dict[str, list[float]] = {"A": [], "B": [], "flush": []}
     try:
         for r in range(args.rounds):
             for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
-                switch(stack, indexdef, side == "B")
+                if args.large:
+                    set_upkeep(stack, tenant_id, agent, side == "B")
+                elif args.pk:
+                    set_pk(stack, side == "B")
+                else:
+                    set_index(stack, indexdef, side == "B")
                 rates[side].append(write_round(stack, tenant_id, agent, args.memories, maker, rng))
                 print(f"round {r + 1} {side}: {rates[side][-1]:.1f} memories/s", flush=True)
+                if args.large and side == "B":
+                    rates["flush"].append(flush_rate(stack, tenant_id, agent))
     finally:
-        switch(stack, indexdef, not args.large)  # leave the index as shipped
+        if args.pk:
+            set_pk(stack, True)  # leave the key as shipped
+        elif not args.large:
+            set_index(stack, indexdef, True)  # leave the index as shipped
     return rates
 
 
 def report(args: argparse.Namespace, rates: dict[str, list[float]], note: str) -> str:
     labels = (
-        ("A: HNSW graph m 16, ef_construction 64 (as shipped)", "B: m 32, ef_construction 128")
+        ("A: the agent outside the HNSW index (no upkeep)", "B: in it, writes stored pending (as shipped)")
         if args.large
+        else ("A: postings' primary key without the impact", "B: with INCLUDE (impact) (as shipped)")
+        if args.pk
         else ("A: without the impact index", "B: with it (as shipped)")
     )
     rows = [
         [label, fmt(statistics.median(rates[side]), 1), fmt(min(rates[side]), 1), fmt(max(rates[side]), 1)]
         for label, side in zip(labels, "AB", strict=True)
     ]
-    what = "into a large agent, two HNSW graphs" if args.large else "with and without the impact-ordered postings index"
+    what = (
+        "into a large agent, HNSW upkeep"
+        if args.large
+        else "with the impact in the postings' primary key and without"
+        if args.pk
+        else "with and without the impact-ordered postings index"
+    )
     where = f"an agent of {args.large:,} memories in the HNSW index" if args.large else "one small agent"
     ratio = statistics.median(rates["B"]) / statistics.median(rates["A"])
     return "\n".join(
@@ -158,6 +200,14 @@ def report(args: argparse.Namespace, rates: dict[str, list[float]], note: str) -
             "",
             f"- B / A: {ratio:.3f} ({args.rounds} rounds of {args.memories} memories per side, alternating; "
             f"{PER_TX} memories per transaction, {where}, no embedding).",
+            *(
+                [
+                    f"- off the write path: large_agents.index moved each B round's pending memories into the "
+                    f"graph at {statistics.median(rates['flush']):.1f} memories/s (median)."
+                ]
+                if rates["flush"]
+                else []
+            ),
             "",
         ]
     )
@@ -168,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=10, help="rounds per side")
     p.add_argument("--memories", type=int, default=100, help="memories written per round")
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--large", type=int, default=0, help="A/B of the HNSW graph on an agent of this many memories")
+    p.add_argument("--large", type=int, default=0, help="A/B of HNSW upkeep on an agent of this many memories")
+    p.add_argument("--pk", action="store_true", help="A/B of the impact in the postings' primary key (small agent)")
     p.add_argument("--no-write", action="store_true")
     add_stack_args(p)
     args = p.parse_args(argv)
@@ -179,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     text = report(args, rates, environment_note(load_before, command_line(), stack))
     print(text)
     if not args.no_write:
-        write_report("write_upkeep_hnsw.md" if args.large else "write_upkeep.md", text)
+        name = "write_upkeep_hnsw.md" if args.large else "write_upkeep_pk.md" if args.pk else "write_upkeep.md"
+        write_report(name, text)
     return 0
 
 

@@ -158,8 +158,8 @@ CREATE FUNCTION memworker.memories_ann() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
-  NEW.ann := coalesce((SELECT a.ann FROM memworker.agents a
-                       WHERE a.tenant_id = NEW.tenant_id AND a.id = NEW.agent_id), false);
+  NEW.ann_pending := coalesce((SELECT a.ann FROM memworker.agents a
+                               WHERE a.tenant_id = NEW.tenant_id AND a.id = NEW.agent_id), false);
   RETURN NEW;
 END $$;
 
@@ -458,6 +458,7 @@ CREATE TABLE memworker.memories (
     subject text,
     carried_by uuid,
     ann boolean DEFAULT false NOT NULL,
+    ann_pending boolean DEFAULT false NOT NULL,
     CONSTRAINT memories_confidence_check CHECK (((confidence >= (0)::double precision) AND (confidence <= (1)::double precision))),
     CONSTRAINT memories_salience_check CHECK (((salience >= (0)::double precision) AND (salience <= (1)::double precision))),
     CONSTRAINT memories_text_check CHECK (((length(text) >= 1) AND (length(text) <= 281))),
@@ -908,7 +909,7 @@ ALTER TABLE ONLY memworker.memory_reviews
 --
 
 ALTER TABLE ONLY memworker.memory_terms
-    ADD CONSTRAINT memory_terms_pkey PRIMARY KEY (tenant_id, agent_id, term, memory_id);
+    ADD CONSTRAINT memory_terms_pkey PRIMARY KEY (tenant_id, agent_id, term, memory_id) INCLUDE (impact);
 
 --
 -- Name: pool_proposals pool_proposals_pkey; Type: CONSTRAINT; Schema: memworker; Owner: -
@@ -1052,7 +1053,13 @@ CREATE INDEX memories_agent ON memworker.memories USING btree (tenant_id, agent_
 -- Name: memories_ann; Type: INDEX; Schema: memworker; Owner: -
 --
 
-CREATE INDEX memories_ann ON memworker.memories USING hnsw (embedding public.vector_cosine_ops) WHERE (ann AND (valid_to IS NULL));
+CREATE INDEX memories_ann ON memworker.memories USING hnsw (embedding public.vector_cosine_ops) WITH (m='32', ef_construction='128') WHERE (ann AND (valid_to IS NULL));
+
+--
+-- Name: memories_ann_pending; Type: INDEX; Schema: memworker; Owner: -
+--
+
+CREATE INDEX memories_ann_pending ON memworker.memories USING btree (tenant_id, agent_id) WHERE (ann_pending AND (valid_to IS NULL));
 
 --
 -- Name: memories_carried_by; Type: INDEX; Schema: memworker; Owner: -

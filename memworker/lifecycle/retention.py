@@ -285,7 +285,8 @@ class _Sweep:
                 ),
             )
         self._phase("decay", self._decay)
-        # an agent past recall's exact-scan size goes into the HNSW index once (storage/large_agents.py)
+        # an agent past recall's exact-scan size goes into the HNSW index; each later sweep moves the
+        # memories written since (stored pending, off the write path) into it (storage/large_agents.py)
         self._phase(
             "index",
             lambda: large_agents.index_if_large(

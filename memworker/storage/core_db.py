@@ -379,6 +379,8 @@ ann_enable = _sql.Row[bool]("ann_enable", _sql.first)
 
 ann_fill = _sql.Run("ann_fill")
 
+ann_flush = _sql.Run("ann_flush")
+
 ann_ready = _sql.Run("ann_ready")
 
 

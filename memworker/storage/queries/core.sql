@@ -396,30 +396,52 @@ WHERE m.tenant_id = %(tenant_id)s AND m.id = x.id
   AND (m.last_access_at IS NULL OR m.last_access_at < %(at)s);
 
 -- name: recall_candidates
--- A large agent's recall candidates, bounded whatever its size. Lexical: the query terms'
--- postings best impact first (the impact index yields them in that order), the rarest terms'
--- in full while their document frequencies add up to at most `budget`, the others' first
--- `per_term` each; each memory scored by the idf-weighted impacts read (a partial BM25),
--- the best `lexical` kept. Vector: the nearest live memories from the HNSW index (the caller
--- turns on pgvector's iterative scan, so the agent filter still yields `candidates` rows).
+-- A large agent's recall candidates, bounded whatever its size.
+-- Lexical: the rarest query terms' postings in full while their document frequencies add up
+-- to at most `budget` (the pool), and the first `per_term` postings of each other term by
+-- impact (the impact index yields them best first). Each pooled memory is scored by the
+-- idf-weighted impacts of its postings of every query term: the rare terms' are those read,
+-- the others' one index-only probe of the primary key per term and memory; the best
+-- `lexical` are kept, and the recall statement scores those exactly. The pool holds the
+-- exact BM25 top `lexical` whenever a memory without a rare term cannot reach it, which is
+-- when the other terms' largest weights add up to less than the pool's `lexical`-th score
+-- (impact is BM25's weight at a reference length, sql/0012, near the agent's own average).
+-- Vector: the nearest live memories from the HNSW index (the caller turns on pgvector's
+-- iterative scan, so the agent filter still yields `candidates` rows), and the nearest of
+-- the agent's memories the index has not taken in yet (ann_pending, sql/0019), by an exact
+-- scan of those.
 -- dfs: each term's document frequency over the agent, in the order of terms; n: its live
 -- memories.
-WITH w AS (
+WITH w AS MATERIALIZED (
   SELECT q.term, q.df, ln(1 + (%(n)s::float8 - q.df + 0.5) / (q.df + 0.5)) AS idf,
-         sum(q.df) OVER (ORDER BY q.df, q.term) AS reach
-  FROM unnest(%(terms)s::text[], %(dfs)s::float8[]) AS q(term, df)
-), lexical AS (
-  SELECT p.memory_id AS id FROM w CROSS JOIN LATERAL (
+         sum(q.df) OVER (ORDER BY q.df, q.term) <= %(budget)s AS rare
+  FROM unnest(%(terms)s::text[], %(dfs)s::float8[]) AS q(term, df) WHERE q.df > 0
+), pool AS MATERIALIZED (
+  SELECT w.rare, w.idf * p.impact AS weight, p.memory_id FROM w CROSS JOIN LATERAL (
     SELECT t.memory_id, t.impact FROM memory_terms t
     WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = w.term
     ORDER BY t.impact DESC, t.memory_id
-    LIMIT CASE WHEN w.reach <= %(budget)s THEN w.df::bigint ELSE %(per_term)s END) p
-  GROUP BY p.memory_id
-  ORDER BY sum(w.idf * p.impact) DESC, p.memory_id LIMIT %(lexical)s
+    LIMIT CASE WHEN w.rare THEN w.df::bigint ELSE %(per_term)s END) p
+), weights AS (
+  SELECT p.memory_id, p.weight FROM pool p WHERE p.rare
+  UNION ALL
+  SELECT p.memory_id, w.idf * p.impact FROM w CROSS JOIN LATERAL (
+    SELECT t.memory_id, t.impact FROM memory_terms t
+    WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = w.term
+      AND t.memory_id = ANY(ARRAY(SELECT DISTINCT memory_id FROM pool))) p
+  WHERE NOT w.rare
+), lexical AS (
+  SELECT x.memory_id AS id FROM weights x
+  GROUP BY x.memory_id
+  ORDER BY sum(x.weight) DESC, x.memory_id LIMIT %(lexical)s
 ), nearest AS (
-  SELECT m.id FROM memories m
-  WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.ann AND m.valid_to IS NULL
-  ORDER BY m.embedding <=> %(qvec)s::vector LIMIT %(candidates)s
+  (SELECT m.id FROM memories m
+   WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.ann AND m.valid_to IS NULL
+   ORDER BY m.embedding <=> %(qvec)s::vector LIMIT %(candidates)s)
+  UNION ALL
+  (SELECT m.id FROM memories m
+   WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.ann_pending AND m.valid_to IS NULL
+   ORDER BY m.embedding <=> %(qvec)s::vector LIMIT %(candidates)s)
 )
 SELECT ARRAY(SELECT id FROM lexical UNION SELECT id FROM nearest) AS ids;
 
@@ -453,17 +475,25 @@ WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
   AND (m.subject IS NULL OR m.subject = %(subject)s::text);
 
 -- name: ann_enable
--- The agent's memories go into the HNSW index from now on (sql/0012: memories_ann); returns
--- whether its older ones are in too.
+-- The agent's new memories are stored pending for the HNSW index from now on (sql/0019:
+-- memories_ann); returns whether its older ones are in already.
 UPDATE agents SET ann = true WHERE tenant_id = %(tenant_id)s AND id = %(agent_id)s
 RETURNING ann_ready;
 
 -- name: ann_fill
 -- One batch of the agent's live memories written before ann_enable, into the index.
-UPDATE memories SET ann = true
+UPDATE memories SET ann = true, ann_pending = false
 WHERE tenant_id = %(tenant_id)s AND id IN (
   SELECT id FROM memories
   WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND NOT ann AND valid_to IS NULL
+  LIMIT %(batch)s);
+
+-- name: ann_flush
+-- One batch of the memories written since (ann_pending: stored off the index), into it.
+UPDATE memories SET ann = true, ann_pending = false
+WHERE tenant_id = %(tenant_id)s AND id IN (
+  SELECT id FROM memories
+  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND ann_pending AND valid_to IS NULL
   LIMIT %(batch)s);
 
 -- name: ann_ready
