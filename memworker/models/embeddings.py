@@ -219,14 +219,16 @@ def load(
         return _shared[key]
 
 
-def for_settings(settings: Settings) -> Embedder:
-    """load() with every MEMWORKER_EMBEDDING_* setting: the embedder a process of these settings uses."""
+def for_settings(settings: Settings, *, precision: str = "fp32") -> Embedder:
+    """load() with every MEMWORKER_EMBEDDING_* setting: the embedder a process of these settings
+    uses (precision "int8": its quantised copy, see for_queries)."""
     return load(
         settings.embedding_model,
         settings.embedding_batch_size,
         settings.embedding_threads,
         backend=settings.embedding_backend,
         cache_dir=settings.embedding_cache_dir,
+        precision=precision,
     )
 
 
@@ -237,17 +239,7 @@ def for_queries(settings: Settings, stored: Embedder) -> Embedder:
     if settings.query_precision == "fp32":
         return stored
 
-    def build() -> Embedder:
-        return load(
-            settings.embedding_model,
-            settings.embedding_batch_size,
-            settings.embedding_threads,
-            backend=settings.embedding_backend,
-            cache_dir=settings.embedding_cache_dir,
-            precision=settings.query_precision,
-        )
-
-    return DeferredEmbedder(stored.dim, build)
+    return DeferredEmbedder(stored.dim, lambda: for_settings(settings, precision=settings.query_precision))
 
 
 class DeferredEmbedder:

@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memworker.storage import _sql
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,3 +96,16 @@ def test_no_call_by_string_name_outside_storage() -> None:
 def test_the_scan_sees_calls() -> None:
     source = 'store.one(conn, "create_tenant", name="x")\nstorage._sql.all_(conn, q)\ncore_db.create_tenant(conn)\n'
     assert calls_by_name(source, "x.py") == [("x.py", 1, "create_tenant"), ("x.py", 2, None)]
+
+
+def test_a_runner_refuses_a_missing_or_unknown_keyword_before_it_runs() -> None:
+    from memworker.storage import core_db
+
+    conn: Any = None  # never reached: the keywords are checked first
+    with pytest.raises(TypeError, match=r"tenant_by_name: expected \['name'\], got \['nam'\]"):
+        core_db.tenant_by_name(conn, nam="x")
+    with pytest.raises(TypeError, match="expected"):
+        core_db.tenant_by_name(conn)
+    with pytest.raises(TypeError, match="no parameter"):
+        _sql.Rows("tenant_by_name", core_db.Tenant, subject=None)  # a default the statement lacks
+    assert core_db.list_episodes.defaults == {"agent_ids": None}  # what a caller may leave out
