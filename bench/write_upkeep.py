@@ -7,7 +7,7 @@ upkeep at all) and in it as shipped (B: its writes are stored pending, sql/0019)
 B round, memworker.storage.large_agents.index moves that round's pending memories into the
 graph (what the retention sweep does, off the write path), and its rate is reported too.
 With --pk: into one small agent, the postings' primary key without the impact (A) and with
-it in the key's index (B, sql/0019: INCLUDE (impact)).
+it and tf in the key's index (B, sql/0019: INCLUDE (impact, tf)).
 
 Run:  python bench/write_upkeep.py                       # 10 rounds of 100 memories
       python bench/write_upkeep.py --large 20000 --rounds 3
@@ -63,12 +63,13 @@ def set_index(stack, indexdef: str, present: bool) -> None:  # type: ignore[no-u
 
 
 def set_pk(stack, include: bool) -> None:  # type: ignore[no-untyped-def]
-    """The postings' primary key with the impact in its index (as shipped, sql/0019) or without."""
+    """The postings' primary key with the impact and tf in its index (as shipped, sql/0019)
+    or without."""
     with owner_connect(stack) as conn:
         conn.execute("ALTER TABLE memworker.memory_terms DROP CONSTRAINT memory_terms_pkey")
         conn.execute(
             "ALTER TABLE memworker.memory_terms ADD CONSTRAINT memory_terms_pkey"
-            " PRIMARY KEY (tenant_id, agent_id, term, memory_id)" + (" INCLUDE (impact)" if include else "")
+            " PRIMARY KEY (tenant_id, agent_id, term, memory_id)" + (" INCLUDE (impact, tf)" if include else "")
         )
 
 

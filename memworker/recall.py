@@ -124,8 +124,9 @@ def _bounded(conn: Conn, params: dict[str, Any], path: Plan) -> dict[str, Any]:
     stats = agent_stats(conn, params["tenant_id"], params["agent_id"], params["subject"])
     if path == "auto" and (stats.n <= EXACT_MAX or not stats.ann_ready):
         return {}
-    dfs = _term_dfs(conn, params["tenant_id"], params["agent_id"], params["terms"])
-    core_db.recall_ann_settings(conn, ef_search=max(EF_SEARCH, 2 * params["candidates"]))
+    dfs = _setup(
+        conn, params["tenant_id"], params["agent_id"], params["terms"], max(EF_SEARCH, 2 * params["candidates"])
+    )
     ids = core_db.recall_candidates(
         conn,
         tenant_id=params["tenant_id"],
@@ -143,14 +144,17 @@ def _bounded(conn: Conn, params: dict[str, Any], path: Plan) -> dict[str, Any]:
     return dict(ids=ids, n=float(stats.n), avgdl=stats.avgdl, dfs=dfs)
 
 
-def _term_dfs(conn: Conn, tenant_id: UUID, agent_id: str, terms: list[str]) -> list[float]:
-    """Each term's document frequency over the agent, at most STATS_TTL_S old: counted for the
-    terms this process has not counted within that time (most queries repeat earlier terms)."""
+def _setup(conn: Conn, tenant_id: UUID, agent_id: str, terms: list[str], ef_search: int) -> list[float]:
+    """The bounded statement's settings and each term's document frequency over the agent, at
+    most STATS_TTL_S old, in one round trip: counted for the terms this process has not
+    counted within that time (most queries repeat earlier terms)."""
     now = time.monotonic()
     fresh = {t: c[1] for t in terms if (c := _dfs.get((tenant_id, agent_id, t))) and now - c[0] < STATS_TTL_S}
     missing = [t for t in terms if t not in fresh]
+    counted = core_db.recall_bounded_setup(
+        conn, tenant_id=tenant_id, agent_id=agent_id, terms=missing, ef_search=ef_search
+    )
     if missing:
-        counted = core_db.recall_dfs(conn, tenant_id=tenant_id, agent_id=agent_id, terms=missing)
         with _stats_lock:
             if len(_dfs) >= _STATS_MAX * 16:
                 _dfs.clear()

@@ -27,8 +27,10 @@ CREATE INDEX memories_ann ON memworker.memories USING hnsw (embedding vector_cos
     WITH (m = 32, ef_construction = 128) WHERE ann AND valid_to IS NULL;
 
 -- A large agent's lexical candidates score each pooled memory by its postings of every query
--- term, one probe of the primary key per term and memory: with the impact in the key's
--- index, an index-only probe (recall_candidates).
+-- term, one probe of the primary key per term and memory, and recall over its bounded
+-- candidates reads their postings the same way: with the impact and the term frequency in
+-- the key's index, index-only reads, not a heap fetch per posting (at 100,000 memories about
+-- 1,300 of them per recall; docs/scaling.md, "Large agents").
 ALTER TABLE memworker.memory_terms DROP CONSTRAINT memory_terms_pkey;
 ALTER TABLE memworker.memory_terms ADD CONSTRAINT memory_terms_pkey
-    PRIMARY KEY (tenant_id, agent_id, term, memory_id) INCLUDE (impact);
+    PRIMARY KEY (tenant_id, agent_id, term, memory_id) INCLUDE (impact, tf);

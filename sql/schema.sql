@@ -909,7 +909,7 @@ ALTER TABLE ONLY memworker.memory_reviews
 --
 
 ALTER TABLE ONLY memworker.memory_terms
-    ADD CONSTRAINT memory_terms_pkey PRIMARY KEY (tenant_id, agent_id, term, memory_id) INCLUDE (impact);
+    ADD CONSTRAINT memory_terms_pkey PRIMARY KEY (tenant_id, agent_id, term, memory_id) INCLUDE (impact, tf);
 
 --
 -- Name: pool_proposals pool_proposals_pkey; Type: CONSTRAINT; Schema: memworker; Owner: -

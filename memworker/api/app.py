@@ -2,7 +2,8 @@
 live in routes_*.py, one router per domain noun.
 
 Routes are sync `def`s (Starlette runs them in its threadpool) so the API, the workers and
-the CLI share one sync code path."""
+the CLI share one sync code path. The hottest one, one agent's recall, is an async route that
+hands its sync work to the threadpool itself, once (routes/recall.py)."""
 
 from __future__ import annotations
 

@@ -46,6 +46,12 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         workers=args.workers,
         log_level=args.log_level,
+        # named, not "auto": a missing uvloop or httptools fails at start instead of falling
+        # back to asyncio and h11, which cost more CPU per request
+        loop="uvloop",
+        http="httptools",
+        # a line per request is formatted even when the level drops it: only at info and below
+        access_log=args.log_level.lower() in ("info", "debug", "trace"),
         **proxy_options(Settings.from_env(os.environ)),
     )
     if args.workers <= 1:  # asyncio builds this listener itself, and sets TCP_NODELAY per connection

@@ -39,6 +39,7 @@ PG_OWNER = "postgres"  # the embedded cluster's superuser: owns the schema, runs
 PASSFILE = "pgpass"  # libpq's password file for both roles, in the data dir (0600)
 REDIS_PASSWORD_FILE = "redis-password"  # beside redis/, so a wiped AOF keeps the password
 _PR_SET_PDEATHSIG = 1
+SHARED_BUFFERS_MAX_MB = 4_096
 
 
 def die_with_parent(sig: int) -> None:
@@ -176,6 +177,33 @@ class Child:
             self.process.wait()
 
 
+def _ram_mb() -> int | None:
+    """The machine's memory in MB, or the container's limit (cgroup v2) when that is lower."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        limit = "max"
+    return (min(ram, int(limit)) if limit.isdigit() else ram) // 2**20
+
+
+def memory_settings() -> list[str]:
+    """Postgres's memory settings (primary and standby alike), sized from the machine as
+    Postgres's own guidance has it: shared_buffers a quarter of RAM, capped at
+    SHARED_BUFFERS_MAX_MB (past that the OS page cache serves as well) and never under the
+    old fixed 256MB; effective_cache_size three quarters of RAM, which the planner takes as
+    the share of an index likely cached (it allocates nothing). A large agent's rows and HNSW
+    graph stay in shared buffers instead of being read back through the page cache on every
+    recall. The buffers are mapped as they are used: a small cluster touches few of them."""
+    ram = _ram_mb()
+    shared = f"{max(256, min(ram // 4, SHARED_BUFFERS_MAX_MB))}MB" if ram else "256MB"
+    cache = f"{max(512, ram * 3 // 4)}MB" if ram else "4GB"
+    return ["-c", f"shared_buffers={shared}", "-c", f"effective_cache_size={cache}"]
+
+
 def start_postgres(data_dir: Path) -> tuple[Child, str]:
     """Start (initialising on first use) Postgres in data_dir/pg; returns the child and a
     superuser URL over a unix socket, naming the password file (data_dir/pgpass) libpq
@@ -231,8 +259,7 @@ def start_postgres(data_dir: Path) -> tuple[Child, str]:
             "unix_socket_permissions=0700",
             "-c",
             "max_connections=200",
-            "-c",
-            "shared_buffers=256MB",
+            *memory_settings(),
             "-c",
             "fsync=on",
             "-c",
@@ -391,7 +418,7 @@ def _base_backup(pgdata: Path, primary_url: str, info: dict[str, Any], user: str
 def _start_standby(pgdata: Path, sock: Path, user: str | None, passfile: Path) -> tuple[Child, str]:
     log = _private_log(pgdata.parent / "postgres-replica.log")
     argv = [str(_pg_bin() / "postgres"), "-D", str(pgdata), "-k", str(sock), "-h", "", "-p", str(REPLICA_PORT)]
-    argv += ["-c", "unix_socket_permissions=0700", "-c", "max_connections=200", "-c", "shared_buffers=256MB"]
+    argv += ["-c", "unix_socket_permissions=0700", "-c", "max_connections=200", *memory_settings()]
     # feedback: the primary's vacuum keeps rows a standby query still reads, so a long recall
     # is not cancelled by a conflict with recovery
     argv += ["-c", "hot_standby=on", "-c", "hot_standby_feedback=on"]

@@ -358,10 +358,8 @@ def recall(conn: Conn, *, read_only: bool = False, ids: list[UUID] | None = None
 recall_candidates = _sql.One[list[UUID]]("recall_candidates", _sql.first)
 
 
-recall_dfs = _sql.One[list[float]]("recall_dfs", _sql.first)
-
-
-recall_ann_settings = _sql.Run("recall_ann_settings")
+# The terms' document frequencies over the agent, with the settings recall_candidates needs.
+recall_bounded_setup = _sql.One[list[float]]("recall_bounded_setup", _sql.first)
 
 
 @dataclass(frozen=True, slots=True)

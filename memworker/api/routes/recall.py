@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from memworker import keys, metrics, recall
 from memworker.api.deps import AgentId, check_metadata, client_lsn, principal, reads, resources, tx
@@ -18,9 +19,15 @@ router = APIRouter(tags=["recall"])
 
 
 @router.post("/v1/agents/{agent_id}/recall", response_model=Recalled)
-def post_recall(
+async def post_recall(
     agent_id: AgentId, body: RecallIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> dict[str, Any]:
+    # The work in one worker thread, the answer validated and encoded on the event loop: a
+    # sync route would take a thread for itself and another for its answer's validation.
+    return await run_in_threadpool(_recall, agent_id, body, request, p)
+
+
+def _recall(agent_id: str, body: RecallIn, request: Request, p: keys.Principal) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     check_metadata(request, body.metadata, "metadata filter")
     started = time.perf_counter()

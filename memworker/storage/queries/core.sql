@@ -445,20 +445,19 @@ WITH w AS MATERIALIZED (
 )
 SELECT ARRAY(SELECT id FROM lexical UNION SELECT id FROM nearest) AS ids;
 
--- name: recall_dfs
--- Each term's document frequency over a large agent, in the order of terms: an index-only
+-- name: recall_bounded_setup
+-- The first of a large agent's bounded recall, in its transaction, one round trip: pgvector's
+-- iterative index scan for recall_candidates (an HNSW scan filtered to one agent goes on until
+-- it has the rows asked for, not ef_search rows before the filter) and its breadth, a plan
+-- made for the parameters of each statement that follows (a cached generic plan of recall
+-- could not use the candidate ids' index), and the document frequency over the agent of each
+-- term in terms (those the caller has not counted lately; in their order): an index-only
 -- count on the impact index of the agent's postings of that term (superseded and expired
 -- memories still count until their postings go).
 SELECT ARRAY(SELECT (SELECT count(*) FROM memory_terms t
                      WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = q.term)::float8
-             FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, ord) ORDER BY q.ord) AS dfs;
-
--- name: recall_ann_settings
--- For recall_candidates, in its transaction: pgvector's iterative index scan (an HNSW scan
--- filtered to one agent goes on until it has the rows asked for, not ef_search rows before
--- the filter), its breadth, and a plan made for these parameters (a cached generic plan of
--- recall could not use the candidate ids' index).
-SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
+             FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, ord) ORDER BY q.ord) AS dfs,
+       set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('hnsw.ef_search', %(ef_search)s::text, true),
        set_config('plan_cache_mode', 'force_custom_plan', true);
 
