@@ -6,8 +6,8 @@ into an agent of N memories, outside the HNSW index (A: agents.ann off, its writ
 upkeep at all) and in it as shipped (B: its writes are stored pending, sql/0019); after each
 B round, memworker.storage.large_agents.index moves that round's pending memories into the
 graph (what the retention sweep does, off the write path), and its rate is reported too.
-With --pk: into one small agent, the postings' primary key without the impact (A) and with
-it and tf in the key's index (B, sql/0019: INCLUDE (impact, tf)).
+With --pk: into one small agent, the postings' primary key with nothing in its index (A) and with
+the impact and tf in the key's index (B, sql/0019: INCLUDE (impact, tf)).
 
 Run:  python bench/write_upkeep.py                       # 10 rounds of 100 memories
       python bench/write_upkeep.py --large 20000 --rounds 3
@@ -174,7 +174,7 @@ def report(args: argparse.Namespace, rates: dict[str, list[float]], note: str) -
     labels = (
         ("A: the agent outside the HNSW index (no upkeep)", "B: in it, writes stored pending (as shipped)")
         if args.large
-        else ("A: postings' primary key without the impact", "B: with INCLUDE (impact) (as shipped)")
+        else ("A: postings' primary key with nothing in its index", "B: with INCLUDE (impact, tf) (as shipped)")
         if args.pk
         else ("A: without the impact index", "B: with it (as shipped)")
     )
@@ -185,7 +185,7 @@ def report(args: argparse.Namespace, rates: dict[str, list[float]], note: str) -
     what = (
         "into a large agent, HNSW upkeep"
         if args.large
-        else "with the impact in the postings' primary key and without"
+        else "with the impact and tf in the postings' primary key and without"
         if args.pk
         else "with and without the impact-ordered postings index"
     )
