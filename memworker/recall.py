@@ -1,11 +1,12 @@
 """Hybrid recall: one SQL statement (storage/queries/core.sql: recall) per call, over the
 query vector the caller embedded (models/embeddings.CachedQueryEmbedder). Up to EXACT_MAX live
 memories the plan is an exact per-agent scan for both BM25 and cosine, so every agent gets its
-own true top-k and never another agent's rows; see docs/recall.md. A larger agent's statement
-reads a bounded candidate set instead (recall_candidates: a pool of postings read by impact,
-scored on every query term; the nearest memories from the HNSW index and the agent's memories
-not yet in it) scored with the agent's own BM25 statistics, so its cost stops growing with
-the agent (docs/scaling.md, "Large agents")."""
+own true top-k and never another agent's rows; see docs/recall.md. A larger agent
+gets recall_bounded instead, one statement too: a bounded candidate set (a pool of postings
+read by impact, scored on every query term; the nearest memories from the HNSW index and the
+agent's memories not yet in it) scored with the agent's own BM25 statistics by the same
+fusion and tail as recall, so its cost stops growing with the agent (docs/scaling.md, "Large
+agents")."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ EXACT_MAX = large_agents.EXACT_MAX
 # document frequencies add up to at most POSTINGS_BUDGET, and the other terms'
 # POSTINGS_PER_TERM best by impact; every pooled memory is scored by all its query terms and
 # the LEXICAL_CANDIDATES best are scored exactly by the recall statement (queries/core.sql:
-# recall_candidates says when the pool provably holds the exact BM25 top). More than the
+# recall_bounded says when the pool provably holds the exact BM25 top). More than the
 # exact statement's candidates: a query whose vector lies between the clusters of its terms
 # has its nearest memories spread over them, where one HNSW scan reaches few, and they share
 # its terms. On 40 such queries (bench/agent_size.py's corpus, 100,000 memories) the top 10
@@ -110,44 +111,43 @@ def recall(
 
 
 def _rows(conn: Conn, params: dict[str, Any], *, read_only: bool, path: Plan = "auto") -> list[core_db.RecallRow]:
-    return core_db.recall(conn, **params, **_bounded(conn, params, path), read_only=read_only)
+    bounded = _bounded(conn, params, path)
+    if bounded is None:
+        return core_db.recall(conn, **params, read_only=read_only)
+    return core_db.recall_bounded(conn, **params, **bounded, read_only=read_only)
 
 
-def _bounded(conn: Conn, params: dict[str, Any], path: Plan) -> dict[str, Any]:
-    """The recall statement's bounded-candidate parameters for a large agent, {} for the exact
+def _bounded(conn: Conn, params: dict[str, Any], path: Plan) -> dict[str, Any] | None:
+    """The bounded statement's own parameters for a large agent, None for the exact
     statement. Filters other than tiers and subject (kinds, time, metadata) keep the exact
     statement: they may reject most of a bounded candidate set. The vector candidates come
     from the HNSW index, which holds an agent once large_agents.index has put it in
     (ann_ready); until then it keeps the exact statement."""
     if path == "exact" or any(params[f] is not None for f in ("kinds", "since", "until", "metadata")):
-        return {}
+        return None
     stats = agent_stats(conn, params["tenant_id"], params["agent_id"], params["subject"])
     if path == "auto" and (stats.n <= EXACT_MAX or not stats.ann_ready):
-        return {}
+        return None
     dfs = _setup(
         conn, params["tenant_id"], params["agent_id"], params["terms"], max(EF_SEARCH, 2 * params["candidates"])
     )
-    ids = core_db.recall_candidates(
-        conn,
-        tenant_id=params["tenant_id"],
-        agent_id=params["agent_id"],
-        terms=params["terms"],
-        dfs=dfs,
+    return dict(
         n=float(stats.n),
-        qvec=params["qvec"],
+        avgdl=stats.avgdl,
+        dfs=dfs,
         budget=POSTINGS_BUDGET,
         per_term=POSTINGS_PER_TERM,
         lexical=max(LEXICAL_CANDIDATES, params["candidates"]),
         # twice what the statement keeps: an approximate scan's misses fall past its cut
-        candidates=2 * params["candidates"],
+        ann=2 * params["candidates"],
     )
-    return dict(ids=ids, n=float(stats.n), avgdl=stats.avgdl, dfs=dfs)
 
 
 def _setup(conn: Conn, tenant_id: UUID, agent_id: str, terms: list[str], ef_search: int) -> list[float]:
     """The bounded statement's settings and each term's document frequency over the agent, at
     most STATS_TTL_S old, in one round trip: counted for the terms this process has not
-    counted within that time (most queries repeat earlier terms)."""
+    counted within that time (most queries repeat earlier terms). Sending the settings in a
+    pipeline with the statement when every count is cached saved nothing measurable."""
     now = time.monotonic()
     fresh = {t: c[1] for t in terms if (c := _dfs.get((tenant_id, agent_id, t))) and now - c[0] < STATS_TTL_S}
     missing = [t for t in terms if t not in fresh]

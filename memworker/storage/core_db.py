@@ -309,56 +309,43 @@ delete_memory = _sql.Row[UUID]("delete_memory", _sql.first)
 # The recall statement without its access-bump CTEs, run where no write may happen (a replica).
 _RECALL_READ = "recall:read_only"
 _sql.Q[_RECALL_READ] = _sql.without_ctes(_sql.Q["recall"], ("bumped", "bump"))
-# The statement over a large agent's bounded candidates (ids given) under a text of its own:
-# the server caches plans per statement text, and a generic plan made for candidate ids
-# (index probes per id) read every posting of an exact recall's agent one probe at a time.
-_BOUNDED = " /* bounded candidates */"
-for _name in ("recall", _RECALL_READ):
-    _sql.Q[_name + ":bounded"] = _sql.Q[_name] + _BOUNDED
-# The exact statement (ids NULL) without the candidate-id conditions. With them, the generic
-# plan the server caches after five runs estimated an agent's live rows at 2 (the conditions'
-# selectivity for unknown ids) and joined the postings to them in a nested loop: twice the
-# CPU of the exact statement's own generic plan (bench/recall_latency.py --natural).
-_CANDIDATE_IDS = (
-    "\n    AND (%(ids)s::uuid[] IS NULL OR m.id = ANY(%(ids)s::uuid[]))",
-    "\n    AND (%(ids)s::uuid[] IS NULL OR t.memory_id = ANY(%(ids)s::uuid[]))  -- the candidates' postings only",
-)
-for _name in ("recall", _RECALL_READ):
-    for _condition in _CANDIDATE_IDS:
-        if _condition not in _sql.Q[_name]:
-            raise RuntimeError(f"{_name}: no candidate-id condition {_condition.strip()!r} to drop")
-        _sql.Q[_name] = _sql.Q[_name].replace(_condition, "")
 
 
 # --- recall --------------------------------------------------------------------------------------
 
 
 _RECALL = {
-    (read_only, bounded): _sql.Rows(
-        name + (":bounded" if bounded else ""), RecallRow, subject=None, n=None, avgdl=None, dfs=None
-    )
+    read_only: _sql.Rows(name, RecallRow, subject=None, n=None, avgdl=None, dfs=None)
     for read_only, name in ((False, "recall"), (True, _RECALL_READ))
-    for bounded in (False, True)
 }
 
 
-def recall(conn: Conn, *, read_only: bool = False, ids: list[UUID] | None = None, **params: Any) -> list[RecallRow]:
-    """The hybrid recall statement (see queries/core.sql), best first; ids (a large agent's
-    bounded candidates) runs its bounded form. read_only: its form without the access bump,
-    which a hot standby can run (the caller queues the bump; bump is ignored)."""
+def recall(conn: Conn, *, read_only: bool = False, **params: Any) -> list[RecallRow]:
+    """The hybrid recall statement (see queries/core.sql), best first. read_only: its form
+    without the access bump, which a hot standby can run (the caller queues the bump; bump is
+    ignored)."""
     if read_only:
         params.pop("bump", None)
-    if ids is None:
-        return _RECALL[read_only, False](conn, **params)
-    return _RECALL[read_only, True](conn, ids=ids, **params)
+    return _RECALL[read_only](conn, **params)
 
 
-# A large agent's bounded recall candidates (see queries/core.sql): an array, empty when
-# nothing matched.
-recall_candidates = _sql.One[list[UUID]]("recall_candidates", _sql.first)
+# A large agent's recall over a bounded candidate set (see queries/core.sql: recall_bounded),
+# in one statement; its read-only form as `recall`'s.
+_sql.Q["recall_bounded:read_only"] = _sql.without_ctes(_sql.Q["recall_bounded"], ("bumped", "bump"))
+_RECALL_BOUNDED = {
+    read_only: _sql.Rows("recall_bounded" + (":read_only" if read_only else ""), RecallRow, subject=None)
+    for read_only in (False, True)
+}
 
 
-# The terms' document frequencies over the agent, with the settings recall_candidates needs.
+def recall_bounded(conn: Conn, *, read_only: bool = False, **params: Any) -> list[RecallRow]:
+    """The bounded recall statement, best first; read_only as in recall."""
+    if read_only:
+        params.pop("bump", None)
+    return _RECALL_BOUNDED[read_only](conn, **params)
+
+
+# The terms' document frequencies over the agent, with the settings recall_bounded needs.
 recall_bounded_setup = _sql.One[list[float]]("recall_bounded_setup", _sql.first)
 
 

@@ -1,6 +1,7 @@
 """The exact recall statement's text is the one whose generic plan the server may cache: it
-carries no candidate-id conditions (the bounded statement's), and the plan the server makes
-once for any agent answers exactly as one made for each call's values."""
+carries no candidate-id conditions, it scores as the bounded statement does (one shared
+text), and the plan the server makes once for any agent answers exactly as one made for each
+call's values."""
 
 from __future__ import annotations
 
@@ -18,12 +19,15 @@ from memworker.testing import FakeEmbedder
 WORDS = "deploy window thursday kafka lag budget review garden paris coffee launch incident rollback".split()
 
 
-def test_exact_texts_carry_no_candidate_ids_and_bounded_texts_do() -> None:
+def test_exact_texts_carry_no_candidate_ids_and_share_their_scoring_with_the_bounded_one() -> None:
     for name in ("recall", core_db._RECALL_READ):
         assert "%(ids)s" not in _sql.Q[name]
-        assert _sql.Q[name + ":bounded"].count("%(ids)s") == 4
-        assert _sql.Q[name + ":bounded"] != _sql.Q[name]  # each its own plan cache entry
+    for exact, bounded in (("recall", "recall_bounded"), (core_db._RECALL_READ, "recall_bounded:read_only")):
+        # BM25, fusion, priors, collapse, bump and the final select: one text, so scores agree
+        scoring = _sql.Q[exact][_sql.Q[exact].index("\nbm25 AS MATERIALIZED (") :]
+        assert _sql.Q[bounded].endswith(scoring)
     assert "UPDATE" not in _sql.Q[core_db._RECALL_READ].upper()
+    assert "UPDATE" not in _sql.Q["recall_bounded:read_only"].upper()
 
 
 @pytest.fixture(scope="module")

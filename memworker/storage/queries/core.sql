@@ -268,10 +268,19 @@ RETURNING id;
   FROM memories m
 
 -- fragment: recall_fusion
--- The candidates (BM25's and the vector's best, wanted rows only), their two signals
+-- BM25 per memory from its postings of the query terms (`postings`: tf, its memory's length
+-- dl and filter verdict, the term's document frequency df; `stats`: n and avgdl), the
+-- candidates (BM25's and the vector's best, wanted rows only), their two signals
 -- min-max normalised over the candidates that are relevant at all, fused by weight,
--- plus the priors; one text for `recall` and `recall_agents`, so their scores agree.
-candidates AS (
+-- plus the priors; one text for `recall`, `recall_bounded` and `recall_agents`, so their
+-- scores agree.
+bm25 AS MATERIALIZED (
+  SELECT p.id, bool_or(p.wanted) AS wanted,  -- one verdict per memory: every row of an id has it
+         sum(ln(1 + (s.n - p.df + 0.5) / (p.df + 0.5))
+             * p.tf * (1.2 + 1) / (p.tf + 1.2 * (1 - 0.75 + 0.75 * p.dl / s.avgdl))) AS score
+  FROM postings p CROSS JOIN stats s
+  GROUP BY p.id
+), candidates AS (
   (SELECT id FROM bm25 WHERE wanted ORDER BY score DESC, id LIMIT %(candidates)s)
   UNION
   (SELECT id FROM live WHERE wanted ORDER BY distance, id LIMIT %(candidates)s)
@@ -295,44 +304,10 @@ candidates AS (
   FROM scored s
 )
 
--- name: recall
--- Hybrid recall in one statement. BM25 (Lucene IDF, k1 = 1.2, b = 0.75) over the agent's
--- live memories, exact cosine top-k over the same rows, both min-max normalised over the
--- union of candidates and fused by weight, plus the priors (salience, recency) scaled down to break
--- near-ties. The hits' access counters are bumped in the same statement.
--- One pass over the agent's rows computes everything per row (the filters, the distance,
--- the priors' inputs) into a narrow materialised set; wide columns are read for the k hits.
--- Each posting carries its term's document frequency (a window, not a second pass) and its
--- memory's filter verdict, so BM25's candidates need no join back to live. Ties are broken
--- by id at every cut, never by the rows' physical order.
-WITH live AS MATERIALIZED (
--- include: recall_live
-  WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
-    AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
-    -- subjects: the asked subject's memories and the general ones, never another subject's
-    -- (no subject asked: the general ones only); BM25's statistics are over these rows too
-    AND (m.subject IS NULL OR m.subject = %(subject)s::text)
-    -- a large agent's bounded candidates (recall_candidates), with the statistics below
-    -- given for the whole agent; NULL: every live memory, statistics computed here
-    AND (%(ids)s::uuid[] IS NULL OR m.id = ANY(%(ids)s::uuid[]))
-), stats AS MATERIALIZED (  -- once, not once per posting row
-  SELECT coalesce(%(n)s::float8, count(*)::float8) AS n,
-         coalesce(%(avgdl)s::float8, avg(doc_len), 0)::float8 AS avgdl FROM live
-), postings AS MATERIALIZED (
-  SELECT t.memory_id AS id, t.tf::float8 AS tf, l.doc_len::float8 AS dl, l.wanted,
-         coalesce((%(dfs)s::float8[])[array_position(%(terms)s::text[], t.term)],
-                  count(*) OVER (PARTITION BY t.term)::float8) AS df
-  FROM memory_terms t JOIN live l ON l.id = t.memory_id
-  WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = ANY(%(terms)s::text[])
-    AND (%(ids)s::uuid[] IS NULL OR t.memory_id = ANY(%(ids)s::uuid[]))  -- the candidates' postings only
-), bm25 AS MATERIALIZED (
-  SELECT p.id, bool_or(p.wanted) AS wanted,  -- one verdict per memory: every row of an id has it
-         sum(ln(1 + (s.n - p.df + 0.5) / (p.df + 0.5))
-             * p.tf * (1.2 + 1) / (p.tf + 1.2 * (1 - 0.75 + 0.75 * p.dl / s.avgdl))) AS score
-  FROM postings p CROSS JOIN stats s
-  GROUP BY p.id
-),
--- include: recall_fusion
+-- fragment: recall_tail
+-- What follows the fusion in `recall` and `recall_bounded`, one text so they agree: the
+-- ranked pool, the collapse of memories whose source messages a better-ranked one names, the
+-- top k, their access bump, and the hits' wide columns.
 , ranked AS MATERIALIZED (  -- room for the hits that collapse (below)
   SELECT f.*, f.fused + f.prior AS score, row_number() OVER (ORDER BY f.fused + f.prior DESC, f.id) AS rank
   FROM fused f ORDER BY f.fused + f.prior DESC, f.id LIMIT %(pool)s
@@ -385,6 +360,36 @@ SELECT m.id, m.text, m.kind, m.tier, m.created_at, m.metadata, m.provenance, m.f
 FROM top JOIN memories m ON m.id = top.id
 ORDER BY top.score DESC, top.id;
 
+-- name: recall
+-- Hybrid recall in one statement. BM25 (Lucene IDF, k1 = 1.2, b = 0.75) over the agent's
+-- live memories, exact cosine top-k over the same rows, both min-max normalised over the
+-- union of candidates and fused by weight, plus the priors (salience, recency) scaled down to break
+-- near-ties. The hits' access counters are bumped in the same statement.
+-- One pass over the agent's rows computes everything per row (the filters, the distance,
+-- the priors' inputs) into a narrow materialised set; wide columns are read for the k hits.
+-- Each posting carries its term's document frequency (a window, not a second pass) and its
+-- memory's filter verdict, so BM25's candidates need no join back to live. Ties are broken
+-- by id at every cut, never by the rows' physical order.
+WITH live AS MATERIALIZED (
+-- include: recall_live
+  WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
+    AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
+    -- subjects: the asked subject's memories and the general ones, never another subject's
+    -- (no subject asked: the general ones only); BM25's statistics are over these rows too
+    AND (m.subject IS NULL OR m.subject = %(subject)s::text)
+), stats AS MATERIALIZED (  -- once, not once per posting row
+  SELECT coalesce(%(n)s::float8, count(*)::float8) AS n,
+         coalesce(%(avgdl)s::float8, avg(doc_len), 0)::float8 AS avgdl FROM live
+), postings AS MATERIALIZED (
+  SELECT t.memory_id AS id, t.tf::float8 AS tf, l.doc_len::float8 AS dl, l.wanted,
+         coalesce((%(dfs)s::float8[])[array_position(%(terms)s::text[], t.term)],
+                  count(*) OVER (PARTITION BY t.term)::float8) AS df
+  FROM memory_terms t JOIN live l ON l.id = t.memory_id
+  WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = ANY(%(terms)s::text[])
+),
+-- include: recall_fusion
+-- include: recall_tail
+
 -- name: access_apply
 -- The access bumps of recalls served by a replica (queued in Redis, storage/bumps.py), one
 -- batch of one tenant: n recalls of a memory add n. `at` is the batch's own time and becomes
@@ -395,40 +400,45 @@ FROM unnest(%(ids)s::uuid[], %(counts)s::int[]) AS x(id, n)
 WHERE m.tenant_id = %(tenant_id)s AND m.id = x.id
   AND (m.last_access_at IS NULL OR m.last_access_at < %(at)s);
 
--- name: recall_candidates
--- A large agent's recall candidates, bounded whatever its size.
+-- name: recall_bounded
+-- A large agent's recall in one statement, bounded whatever its size: the candidates, then
+-- `recall`'s scoring of them with the agent's own BM25 statistics (n, avgdl; dfs: each term's
+-- document frequency over the agent, in the order of terms) and `recall`'s tail.
 -- Lexical: the rarest query terms' postings in full while their document frequencies add up
 -- to at most `budget` (the pool), and the first `per_term` postings of each other term by
 -- impact (the impact index yields them best first). Each pooled memory is scored by the
 -- idf-weighted impacts of its postings of every query term: the rare terms' are those read,
 -- the others' one index-only probe of the primary key per term and memory; the best
--- `lexical` are kept, and the recall statement scores those exactly. The pool holds the
--- exact BM25 top `lexical` whenever a memory without a rare term cannot reach it, which is
--- when the other terms' largest weights add up to less than the pool's `lexical`-th score
--- (impact is BM25's weight at a reference length, sql/0012, near the agent's own average).
+-- `lexical` are kept. The pool holds the exact BM25 top `lexical` whenever a memory without a
+-- rare term cannot reach it, which is when the other terms' largest weights add up to less
+-- than the pool's `lexical`-th score (impact is BM25's weight at a reference length,
+-- sql/0012, near the agent's own average).
 -- Vector: the nearest live memories from the HNSW index (the caller turns on pgvector's
 -- iterative scan, so the agent filter still yields `candidates` rows), and the nearest of
 -- the agent's memories the index has not taken in yet (ann_pending, sql/0019), by an exact
 -- scan of those.
--- dfs: each term's document frequency over the agent, in the order of terms; n: its live
--- memories.
+-- Every posting of a query term of a pooled memory was read on the way (the primary key
+-- carries tf), so BM25 takes the candidates' postings from there; only the vector
+-- candidates outside the pool are probed.
 WITH w AS MATERIALIZED (
   SELECT q.term, q.df, ln(1 + (%(n)s::float8 - q.df + 0.5) / (q.df + 0.5)) AS idf,
          sum(q.df) OVER (ORDER BY q.df, q.term) <= %(budget)s AS rare
   FROM unnest(%(terms)s::text[], %(dfs)s::float8[]) AS q(term, df) WHERE q.df > 0
 ), pool AS MATERIALIZED (
-  SELECT w.rare, w.idf * p.impact AS weight, p.memory_id FROM w CROSS JOIN LATERAL (
-    SELECT t.memory_id, t.impact FROM memory_terms t
-    WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = w.term
-    ORDER BY t.impact DESC, t.memory_id
-    LIMIT CASE WHEN w.rare THEN w.df::bigint ELSE %(per_term)s END) p
-), weights AS (
-  SELECT p.memory_id, p.weight FROM pool p WHERE p.rare
+  SELECT w.rare, w.df, p.memory_id, p.tf, w.idf * p.impact AS weight FROM w CROSS JOIN LATERAL (
+    SELECT t.memory_id, t.tf, t.impact FROM memory_terms t  -- a rare term: all its postings
+    WHERE w.rare AND t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = w.term
+    UNION ALL
+    (SELECT t.memory_id, NULL, t.impact FROM memory_terms t  -- another: its best by impact
+     WHERE NOT w.rare AND t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = w.term
+     ORDER BY t.impact DESC, t.memory_id LIMIT %(per_term)s)) p
+), weights AS MATERIALIZED (  -- every query term's posting of each pooled memory
+  SELECT p.memory_id, p.df, p.tf, p.weight FROM pool p WHERE p.rare
   UNION ALL
-  SELECT p.memory_id, w.idf * p.impact FROM w CROSS JOIN LATERAL (
-    SELECT t.memory_id, t.impact FROM memory_terms t
+  SELECT t.memory_id, w.df, t.tf, w.idf * t.impact FROM w CROSS JOIN LATERAL (
+    SELECT t.memory_id, t.tf, t.impact FROM memory_terms t
     WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = w.term
-      AND t.memory_id = ANY(ARRAY(SELECT DISTINCT memory_id FROM pool))) p
+      AND t.memory_id = ANY(ARRAY(SELECT DISTINCT memory_id FROM pool))) t
   WHERE NOT w.rare
 ), lexical AS (
   SELECT x.memory_id AS id FROM weights x
@@ -437,29 +447,48 @@ WITH w AS MATERIALIZED (
 ), nearest AS (
   (SELECT m.id FROM memories m
    WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.ann AND m.valid_to IS NULL
-   ORDER BY m.embedding <=> %(qvec)s::vector LIMIT %(candidates)s)
+   ORDER BY m.embedding <=> %(qvec)s::vector LIMIT %(ann)s)
   UNION ALL
   (SELECT m.id FROM memories m
    WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.ann_pending AND m.valid_to IS NULL
-   ORDER BY m.embedding <=> %(qvec)s::vector LIMIT %(candidates)s)
-)
-SELECT ARRAY(SELECT id FROM lexical UNION SELECT id FROM nearest) AS ids;
+   ORDER BY m.embedding <=> %(qvec)s::vector LIMIT %(ann)s)
+), live AS MATERIALIZED (
+-- include: recall_live
+  WHERE m.tenant_id = %(tenant_id)s AND m.id = ANY(ARRAY(SELECT id FROM lexical UNION SELECT id FROM nearest))
+    AND m.agent_id = %(agent_id)s
+    AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
+    AND (m.subject IS NULL OR m.subject = %(subject)s::text)  -- as in `recall`
+), stats AS MATERIALIZED (
+  SELECT %(n)s::float8 AS n, %(avgdl)s::float8 AS avgdl
+), postings AS MATERIALIZED (
+  SELECT x.memory_id AS id, x.tf::float8 AS tf, l.doc_len::float8 AS dl, l.wanted, x.df
+  FROM weights x JOIN live l ON l.id = x.memory_id
+  UNION ALL
+  SELECT t.memory_id, t.tf::float8, l.doc_len::float8, l.wanted, w.df
+  FROM live l CROSS JOIN w JOIN memory_terms t
+    ON t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = w.term AND t.memory_id = l.id
+  WHERE l.id NOT IN (SELECT memory_id FROM pool)
+),
+-- include: recall_fusion
+-- include: recall_tail
 
 -- name: recall_bounded_setup
 -- The first of a large agent's bounded recall, in its transaction, one round trip: pgvector's
--- iterative index scan for recall_candidates (an HNSW scan filtered to one agent goes on until
--- it has the rows asked for, not ef_search rows before the filter) and its breadth, a plan
--- made for the parameters of each statement that follows (a cached generic plan of recall
--- could not use the candidate ids' index), and the document frequency over the agent of each
--- term in terms (those the caller has not counted lately; in their order): an index-only
--- count on the impact index of the agent's postings of that term (superseded and expired
--- memories still count until their postings go).
+-- iterative index scan for recall_bounded (an HNSW scan filtered to one agent goes on until
+-- it has the rows asked for, not ef_search rows before the filter) and its breadth; the
+-- statement's generic plan (every access path of recall_bounded is fixed by its shape, so a
+-- plan made once per connection serves every call: a custom plan cost 2-3 ms of planning a
+-- call, and the server's own choice stays custom, as a generic plan's cost for the HNSW scan
+-- under a LIMIT parameter is estimated at a tenth of the agent); and the document frequency
+-- over the agent of each term in terms (those the caller has not counted lately; in their
+-- order): an index-only count on the impact index of the agent's postings of that term
+-- (superseded and expired memories still count until their postings go).
 SELECT ARRAY(SELECT (SELECT count(*) FROM memory_terms t
                      WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = q.term)::float8
              FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, ord) ORDER BY q.ord) AS dfs,
        set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('hnsw.ef_search', %(ef_search)s::text, true),
-       set_config('plan_cache_mode', 'force_custom_plan', true);
+       set_config('plan_cache_mode', 'force_generic_plan', true);
 
 -- name: recall_stats
 -- The statistics BM25 needs over a whole agent (recall's live rows), and whether the HNSW
@@ -518,12 +547,6 @@ WITH live AS MATERIALIZED (
          count(*) OVER (PARTITION BY t.term)::float8 AS df
   FROM memory_terms t JOIN live l ON l.id = t.memory_id
   WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = ANY(%(agent_ids)s::text[]) AND t.term = ANY(%(terms)s::text[])
-), bm25 AS MATERIALIZED (
-  SELECT p.id, bool_or(p.wanted) AS wanted,
-         sum(ln(1 + (s.n - p.df + 0.5) / (p.df + 0.5))
-             * p.tf * (1.2 + 1) / (p.tf + 1.2 * (1 - 0.75 + 0.75 * p.dl / s.avgdl))) AS score
-  FROM postings p CROSS JOIN stats s
-  GROUP BY p.id
 ),
 -- include: recall_fusion
 , top AS (
