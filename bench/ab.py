@@ -9,7 +9,7 @@ to that tree, so the stack it starts (`python -m memworker up`) runs that commit
 Rounds alternate A, B, A, B... so a noisy minute on a shared machine hits both sides alike.
 Every line the bench prints as "<name>: <figures>" is collected; the report puts each name's
 figures from A and B next to each other, with the median of B / A for every number they share
-position-wise. Writes bench/results/ab_<script>.md unless --no-write."""
+position-wise. Writes bench/results/ab_<script>.md (or --report) unless --no-write."""
 
 from __future__ import annotations
 
@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--head", help="commit B (default: the working tree as it is)")
     p.add_argument("--rounds", type=int, default=2, help="runs of each side, alternating (default 2)")
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--report", help="file name under bench/results (default: ab_<script>.md)")
     p.add_argument("bench", nargs=argparse.REMAINDER, help="-- SCRIPT [ARGS...], a script of bench/")
     args = p.parse_args(argv)
     bench = args.bench[1:] if args.bench[:1] == ["--"] else args.bench
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(text)
     if not args.no_write:
-        print(f"\nwritten to {write_report(f'ab_{Path(script).stem}.md', text)}")
+        print(f"\nwritten to {write_report(args.report or f'ab_{Path(script).stem}.md', text)}")
     return 0
 
 

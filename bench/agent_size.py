@@ -15,10 +15,10 @@ past recall.EXACT_MAX is loaded as memworker.storage.large_agents.index leaves i
 and the HNSW index is dropped before the COPY and built once after it (a bulk build, much
 faster than row by row; its time is reported); then VACUUM ANALYZE. It times
 memworker.recall.serve as the API calls it (the app role's pooled connection, the tenant
-transaction, storage/queries/core.sql: recall with the access bump, default policy, the
+transaction, storage/queries/core.sql: recall, its hits' access bumps queued in Redis, default policy, the
 statement recall picks by the agent's size) with a fresh vocabulary query each time and its
 vector. Agreement: for --agree queries per large agent, the bounded and the exact statement
-(recall.recall(path=...), no access bump, so neither changes the other's priors), the share
+(recall.recall(path=...), which counts no access, so neither changes the other's priors), the share
 of the exact top 10 the bounded one returns; their p50s are reported too.
 Writes bench/results/agent_size.md."""
 
@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -101,20 +102,25 @@ def _query(queries: Queries, rng: np.random.Generator) -> tuple[object, np.ndarr
 def statement_ms(stack, tenant_id: str, agent: str, queries: Queries, n: int, seed: int) -> list[float]:  # type: ignore[no-untyped-def]
     from memworker import recall
     from memworker.policy import Policy
-    from memworker.storage import db
+    from memworker.storage import bumps, db
 
     rng = np.random.default_rng(seed)
     pool = db.open_pool(stack.info["database_url"], min_size=1, max_size=1, name="bench-agent-size")
+    access = bumps.Buffer(redis.Redis.from_url(stack.info["redis_url"]))  # recall's hits' access bumps
     out = []
     try:
         for i in progress(range(n + 1), desc=f"recall {agent}", unit="q"):
             query, qvec = _query(queries, rng)
             t = time.perf_counter()
-            recall.serve(pool, qvec, tenant_id=uuid.UUID(tenant_id), agent_id=agent, query=query, policy=Policy())  # type: ignore[arg-type]
+            recall.serve(
+                pool, qvec, tenant_id=uuid.UUID(tenant_id), agent_id=agent, query=query, policy=Policy(), access=access
+            )
             if i:  # the first is a warm-up (and reads the agent's statistics)
                 out.append((time.perf_counter() - t) * 1000)
     finally:
         pool.close()
+        access.close()
+        access.client.close()
     return out
 
 
@@ -135,7 +141,7 @@ def agreement(stack, tenant_id: str, agent: str, queries: Queries, n: int, seed:
             ids = {}
             for path in ("exact", "bounded"):
                 t = time.perf_counter()
-                with db.tenant_tx(pool, tid, durable=False) as conn:
+                with db.tenant_tx(pool, tid) as conn:
                     hits = recall.recall(
                         conn,
                         qvec,
@@ -143,7 +149,6 @@ def agreement(stack, tenant_id: str, agent: str, queries: Queries, n: int, seed:
                         agent_id=agent,
                         query=query,
                         policy=Policy(),
-                        bump=False,
                         path=path,  # type: ignore[arg-type]
                     )
                 ms[path].append((time.perf_counter() - t) * 1000)
@@ -230,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{recall.EF_SEARCH}, iterative scan) and the agent's pending memories, all scored exactly.",
             f"- HNSW bulk build after the load, and VACUUM ANALYZE: {index_s:.1f} s.",
             f"- agreement and the exact p50 over {args.agree} other queries per large agent, both statements "
-            "without the access bump.",
+            "counting no access.",
         ]
         text = "\n".join(
             [

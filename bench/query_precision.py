@@ -147,9 +147,7 @@ def ask_all(
                     ids = {}
                     for p, vec in vecs.items():
                         query = recall.Query(q.text, K)
-                        hits = recall.recall(
-                            conn, vec, tenant_id=tenant, agent_id=agent, query=query, policy=policy, bump=False
-                        )
+                        hits = recall.recall(conn, vec, tenant_id=tenant, agent_id=agent, query=query, policy=policy)
                         ids[p] = [h["id"] for h in hits]
                         covered = tuple(mapper.covers(h) for h in hits)
                         answers[(v, p)].append(Answer(conv.index, q.category, q.evidence, covered, 0.0))

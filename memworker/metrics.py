@@ -81,7 +81,7 @@ REPLICA_LAG_SECONDS = Gauge(
     multiprocess_mode="mostrecent",
 )
 ACCESS_BUMPS = Counter(
-    "memworker_access_bumps_total", "Access bumps of replica reads by outcome (queued, dropped, applied)", ["outcome"]
+    "memworker_access_bumps_total", "Access bumps of recalls by outcome (queued, dropped, applied)", ["outcome"]
 )
 
 

@@ -23,7 +23,7 @@ from memworker import errors, tokens
 from memworker.fleet import pools
 from memworker.memories import KINDS, SUBJECT, TIERS
 from memworker.policy import Policy
-from memworker.storage import bumps, core_db, db, large_agents, replicas, sessions_db
+from memworker.storage import bumps, core_db, db, large_agents, replicas
 from memworker.storage.db import Conn, Pool
 
 MAX_K = 100
@@ -96,25 +96,33 @@ def recall(
     agent_id: str,
     query: Query,
     policy: Policy,
-    bump: bool = True,
     path: Plan = "auto",
 ) -> list[dict[str, Any]]:
     """The agent's top-k live memories for the query, best first, with their signals, inside
     the caller's transaction. qvec is the query's embedding (the caller embeds it before it
-    takes a connection, so no pooled connection waits on the model). Without the bump the
-    statement is read-only, so a replica can run it. path: "auto" picks the exact or the
+    takes a connection, so no pooled connection waits on the model). A read only (a replica
+    can run it): serve() counts the hits as accessed. path: "auto" picks the exact or the
     bounded statement by the agent's size (EXACT_MAX); the others force one (tests, benches)."""
+    return _found(conn, qvec, tenant_id, agent_id, query, policy, path)[0]
+
+
+def _found(
+    conn: Conn, qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy, path: Plan = "auto"
+) -> tuple[list[dict[str, Any]], list[UUID]]:
+    """The hits, and the memories the recall counts as accessed: the agent's own hits and the
+    memories collapsed into them (their slot went to a memory that names their messages, so
+    they were found too and retention keeps them); a pool's memories are not the agent's."""
     if policy.pools_read:  # the agent's memories and its pools' (memworker/fleet/pools.py), one ranked list
-        return _with_pools(conn, qvec, tenant_id, agent_id, query, policy, bump)
-    rows = _rows(conn, _params(qvec, tenant_id, agent_id, query, policy, bump), read_only=not bump, path=path)
-    return _hits(rows, query.explain)
+        return _with_pools(conn, qvec, tenant_id, agent_id, query, policy)
+    rows = _rows(conn, _params(qvec, tenant_id, agent_id, query, policy), path=path)
+    return _hits(rows, query.explain), [i for r in rows for i in [r.id, *(r.collapsed or [])]]
 
 
-def _rows(conn: Conn, params: dict[str, Any], *, read_only: bool, path: Plan = "auto") -> list[core_db.RecallRow]:
+def _rows(conn: Conn, params: dict[str, Any], *, path: Plan = "auto") -> list[core_db.RecallRow]:
     bounded = _bounded(conn, params, path)
     if bounded is None:
-        return core_db.recall(conn, **params, read_only=read_only)
-    return core_db.recall_bounded(conn, **params, **bounded, read_only=read_only)
+        return core_db.recall(conn, **params)
+    return core_db.recall_bounded(conn, **params, **bounded)
 
 
 def _bounded(conn: Conn, params: dict[str, Any], path: Plan) -> dict[str, Any] | None:
@@ -196,42 +204,42 @@ def serve(
     agent_id: str,
     query: Query,
     policy: Policy,
+    access: bumps.Buffer,
     reads: replicas.Reads | None = None,
     client_lsn: int = 0,
 ) -> list[dict[str, Any]]:
-    """recall() as the API serves it: its own transaction, whose commit does not wait for the
-    WAL flush (the only write is the access bump, which a server crash may lose). With
-    replicas (reads), on one that has replayed the caller's last write (client_lsn, or the
-    one Redis remembers), else on the primary; either way the hits' access bumps are queued
-    for the primary (storage/bumps.py)."""
+    """recall() as the API serves it, in a transaction of its own: with replicas (reads), on
+    one that has replayed the caller's last write (client_lsn, or the one Redis remembers),
+    else on the primary. The accesses are counted in the process's buffer (access), which
+    sends them to Redis, and the beat's drain applies them on the primary in batches
+    (storage/bumps.py): the statement only reads, so concurrent recalls of one agent never
+    wait on each other's row locks, and a recall writes no WAL."""
+    query.validate()
+
+    def find(conn: Conn) -> tuple[list[dict[str, Any]], list[UUID]]:
+        return _found(conn, qvec, tenant_id, agent_id, query, policy)
+
     if reads is None or policy.pools_read:
-        with db.tenant_tx(pool, tenant_id, durable=False) as conn:
-            return recall(conn, qvec, tenant_id=tenant_id, agent_id=agent_id, query=query, policy=policy)
-    params = _params(qvec, tenant_id, agent_id, query, policy, False)
-    rows = reads.read(
-        tenant_id, lambda conn: _rows(conn, params, read_only=True), agent_id=agent_id, client_lsn=client_lsn
-    )
-    # what the primary's statement bumps: the hits and the memories collapsed into them
-    bumps.queue(reads.client, tenant_id, [i for r in rows for i in [r.id, *(r.collapsed or [])]])
-    return _hits(rows, query.explain)
+        with db.tenant_tx(pool, tenant_id) as conn:
+            hits, accessed = find(conn)
+    else:
+        hits, accessed = reads.read(tenant_id, find, agent_id=agent_id, client_lsn=client_lsn)
+    access.add(tenant_id, accessed)
+    return hits
 
 
 def _with_pools(
-    conn: Conn, qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy, bump: bool
-) -> list[dict[str, Any]]:
+    conn: Conn, qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy
+) -> tuple[list[dict[str, Any]], list[UUID]]:
     """The agent's recall with the pools it reads: the statement over several agents (BM25
     over the union), each pool hit naming its pool; the agent's own hits count as accessed."""
     owners = [agent_id, *pools.readable(policy)]
     rows = core_db.recall_agents(conn, agent_ids=owners, **_union_params(qvec, tenant_id, agent_id, query, policy))
-    if bump:
-        own = [r.id for r in rows if r.agent_id == agent_id]
-        if own:
-            sessions_db.context_bump_access(conn, tenant_id=tenant_id, agent_id=agent_id, ids=own)
     hits = _hits(list(rows), query.explain)
     for r, hit in zip(rows, hits, strict=True):
         if r.agent_id != agent_id:
             hit["pool"] = pools.name_of(r.agent_id)
-    return hits
+    return hits, [r.id for r in rows if r.agent_id == agent_id]
 
 
 def serve_agents(
@@ -249,15 +257,15 @@ def serve_agents(
     weights and thresholds are `policy`'s (the tenant's), so scores compare across agents.
     A read only: no access counts are bumped."""
     params = _union_params(qvec, tenant_id, agent_ids[0], query, policy)
-    with db.tenant_tx(pool, tenant_id, durable=False) as conn:
+    with db.tenant_tx(pool, tenant_id) as conn:
         rows = core_db.recall_agents(conn, agent_ids=agent_ids, **params)
     return [_owned(r.agent_id, hit) for r, hit in zip(rows, _hits(list(rows), query.explain), strict=True)]
 
 
 def _union_params(qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy) -> dict[str, Any]:
     """recall_agents' parameters: recall's, less those only the one-agent statement takes."""
-    params = _params(qvec, tenant_id, agent_id, query, policy, False)
-    for unused in ("agent_id", "pool", "collapse", "bump"):
+    params = _params(qvec, tenant_id, agent_id, query, policy)
+    for unused in ("agent_id", "pool", "collapse"):
         params.pop(unused)
     return params
 
@@ -268,9 +276,7 @@ def _owned(owner: str, hit: dict[str, Any]) -> dict[str, Any]:
     return {"agent_id": owner, **hit} if pool is None else {"pool": pool, **hit}
 
 
-def _params(
-    qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy, bump: bool
-) -> dict[str, Any]:
+def _params(qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy) -> dict[str, Any]:
     query.validate()
     return dict(
         tenant_id=tenant_id,
@@ -292,7 +298,6 @@ def _params(
         # room for hits that collapse into better-ranked ones (an item and its turns)
         pool=query.k * 3 if policy.recall_collapse else query.k,
         collapse=policy.recall_collapse,
-        bump=bump,
         subject=query.subject,
     )
 

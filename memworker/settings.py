@@ -105,7 +105,7 @@ class Settings:
     read_database_url: str | None = None
     read_max_lag_s: float = 5.0  # a replica further behind the primary than this is skipped
     read_wait_s: float = 0.2  # a read after its client's write waits this long for a replica, then the primary
-    access_drain_every_s: float = 2.0  # how often beat applies the access bumps queued by replica reads
+    access_drain_every_s: float = 2.0  # how often beat applies the access bumps recalls queue
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:

@@ -1,4 +1,4 @@
-"""Access bumps of replica reads: the beat's drain that applies them on the primary
+"""Access bumps of recalls: the beat's drain that applies them on the primary
 (memworker/storage/bumps.py does the work)."""
 
 from __future__ import annotations

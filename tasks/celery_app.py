@@ -124,13 +124,12 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             "schedule": RUMINATION_AT,
             "options": {"queue": MAINTENANCE, "expires": 3600},
         },
-    }
-    if settings.read_urls():  # replicas queue their reads' access bumps for the primary
-        schedule["drain-access"] = {
+        "drain-access": {  # the access bumps recalls queue in Redis (storage/bumps.py)
             "task": "memworker.drain_access",
             "schedule": settings.access_drain_every_s,
             "options": {"queue": MAINTENANCE, "expires": settings.access_drain_every_s},
-        }
+        },
+    }
     return schedule
 
 

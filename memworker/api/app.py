@@ -37,7 +37,7 @@ from memworker.api.routes import (
     sessions,
 )
 from memworker.settings import Settings
-from memworker.storage import console_db, db, replicas
+from memworker.storage import bumps, console_db, db, replicas
 from tasks.publish import Publisher
 
 logger = logging.getLogger(__name__)
@@ -67,6 +67,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> Any:
         _open_state(app, settings, resources, publisher)
         yield
+        app.state.bumps.close()
         if app.state.reads is not None:
             app.state.reads.close()
         app.state.redis.close()
@@ -100,6 +101,7 @@ def _open_state(
     app.state.cache_generation = None  # the first request reads it (deps.principal)
     # the process's one Redis connection pool: rate limits, queue depths, the console's samples
     app.state.redis = redis.Redis.from_url(settings.redis_url or "", socket_timeout=1, socket_connect_timeout=1)
+    app.state.bumps = bumps.Buffer(app.state.redis)  # recalls' access bumps, to Redis every second
     app.state.limiter = ratelimit.Limiter(
         app.state.redis,
         key_rate=settings.rate_key_per_s,

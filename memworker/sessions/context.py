@@ -316,7 +316,6 @@ def gather(
         agent_id=agent_id,
         query=recall.Query(query, k=max(1, min(k, recall.MAX_K)), subject=subject),
         policy=policy,
-        bump=False,
     )
     doc = working.normalised(session.working) if session else None
     pinned_ids = [i["memory_id"] for i in (doc or {}).get("items", []) if i.get("memory_id")]

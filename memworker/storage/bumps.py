@@ -1,9 +1,12 @@
-"""Access bumps of reads a replica served: queued in Redis, applied on the primary in batches.
+"""Access bumps of recalls: queued in Redis, applied on the primary in batches.
 
-A replica cannot write, so a recall it serves counts its hits in one Redis hash (field
-"<tenant>:<memory id>", value: how many recalls found it). The hash is bounded (MAX_PENDING
-memories): past it, further bumps are dropped and counted, as the primary's own bump drops
-one that meets a locked row. A drain (the beat task memworker.drain_access, every
+Recall's statement only reads (a replica can run it, and concurrent recalls of one agent
+never wait on each other's row locks), so a recall counts its hits in its process's Buffer,
+which adds them to one Redis hash (field "<tenant>:<memory id>", value: how many recalls
+found it) once every FLUSH_S, in one script call: one per recall cost Redis more CPU than the
+rate limit's. Access counts are best effort: the hash is bounded (MAX_PENDING memories), and
+past it further bumps are dropped and counted; a process that dies loses its last FLUSH_S of
+bumps, and Redis losing its data loses what waits there. A drain (the beat task memworker.drain_access, every
 MEMWORKER_ACCESS_DRAIN_EVERY_S) renames the hash to a batch with its own timestamp and
 applies it tenant by tenant (core.sql access_apply). Only one drain runs at a time (a Redis
 lock). A drain that dies leaves its batch behind; the next one applies it again, and rows the
@@ -13,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections import defaultdict
+import threading
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import cast
@@ -34,10 +38,17 @@ LOCK = "memworker:bumps:lock"
 MAX_PENDING = 200_000  # memories with bumps waiting; about 20 MB of Redis at most
 LOCK_S = 120  # a drain holds the lock at most this long (a dead drain's lock lapses)
 
+FLUSH_S = 1.0  # how often a process's Buffer sends its bumps to Redis
+
+# ARGV: the bound, then (field, count) pairs; returns the bumps added (0: the hash is full).
 _QUEUE = """
 if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
-for i = 2, #ARGV do redis.call('HINCRBY', KEYS[1], ARGV[i], 1) end
-return #ARGV - 1
+local n = 0
+for i = 2, #ARGV, 2 do
+  redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1])
+  n = n + tonumber(ARGV[i + 1])
+end
+return n
 """
 # The batch to apply: the one a dead drain left, else the pending hash renamed (atomically, so
 # a bump queued meanwhile lands in a fresh pending hash), else none.
@@ -52,20 +63,60 @@ _UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL'
 
 
 def queue(client: redis.Redis, tenant_id: UUID, memory_ids: Iterable[UUID | str]) -> int:
-    """Count one access of each memory, for the next drain. Returns how many were queued (0
-    when the queue is full or Redis failed: access counts are best effort)."""
-    fields = [f"{tenant_id}:{m}" for m in memory_ids]
-    if not fields:
+    """Count one access of each memory, for the next drain, at once (one script call).
+    Returns how many were queued (0 when the queue is full or Redis failed)."""
+    return _send(client, Counter(f"{tenant_id}:{m}" for m in memory_ids))
+
+
+def _send(client: redis.Redis, counts: Counter[str]) -> int:
+    if not counts:
         return 0
+    args: list[str | int] = [MAX_PENDING]
+    for field, n in counts.items():
+        args += [field, n]
     try:
-        n = int(cast(int, client.eval(_QUEUE, 1, PENDING, str(MAX_PENDING), *fields)))
+        queued = int(cast(int, client.register_script(_QUEUE)(keys=[PENDING], args=args)))
     except redis.RedisError as exc:
         logger.warning("access bumps lost (Redis): %s", exc)
-        n = 0
-    metrics.ACCESS_BUMPS.labels("queued").inc(n)
-    if n < len(fields):
-        metrics.ACCESS_BUMPS.labels("dropped").inc(len(fields) - n)
-    return n
+        queued = 0
+    total = sum(counts.values())
+    metrics.ACCESS_BUMPS.labels("queued").inc(queued)
+    if queued < total:
+        metrics.ACCESS_BUMPS.labels("dropped").inc(total - queued)
+    return queued
+
+
+class Buffer:
+    """A process's access bumps on their way to Redis: add() counts them in memory, and a
+    thread sends what has gathered every FLUSH_S in one script call (close() sends the rest)."""
+
+    def __init__(self, client: redis.Redis, every_s: float = FLUSH_S) -> None:
+        self.client = client
+        self._every_s = every_s
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="access-bumps", daemon=True)
+        self._thread.start()
+
+    def add(self, tenant_id: UUID, memory_ids: Iterable[UUID | str]) -> None:
+        with self._lock:
+            self._counts.update(f"{tenant_id}:{m}" for m in memory_ids)
+
+    def flush(self) -> int:
+        """Send what has gathered now; returns how many bumps Redis took."""
+        with self._lock:
+            counts, self._counts = self._counts, Counter()
+        return _send(self.client, counts)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.flush()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every_s):
+            self.flush()
 
 
 def drain(pool: Pool, client: redis.Redis) -> int:

@@ -17,7 +17,6 @@ import numpy as np
 
 from memworker import memories
 from memworker.storage import _sql
-from memworker.storage.db import Conn
 
 _MEMORY = _sql.via(memories.Memory.from_row)
 
@@ -306,43 +305,16 @@ update_memory = _sql.Row("update_memory", _MEMORY)
 delete_memory = _sql.Row[UUID]("delete_memory", _sql.first)
 
 
-# The recall statement without its access-bump CTEs, run where no write may happen (a replica).
-_RECALL_READ = "recall:read_only"
-_sql.Q[_RECALL_READ] = _sql.without_ctes(_sql.Q["recall"], ("bumped", "bump"))
-
-
 # --- recall --------------------------------------------------------------------------------------
 
 
-_RECALL = {
-    read_only: _sql.Rows(name, RecallRow, subject=None, n=None, avgdl=None, dfs=None)
-    for read_only, name in ((False, "recall"), (True, _RECALL_READ))
-}
+# The hybrid recall statement (see queries/core.sql), best first. It only reads: a replica can
+# run it, and recall.serve queues the hits' access bumps (storage/bumps.py).
+recall = _sql.Rows("recall", RecallRow, subject=None)
 
-
-def recall(conn: Conn, *, read_only: bool = False, **params: Any) -> list[RecallRow]:
-    """The hybrid recall statement (see queries/core.sql), best first. read_only: its form
-    without the access bump, which a hot standby can run (the caller queues the bump; bump is
-    ignored)."""
-    if read_only:
-        params.pop("bump", None)
-    return _RECALL[read_only](conn, **params)
-
-
-# A large agent's recall over a bounded candidate set (see queries/core.sql: recall_bounded),
-# in one statement; its read-only form as `recall`'s.
-_sql.Q["recall_bounded:read_only"] = _sql.without_ctes(_sql.Q["recall_bounded"], ("bumped", "bump"))
-_RECALL_BOUNDED = {
-    read_only: _sql.Rows("recall_bounded" + (":read_only" if read_only else ""), RecallRow, subject=None)
-    for read_only in (False, True)
-}
-
-
-def recall_bounded(conn: Conn, *, read_only: bool = False, **params: Any) -> list[RecallRow]:
-    """The bounded recall statement, best first; read_only as in recall."""
-    if read_only:
-        params.pop("bump", None)
-    return _RECALL_BOUNDED[read_only](conn, **params)
+# A large agent's recall over a bounded candidate set (queries/core.sql: recall_bounded), in
+# one statement.
+recall_bounded = _sql.Rows("recall_bounded", RecallRow, subject=None)
 
 
 # The terms' document frequencies over the agent, with the settings recall_bounded needs.

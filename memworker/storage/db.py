@@ -29,7 +29,6 @@ _OPTIONS = "-c search_path=memworker,public"
 # The one statement that binds a connection to a tenant (row-level security reads the setting
 # through memworker.current_tenant()); bind_tenant is its only user.
 _BIND: LiteralString = "SELECT set_config('memworker.tenant_id', %s, %s)"
-_NOT_DURABLE: LiteralString = ", set_config('synchronous_commit', 'off', true)"
 # A connection back in the pool less than this long ago is lent without a liveness ping.
 TRUST_RECENT_S = 1.0
 _returned_at: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
@@ -95,27 +94,23 @@ def connect(url: str, *, autocommit: bool = False) -> Conn:
 
 
 @contextmanager
-def tenant_tx(pool: Pool, tenant_id: UUID | str, *, durable: bool = True) -> Iterator[Conn]:
+def tenant_tx(pool: Pool, tenant_id: UUID | str) -> Iterator[Conn]:
     """One transaction bound to one tenant: row-level security sees only its rows.
 
     The setting is transaction-local, so a pooled connection never carries it to the
-    next borrower. durable=False commits without waiting for the WAL flush, for hot read
-    paths whose only write is a counter a server crash may lose (recall's access bump).
-    Raises Unavailable when Postgres cannot be reached."""
+    next borrower. Raises Unavailable when Postgres cannot be reached."""
     with translate(), pool.connection() as conn, conn.transaction():
-        bind_tenant(conn, tenant_id, durable=durable)
+        bind_tenant(conn, tenant_id)
         yield conn
 
 
-def bind_tenant(conn: Conn, tenant_id: UUID | str, *, transaction_local: bool = True, durable: bool = True) -> None:
+def bind_tenant(conn: Conn, tenant_id: UUID | str, *, transaction_local: bool = True) -> None:
     """Bind conn to one tenant: row-level security then sees only that tenant's rows.
 
     transaction_local (the default, and what app code wants) ends the binding with the
     current transaction, so a pooled connection never carries it to the next borrower;
-    False binds the session (benches, one-off scripts). durable=False also turns off the
-    WAL flush wait for this transaction, in the same round trip (tenant_tx's hot read paths)."""
-    # durable leaves the server's own synchronous_commit alone (it may be remote_apply)
-    conn.execute(_BIND if durable else _BIND + _NOT_DURABLE, (str(tenant_id), transaction_local))
+    False binds the session (benches, one-off scripts)."""
+    conn.execute(_BIND, (str(tenant_id), transaction_local))
 
 
 @contextmanager

@@ -157,7 +157,6 @@ def test_the_insight_reaches_the_agent_through_the_one_recall_path(
             agent_id="ops",
             query=recall.Query("recurring Postgres problems", k=10),
             policy=Policy(),
-            bump=False,
         )
     assert "insight" in [h["kind"] for h in hits]
 

@@ -87,7 +87,6 @@ def texts_recalled(pool: Any, tenant: UUID, agent: str, query: str) -> list[str]
             agent_id=agent,
             query=recall.Query(query, k=50),
             policy=Policy(),
-            bump=False,
         )
     return [h["text"] for h in hits]
 

@@ -146,7 +146,7 @@ def _agree(pool: Any, tenant: UUID, agent: str, seed: int, queries: int) -> int:
         for path in ("exact", "bounded"):
             with db.tenant_tx(pool, tenant) as conn:
                 got[path] = recall.recall(
-                    conn, qvec, tenant_id=tenant, agent_id=agent, query=query, policy=Policy(), bump=False, path=path
+                    conn, qvec, tenant_id=tenant, agent_id=agent, query=query, policy=Policy(), path=path
                 )
         assert [h["id"] for h in got["bounded"]] == [h["id"] for h in got["exact"]], text
         for b, e in zip(got["bounded"], got["exact"], strict=True):
@@ -181,37 +181,11 @@ def test_pending_memories_are_found_before_the_index_takes_them_in(
     assert _agree(pool, tenant, "growing", 14, 4) >= 30
 
 
-def test_bounded_recall_bumps_its_hits(pool: Any, stack: dict[str, Any], tenants: dict[str, Any]) -> None:
-    """The bounded statement with the access bump (as the API serves it) returns what its
-    read-only form returns and counts each hit as recalled once."""
-    tenant = tenants["bob"]["id"]
-    _write(pool, tenant, "bumped", _texts(150, 21), 21)
-    assert large_agents.index(pool, tenant_id=tenant, agent_id="bumped") == 150
-    recall.forget_stats()
-    query = recall.Query("billing refund invoice deploy", k=5)
-    qvec = _vector(query.text, np.random.default_rng(21))
-    hits = {}
-    for bump in (False, True):
-        with db.tenant_tx(pool, tenant) as conn:
-            hits[bump] = recall.recall(
-                conn, qvec, tenant_id=tenant, agent_id="bumped", query=query, policy=Policy(), bump=bump, path="bounded"
-            )
-    ids = [h["id"] for h in hits[True]]
-    assert len(ids) == 5 and ids == [h["id"] for h in hits[False]]
-    with psycopg.connect(stack["owner_url"]) as conn:
-        counts = conn.execute(
-            "SELECT id::text, access_count FROM memworker.memories WHERE tenant_id = %s AND agent_id = 'bumped'"
-            " AND access_count > 0",
-            (tenant,),
-        ).fetchall()
-    assert dict(counts) == dict.fromkeys(ids, 1)
-
-
 def test_filters_keep_the_exact_statement(pool: Any, fixture_agent: tuple[UUID, str]) -> None:
     """A kinds, time or metadata filter could reject most of a bounded candidate set."""
     tenant, agent = fixture_agent
     query = recall.Query("billing refund", k=10, kinds=("fact",))
-    params = recall._params(_vector("billing refund", np.random.default_rng(0)), tenant, agent, query, Policy(), False)
+    params = recall._params(_vector("billing refund", np.random.default_rng(0)), tenant, agent, query, Policy())
     with db.tenant_tx(pool, tenant) as conn:
         assert recall._bounded(conn, params, "bounded") is None
         bounded = recall._bounded(conn, params | {"kinds": None}, "bounded")

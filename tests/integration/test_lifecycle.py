@@ -369,7 +369,6 @@ def test_a_sure_contradiction_supersedes_on_write_and_an_unsure_one_is_reviewed(
             agent_id=a,
             query=recall.Query("python version project", k=10),
             policy=Policy(),
-            bump=False,
         )
         assert [h["id"] for h in hits] == [str(v311)]
         chain = governance.history(conn, tenant_id=alice, agent_id=a, memory_id=v39)

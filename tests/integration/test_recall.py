@@ -13,11 +13,12 @@ from uuid import UUID
 import numpy as np
 import psycopg
 import pytest
+import redis
 
 from memworker import memories, recall, tokens
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
-from memworker.storage import db, store
+from memworker.storage import bumps, db, store
 from memworker.testing import FakeEmbedder
 
 WORDS = [
@@ -115,7 +116,6 @@ def _bm25_hits(conn: Any, tenant: UUID, agent: str, query: str, k: int = 100) ->
         agent_id=agent,
         query=q,
         policy=BM25_ONLY,
-        bump=False,
     )
     return {UUID(h["id"]): h["signals"]["bm25"] for h in hits}
 
@@ -226,7 +226,6 @@ def test_each_of_50_agents_gets_its_exact_vector_top_k(pool: Any, tenants: dict[
                 agent_id=agent,
                 query=recall.Query(agent, k=k, explain=True),
                 policy=VECTOR_ONLY,
-                bump=False,
             )
             exact = sorted(mine, key=lambda m: -float(mine[m] @ q))[:k]
             assert len(hits) == min(k, len(mine))
@@ -269,22 +268,39 @@ def test_irrelevant_expired_and_superseded_never_come_back(
         )
 
 
-def test_priors_reorder_near_ties_and_hits_are_counted(pool: Any, tenants: dict[str, Any]) -> None:
+def test_priors_reorder_near_ties_and_hits_are_counted(
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any]
+) -> None:
     tenant = tenants["bob"]["id"]
     emb = FakeEmbedder()
     with db.tenant_tx(pool, tenant) as conn:
         a = _write(conn, tenant, "ties", "standup is at nine", emb.embed(["standup is at nine"])[0], "a")
         b = _write(conn, tenant, "ties", "standup is at nine", emb.embed(["standup is at nine"])[0], "b")
         conn.execute("UPDATE memworker.memories SET salience = 1.0 WHERE id = %s", (b,))
-        hits = recall.recall(
-            conn,
+    client = redis.Redis.from_url(stack["redis_url"])
+    buffer = bumps.Buffer(client, every_s=3600)  # sent when closed
+    try:
+        bumps.drain(pool, client)  # whatever earlier tests queued
+        hits = recall.serve(
+            pool,
             CachedQueryEmbedder(emb).embed_one("standup"),
             tenant_id=tenant,
             agent_id="ties",
             query=recall.Query("standup", k=2),
             policy=Policy(),
+            access=buffer,
         )
         assert [UUID(h["id"]) for h in hits] == [b, a]
-        rows = conn.execute("SELECT id, access_count FROM memworker.memories WHERE id = ANY(%s)", ([a, b],)).fetchall()
-        counts = {r["id"]: r["access_count"] for r in rows}
-    assert counts == {a: 1, b: 1}
+
+        def counts() -> dict[UUID, int]:
+            with db.tenant_tx(pool, tenant) as conn:
+                rows = conn.execute("SELECT id, access_count FROM memworker.memories WHERE id = ANY(%s)", ([a, b],))
+                return {r["id"]: r["access_count"] for r in rows.fetchall()}
+
+        assert counts() == {a: 0, b: 0}  # the statement only reads: the accesses wait in the buffer
+        buffer.close()
+        assert bumps.drain(pool, client) >= 2
+        assert counts() == {a: 1, b: 1}
+    finally:
+        buffer.close()
+        client.close()

@@ -13,21 +13,16 @@ import pytest
 from memworker import memories, recall
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.policy import Policy
-from memworker.storage import _sql, core_db, db, store
+from memworker.storage import _sql, db, store
 from memworker.testing import FakeEmbedder
 
 WORDS = "deploy window thursday kafka lag budget review garden paris coffee launch incident rollback".split()
 
 
-def test_exact_texts_carry_no_candidate_ids_and_share_their_scoring_with_the_bounded_one() -> None:
-    for name in ("recall", core_db._RECALL_READ):
-        assert "%(ids)s" not in _sql.Q[name]
-    for exact, bounded in (("recall", "recall_bounded"), (core_db._RECALL_READ, "recall_bounded:read_only")):
-        # BM25, fusion, priors, collapse, bump and the final select: one text, so scores agree
-        scoring = _sql.Q[exact][_sql.Q[exact].index("\nbm25 AS MATERIALIZED (") :]
-        assert _sql.Q[bounded].endswith(scoring)
-    assert "UPDATE" not in _sql.Q[core_db._RECALL_READ].upper()
-    assert "UPDATE" not in _sql.Q["recall_bounded:read_only"].upper()
+def test_the_exact_text_shares_its_scoring_with_the_bounded_one() -> None:
+    # BM25, fusion, priors, collapse and the final select: one text, so scores agree
+    scoring = _sql.Q["recall"][_sql.Q["recall"].index("\nbm25 AS MATERIALIZED (") :]
+    assert _sql.Q["recall_bounded"].endswith(scoring)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +42,6 @@ def _ranked(conn: Any, tenant: Any, agent: str, text: str, mode: str) -> list[tu
         agent_id=agent,
         query=q,
         policy=Policy(),
-        bump=False,
         path="exact",
     )
     return [(h["id"], h["score"]) for h in hits]

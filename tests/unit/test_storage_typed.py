@@ -109,3 +109,17 @@ def test_a_runner_refuses_a_missing_or_unknown_keyword_before_it_runs() -> None:
     with pytest.raises(TypeError, match="no parameter"):
         _sql.Rows("tenant_by_name", core_db.Tenant, subject=None)  # a default the statement lacks
     assert core_db.list_episodes.defaults == {"agent_ids": None}  # what a caller may leave out
+
+
+def test_the_server_gets_statements_without_comments_or_indentation() -> None:
+    sql = "/* q */ SELECT 'a -- b' AS x,  -- why\n    'it''s' AS y\n\n  -- a note\nFROM t"
+    assert _sql.compact(sql) == "/* q */ SELECT 'a -- b' AS x,\n'it''s' AS y\nFROM t"
+
+
+def test_recall_fits_the_conversion_cache_of_psycopg() -> None:
+    """psycopg converts a statement's %(name)s placeholders on every call and caches the result
+    only for texts up to 4 KB (MAX_CACHED_STATEMENT_LENGTH): past it the exact recall
+    statement, which serves every agent up to recall.EXACT_MAX memories, was parsed again on
+    every call (0.2 ms of the API's CPU)."""
+    size = len(_sql.compact(_sql.Q["recall"]).encode())
+    assert size <= 4096, f"recall's statement is {size} bytes as sent"

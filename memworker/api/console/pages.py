@@ -247,10 +247,8 @@ def memories_page(request: Request, agent_id: str) -> Response:
         qvec = res.query_embedder.embed_one(q)  # before a connection is taken, as the recall route does
         with deps.read_tx(request, p, agent_id) as conn:
             policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
-            # bump=False: an operator looking is not the agent recalling; access counts feed retention
-            found = recall.recall(
-                conn, qvec, tenant_id=p.tenant_id, agent_id=agent_id, query=query, policy=policy, bump=False
-            )
+            # recall() only reads: an operator looking is not the agent recalling (access counts feed retention)
+            found = recall.recall(conn, qvec, tenant_id=p.tenant_id, agent_id=agent_id, query=query, policy=policy)
         hits = [h for h in found if flag is None or flag in h.get("flags", [])]
     else:
         with deps.read_tx(request, p, agent_id) as conn:

@@ -42,6 +42,7 @@ def _recall(agent_id: str, body: RecallIn, request: Request, p: keys.Principal) 
         agent_id=agent_id,
         query=q,
         policy=policy,
+        access=request.app.state.bumps,
         reads=reads(request),  # a replica when there are some (docs/scaling.md)
         client_lsn=client_lsn(request),
     )

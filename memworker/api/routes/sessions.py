@@ -36,7 +36,7 @@ from memworker.schemas import (
     subject_field,
 )
 from memworker.sessions import context_call, plans, session, working
-from memworker.storage import bumps, sessions_db, store
+from memworker.storage import sessions_db, store
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["sessions"])
@@ -352,7 +352,7 @@ def post_context(
             gathered=gathered,
         )
     if router is not None and gathered is not None:
-        bumps.queue(router.client, p.tenant_id, call.packed.memory_ids)
+        request.app.state.bumps.add(p.tenant_id, call.packed.memory_ids)
     after_commit(request, p.tenant_id, call.flush_episode, call.deliveries)
     packed = call.packed
     return {

@@ -258,11 +258,11 @@ RETURNING id;
 -- The narrow per-row set recall reads (its FROM; the caller's WHERE picks the rows): each
 -- memory's filter verdict (`wanted`), its distance to the query and the priors' inputs.
   SELECT m.id, m.doc_len, m.salience, m.access_count, m.created_at,
-         (m.tier = ANY(%(tiers)s::text[])
-          AND (%(kinds)s::text[] IS NULL OR m.kind = ANY(%(kinds)s::text[]))
-          AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
-          AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
-          AND (%(metadata)s::jsonb IS NULL OR m.metadata @> %(metadata)s::jsonb)
+         (m.tier = ANY(%(tiers)s::text[])  -- a parameter's first cast types it: one is enough
+          AND (%(kinds)s::text[] IS NULL OR m.kind = ANY(%(kinds)s))
+          AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s)
+          AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s)
+          AND (%(metadata)s::jsonb IS NULL OR m.metadata @> %(metadata)s)
           AND NOT (%(hide_flagged)s AND 'instruction' = ANY(m.flags))) AS wanted,
          m.embedding <=> %(qvec)s::vector AS distance
   FROM memories m
@@ -307,7 +307,7 @@ bm25 AS MATERIALIZED (
 -- fragment: recall_tail
 -- What follows the fusion in `recall` and `recall_bounded`, one text so they agree: the
 -- ranked pool, the collapse of memories whose source messages a better-ranked one names, the
--- top k, their access bump, and the hits' wide columns.
+-- top k and the hits' wide columns.
 , ranked AS MATERIALIZED (  -- room for the hits that collapse (below)
   SELECT f.*, f.fused + f.prior AS score, row_number() OVER (ORDER BY f.fused + f.prior DESC, f.id) AS rank
   FROM fused f ORDER BY f.fused + f.prior DESC, f.id LIMIT %(pool)s
@@ -338,21 +338,6 @@ bm25 AS MATERIALIZED (
 ), top AS (
   SELECT r.* FROM ranked r WHERE r.id NOT IN (SELECT id FROM collapsed)
   ORDER BY r.score DESC, r.id LIMIT %(k)s
-), bumped AS (
-  -- A collapsed memory was found too (its slot went to one that names its messages): it
-  -- counts as recalled, so retention keeps a turn whose item is what the agent was shown.
-  -- SKIP LOCKED: a row another transaction holds (a concurrent recall's bump, a write) misses
-  -- this one increment instead of waiting; two recalls bumping overlapping rows in different
-  -- orders deadlocked otherwise. Access counts are best effort (see serve: no WAL flush wait).
-  SELECT m.id FROM memories m
-  WHERE %(bump)s AND m.tenant_id = %(tenant_id)s
-    AND m.id IN (SELECT id FROM top UNION ALL
-                 SELECT c.id FROM collapsed c WHERE c.into_id IN (SELECT id FROM top))
-  FOR UPDATE SKIP LOCKED
-), bump AS (
-  UPDATE memories m SET access_count = m.access_count + 1, last_access_at = now()
-  FROM bumped b WHERE m.tenant_id = %(tenant_id)s AND m.id = b.id
-  RETURNING m.id
 )
 SELECT m.id, m.text, m.kind, m.tier, m.created_at, m.metadata, m.provenance, m.flags, m.trust, m.subject,
        top.salience, top.access_count, top.score, top.bm25, top.vector, top.fused, top.prior, top.freshness,
@@ -364,7 +349,7 @@ ORDER BY top.score DESC, top.id;
 -- Hybrid recall in one statement. BM25 (Lucene IDF, k1 = 1.2, b = 0.75) over the agent's
 -- live memories, exact cosine top-k over the same rows, both min-max normalised over the
 -- union of candidates and fused by weight, plus the priors (salience, recency) scaled down to break
--- near-ties. The hits' access counters are bumped in the same statement.
+-- near-ties. A read only: the caller counts the hits as accessed (recall.serve).
 -- One pass over the agent's rows computes everything per row (the filters, the distance,
 -- the priors' inputs) into a narrow materialised set; wide columns are read for the k hits.
 -- Each posting carries its term's document frequency (a window, not a second pass) and its
@@ -378,12 +363,10 @@ WITH live AS MATERIALIZED (
     -- (no subject asked: the general ones only); BM25's statistics are over these rows too
     AND (m.subject IS NULL OR m.subject = %(subject)s::text)
 ), stats AS MATERIALIZED (  -- once, not once per posting row
-  SELECT coalesce(%(n)s::float8, count(*)::float8) AS n,
-         coalesce(%(avgdl)s::float8, avg(doc_len), 0)::float8 AS avgdl FROM live
+  SELECT count(*)::float8 AS n, coalesce(avg(doc_len), 0)::float8 AS avgdl FROM live
 ), postings AS MATERIALIZED (
   SELECT t.memory_id AS id, t.tf::float8 AS tf, l.doc_len::float8 AS dl, l.wanted,
-         coalesce((%(dfs)s::float8[])[array_position(%(terms)s::text[], t.term)],
-                  count(*) OVER (PARTITION BY t.term)::float8) AS df
+         count(*) OVER (PARTITION BY t.term)::float8 AS df
   FROM memory_terms t JOIN live l ON l.id = t.memory_id
   WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = ANY(%(terms)s::text[])
 ),
@@ -391,7 +374,7 @@ WITH live AS MATERIALIZED (
 -- include: recall_tail
 
 -- name: access_apply
--- The access bumps of recalls served by a replica (queued in Redis, storage/bumps.py), one
+-- The access bumps of recalls (queued in Redis, storage/bumps.py), one
 -- batch of one tenant: n recalls of a memory add n. `at` is the batch's own time and becomes
 -- last_access_at: a batch applied a second time (its drain died before it could say it was
 -- done) finds the rows it counted already at `at` and leaves them alone.
