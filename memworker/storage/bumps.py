@@ -62,12 +62,6 @@ return ARGV[1]
 _UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
-def queue(client: redis.Redis, tenant_id: UUID, memory_ids: Iterable[UUID | str]) -> int:
-    """Count one access of each memory, for the next drain, at once (one script call).
-    Returns how many were queued (0 when the queue is full or Redis failed)."""
-    return _send(client, Counter(f"{tenant_id}:{m}" for m in memory_ids))
-
-
 def _send(client: redis.Redis, counts: Counter[str]) -> int:
     if not counts:
         return 0

@@ -256,10 +256,14 @@ def test_the_bump_queue_is_bounded(stack: dict[str, Any], tenants: dict[str, Any
         client.delete(bumps.PENDING)
         monkeypatch.setattr(bumps, "MAX_PENDING", 2)
         tenant = tenants["charlie"]["id"]
-        assert bumps.queue(client, tenant, ["00000000-0000-0000-0000-000000000001"]) == 1
-        assert bumps.queue(client, tenant, ["00000000-0000-0000-0000-000000000002"]) == 1
-        assert bumps.queue(client, tenant, ["00000000-0000-0000-0000-000000000003"]) == 0  # full: dropped
+        buffer = bumps.Buffer(client, every_s=3600)  # sent when flushed
+        for memory in ("00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002"):
+            buffer.add(tenant, [memory, memory])  # two recalls of it: one field, counted twice
+            assert buffer.flush() == 2
+        buffer.add(tenant, ["00000000-0000-0000-0000-000000000003"])
+        buffer.close()  # the hash is full: dropped
         assert client.hlen(bumps.PENDING) == 2
+        assert client.hget(bumps.PENDING, f"{tenant}:00000000-0000-0000-0000-000000000001") == b"2"
     finally:
         client.delete(bumps.PENDING)
         client.close()
