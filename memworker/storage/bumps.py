@@ -3,14 +3,15 @@
 Recall's statement only reads (a replica can run it, and concurrent recalls of one agent
 never wait on each other's row locks), so a recall counts its hits in its process's Buffer,
 which adds them to one Redis hash (field "<tenant>:<memory id>", value: how many recalls
-found it) once every FLUSH_S, in one script call: one per recall cost Redis more CPU than the
-rate limit's. Access counts are best effort: the hash is bounded (MAX_PENDING memories), and
-past it further bumps are dropped and counted; a process that dies loses its last FLUSH_S of
-bumps, and Redis losing its data loses what waits there. A drain (the beat task memworker.drain_access, every
-MEMWORKER_ACCESS_DRAIN_EVERY_S) renames the hash to a batch with its own timestamp and
-applies it tenant by tenant (core.sql access_apply). Only one drain runs at a time (a Redis
-lock). A drain that dies leaves its batch behind; the next one applies it again, and rows the
-first already counted carry the batch's time in last_access_at, so they are not counted twice."""
+found it) once every FLUSH_S, in one script call: one call per recall cost Redis more CPU
+than the rate limit's. Access counts are best effort: the hash is bounded (MAX_PENDING
+memories), and past it further bumps are dropped and counted; a process that dies loses its
+last FLUSH_S of bumps, and Redis losing its data loses what waits there. A drain (the beat
+task memworker.drain_access, every MEMWORKER_ACCESS_DRAIN_EVERY_S) renames the hash to a
+batch with its own timestamp and applies it tenant by tenant (core.sql access_apply). Only
+one drain runs at a time (a Redis lock). A drain that dies leaves its batch behind; the next
+one applies it again, and rows the first already counted carry the batch's time in
+last_access_at, so they are not counted twice."""
 
 from __future__ import annotations
 
