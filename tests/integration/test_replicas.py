@@ -83,6 +83,12 @@ def until(ok: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
+def _replayed(replica: dict[str, Any], lsn: str) -> bool:
+    with psycopg.connect(replica["owner_url"]) as conn:
+        row = conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,)).fetchone()
+    return bool(row and row[0])
+
+
 def auth(tenants: dict[str, Any], who: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {tenants[who]['key']}"}
 
@@ -169,9 +175,16 @@ def test_writes_answer_their_lsn_and_reads_see_them_from_the_replica(
     assert "x-memworker-lsn" not in recall(rapi, alice, "deploy").headers
 
 
-def test_lists_single_memories_and_context_read_from_the_replica(rapi: str, tenants: dict[str, Any]) -> None:
+def test_lists_single_memories_and_context_read_from_the_replica(
+    rapi: str, tenants: dict[str, Any], replica: dict[str, Any]
+) -> None:
     alice = auth(tenants, "alice")
-    mid = write(rapi, alice, "the staging database lives in frankfurt").json()["id"]
+    r = write(rapi, alice, "the staging database lives in frankfurt")
+    mid = r.json()["id"]
+    # where the reads go, not how fast a busy machine replays: the replica has the write first
+    # (else a replay slower than read_wait_s sends a read to the primary, as it should)
+    lsn = replicas.format_lsn(replicas.parse_lsn(r.headers["x-memworker-lsn"]))
+    until(lambda: _replayed(replica, lsn), "the replica did not replay the write")
     before = reads(rapi, "replica")
     listed = httpx.get(f"{rapi}/v1/agents/{AGENT}/memories", headers=alice).json()["memories"]
     assert any(m["id"] == mid for m in listed)
