@@ -214,7 +214,6 @@ def serve(
     sends them to Redis, and the beat's drain applies them on the primary in batches
     (storage/bumps.py): the statement only reads, so concurrent recalls of one agent never
     wait on each other's row locks, and a recall writes no WAL."""
-    query.validate()
 
     def find(conn: Conn) -> tuple[list[dict[str, Any]], list[UUID]]:
         return _found(conn, qvec, tenant_id, agent_id, query, policy)
