@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -113,7 +114,14 @@ def statement_ms(stack, tenant_id: str, agent: str, queries: Queries, n: int, se
             query, qvec = _query(queries, rng)
             t = time.perf_counter()
             recall.serve(
-                pool, qvec, tenant_id=uuid.UUID(tenant_id), agent_id=agent, query=query, policy=Policy(), access=access
+                pool,
+                qvec,
+                tenant_id=uuid.UUID(tenant_id),
+                agent_id=agent,
+                query=query,
+                policy=Policy(),
+                access=access,
+                turns=threading.Semaphore(),
             )
             if i:  # the first is a warm-up (and reads the agent's statistics)
                 out.append((time.perf_counter() - t) * 1000)
