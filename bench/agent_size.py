@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -114,14 +113,7 @@ def statement_ms(stack, tenant_id: str, agent: str, queries: Queries, n: int, se
             query, qvec = _query(queries, rng)
             t = time.perf_counter()
             recall.serve(
-                pool,
-                qvec,
-                tenant_id=uuid.UUID(tenant_id),
-                agent_id=agent,
-                query=query,
-                policy=Policy(),
-                access=access,
-                turns=threading.Semaphore(),
+                pool, qvec, tenant_id=uuid.UUID(tenant_id), agent_id=agent, query=query, policy=Policy(), access=access
             )
             if i:  # the first is a warm-up (and reads the agent's statistics)
                 out.append((time.perf_counter() - t) * 1000)

@@ -427,7 +427,6 @@ def recall_statement_ms(
                 query=query,
                 policy=Policy(),
                 access=access,
-                turns=threading.Semaphore(),
             )
             if i:  # the first is a warm-up
                 out.append((time.perf_counter() - t) * 1000)

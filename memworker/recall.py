@@ -205,7 +205,6 @@ def serve(
     query: Query,
     policy: Policy,
     access: bumps.Buffer,
-    turns: threading.Semaphore,
     reads: replicas.Reads | None = None,
     client_lsn: int = 0,
 ) -> list[dict[str, Any]]:
@@ -214,18 +213,16 @@ def serve(
     else on the primary. The accesses are counted in the process's buffer (access), which
     sends them to Redis, and the beat's drain applies them on the primary in batches
     (storage/bumps.py): the statement only reads, so concurrent recalls of one agent never
-    wait on each other's row locks, and a recall writes no WAL. The transaction waits for one
-    of the process's turns (settings.recall_concurrency) before it takes a connection."""
+    wait on each other's row locks, and a recall writes no WAL."""
 
     def find(conn: Conn) -> tuple[list[dict[str, Any]], list[UUID]]:
         return _found(conn, qvec, tenant_id, agent_id, query, policy)
 
-    with turns:
-        if reads is None or policy.pools_read:
-            with db.tenant_tx(pool, tenant_id) as conn:
-                hits, accessed = find(conn)
-        else:
-            hits, accessed = reads.read(tenant_id, find, agent_id=agent_id, client_lsn=client_lsn)
+    if reads is None or policy.pools_read:
+        with db.tenant_tx(pool, tenant_id) as conn:
+            hits, accessed = find(conn)
+    else:
+        hits, accessed = reads.read(tenant_id, find, agent_id=agent_id, client_lsn=client_lsn)
     access.add(tenant_id, accessed)
     return hits
 
@@ -252,15 +249,14 @@ def serve_agents(
     agent_ids: list[str],
     query: Query,
     policy: Policy,
-    turns: threading.Semaphore,
 ) -> list[dict[str, Any]]:
     """One ranked list over several agents' (and pools') memories, each hit naming its
     agent_id (or its pool; agent_ids holds pools as their owner ids, memworker/fleet/pools.py). BM25's
     statistics are those of the union of the agents' live memories (one corpus), and the
     weights and thresholds are `policy`'s (the tenant's), so scores compare across agents.
-    A read only: no access counts are bumped. It takes one of the process's turns, as serve()."""
+    A read only: no access counts are bumped."""
     params = _union_params(qvec, tenant_id, agent_ids[0], query, policy)
-    with turns, db.tenant_tx(pool, tenant_id) as conn:
+    with db.tenant_tx(pool, tenant_id) as conn:
         rows = core_db.recall_agents(conn, agent_ids=agent_ids, **params)
     return [_owned(r.agent_id, hit) for r, hit in zip(rows, _hits(list(rows), query.explain), strict=True)]
 

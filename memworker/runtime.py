@@ -70,7 +70,6 @@ class Resources:
     pool: Pool
     embedder: embeddings.Embedder
     query_embedder: embeddings.CachedQueryEmbedder
-    recall_turns: threading.Semaphore  # recall.serve's turns: settings.recall_concurrency at once
     reflector: reflection.Reflector
     policies: PolicyCache = field(default_factory=PolicyCache)
 
@@ -97,7 +96,6 @@ def build(settings: Settings, *, embedder: embeddings.Embedder | None = None) ->
         pool,
         emb,
         embeddings.CachedQueryEmbedder(queries, max_batch=settings.query_batch_max),
-        threading.BoundedSemaphore(settings.recall_concurrency),
         reflection.build(settings.llm_base_url, settings.llm_model, settings.llm_api_key, settings.llm_timeout_s),
     )
 

@@ -57,10 +57,6 @@ class Settings:
     db_pool_min: int = 1
     db_pool_max: int = 8
     db_pool_timeout_s: float = 5.0  # wait for a connection this long, then answer 503
-    # recall statements one API process runs at once; the others wait, asleep, for a turn. The
-    # statements are CPU-bound: more at once than the database has cores only time-slice them,
-    # and the switches cost CPU (docs/scaling.md, "Recall's concurrency")
-    recall_concurrency: int = 2
     api_host: str = "127.0.0.1"
     api_port: int = 8420
     api_workers: int = 0  # API processes `memworker up` starts; 0: one per CPU core, at most 4
@@ -151,7 +147,6 @@ class Settings:
             "db_pool_timeout_s",
             "embedding_threads",
             "query_batch_max",
-            "recall_concurrency",
         ]
         positive += ["consolidation_backlog_max", "consolidation_sweep_limit", "consolidation_lease_s"]
         positive += ["webhook_timeout_s", "webhook_max_attempts", "webhook_backoff_s"]

@@ -54,26 +54,11 @@ def _returned(conn: Conn) -> None:
     _returned_at[conn] = time.monotonic()
 
 
-class _RecentFirst(psycopg_pool.ConnectionPool[Conn]):
-    """psycopg's pool lending the connection returned last (psycopg lends the one returned
-    first). A rotation over every connection sends each statement to a server process whose
-    caches the others' statements have evicted since its last one; most recent first keeps
-    the work on the few processes the load needs (docs/scaling.md, "Recall's concurrency"),
-    and the connections idle longest are the ones the pool closes when it shrinks. psycopg has
-    no option for the order: this overrides its (private) choice of the next connection, and
-    tests/integration/test_db_pool.py fails if a psycopg-pool release changes it."""
-
-    def _get_ready_connection(self, timeout: float | None) -> Conn | None:
-        if self._pool:  # psycopg's critical section: its lock is held here
-            self._pool.rotate(1)  # the newest, at the right end, to the left end it lends from
-        return super()._get_ready_connection(timeout)
-
-
 def open_pool(
     url: str, *, min_size: int = 1, max_size: int = 8, timeout_s: float = 5.0, name: str = "memworker"
 ) -> Pool:
     """A pool whose connections know the vector type and use the memworker schema."""
-    pool: Pool = _RecentFirst(
+    pool: Pool = psycopg_pool.ConnectionPool(
         url,
         min_size=min_size,
         max_size=max_size,

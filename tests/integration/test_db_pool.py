@@ -1,10 +1,8 @@
 """The pool's liveness check (db._check): pinged unless the connection was returned moments
-ago; a connection the server dropped costs at most the one transaction that finds out. And
-the order it lends in: the connection returned last first."""
+ago; a connection the server dropped costs at most the one transaction that finds out."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import psycopg
@@ -51,25 +49,3 @@ def test_a_just_returned_connection_is_lent_without_a_ping(
     with pytest.raises(errors.Unavailable):
         _backend_pid(pool)
     assert _backend_pid(pool) != first
-
-
-def _wait_returned(pool: Any, n: int) -> None:
-    deadline = time.monotonic() + 10
-    while pool.get_stats()["pool_available"] < n:
-        assert time.monotonic() < deadline, "the pool never took its connections back"
-        time.sleep(0.01)
-
-
-def test_the_connection_returned_last_is_lent_first(stack: dict[str, Any]) -> None:
-    pool = db.open_pool(stack["app_url"], min_size=3, max_size=3)
-    try:
-        held = [pool.getconn() for _ in range(3)]
-        pids = [c.info.backend_pid for c in held]
-        for conn in held:  # returned in the order borrowed: the third is the most recent
-            pool.putconn(conn)
-            _wait_returned(pool, held.index(conn) + 1)  # the pool's worker takes returns back
-        assert _backend_pid(pool) == pids[2]
-        _wait_returned(pool, 3)
-        assert _backend_pid(pool) == pids[2]  # and again: one warm server process serves a lone caller
-    finally:
-        pool.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import random
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -290,7 +289,6 @@ def test_priors_reorder_near_ties_and_hits_are_counted(
             query=recall.Query("standup", k=2),
             policy=Policy(),
             access=buffer,
-            turns=threading.Semaphore(),
         )
         assert [UUID(h["id"]) for h in hits] == [b, a]
 
@@ -303,46 +301,6 @@ def test_priors_reorder_near_ties_and_hits_are_counted(
         buffer.close()
         assert bumps.drain(pool, client) >= 2
         assert counts() == {a: 1, b: 1}
-    finally:
-        buffer.close()
-        client.close()
-
-
-def test_a_recall_waits_for_one_of_the_process_turns(pool: Any, tenants: dict[str, Any], stack: dict[str, Any]) -> None:
-    tenant = tenants["bob"]["id"]
-    emb = FakeEmbedder()
-    with db.tenant_tx(pool, tenant) as conn:
-        kept = _write(conn, tenant, "turns", "the backup runs nightly", emb.embed(["the backup runs nightly"])[0], "t")
-    client = redis.Redis.from_url(stack["redis_url"])
-    buffer = bumps.Buffer(client, every_s=3600)
-    turns = threading.Semaphore(1)
-    found: list[list[dict[str, Any]]] = []
-
-    def serve() -> None:
-        qvec = CachedQueryEmbedder(emb).embed_one("backup")
-        found.append(
-            recall.serve(
-                pool,
-                qvec,
-                tenant_id=tenant,
-                agent_id="turns",
-                query=recall.Query("backup", k=3),
-                policy=Policy(),
-                access=buffer,
-                turns=turns,
-            )
-        )
-
-    try:
-        turns.acquire()  # the process's only turn is taken: the recall waits for it
-        waiting = threading.Thread(target=serve)
-        waiting.start()
-        waiting.join(0.5)
-        assert waiting.is_alive() and not found
-        turns.release()
-        waiting.join(30)
-        assert not waiting.is_alive()
-        assert [UUID(h["id"]) for h in found[0]] == [kept]
     finally:
         buffer.close()
         client.close()

@@ -38,7 +38,6 @@ def test_values_are_read_with_the_prefix() -> None:
         ("MEMWORKER_LOG_LEVEL", "LOUD"),
         ("MEMWORKER_WEBHOOK_ALLOW_HOSTS", "10.0.0.0/8, http://x"),
         ("MEMWORKER_WEBHOOK_TENANT_INFLIGHT", "0"),
-        ("MEMWORKER_RECALL_CONCURRENCY", "0"),
     ],
 )
 def test_bad_values_fail_at_start_naming_the_variable(name: str, value: str) -> None:

@@ -43,7 +43,6 @@ def _recall(agent_id: str, body: RecallIn, request: Request, p: keys.Principal) 
         query=q,
         policy=policy,
         access=request.app.state.bumps,
-        turns=res.recall_turns,
         reads=reads(request),  # a replica when there are some (docs/scaling.md)
         client_lsn=client_lsn(request),
     )
@@ -100,9 +99,7 @@ def post_recall_agents(
         for name in dict.fromkeys(body.pools):
             pools.require(conn, tenant_id=p.tenant_id, name=name)
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=None)
-    hits = recall.serve_agents(
-        res.pool, qvec, tenant_id=p.tenant_id, agent_ids=agents + owners, query=q, policy=policy, turns=res.recall_turns
-    )
+    hits = recall.serve_agents(res.pool, qvec, tenant_id=p.tenant_id, agent_ids=agents + owners, query=q, policy=policy)
     took = time.perf_counter() - started
     metrics.RECALL_SECONDS.observe(took)
     return {"memories": hits, "took_ms": round(took * 1000, 3)}
