@@ -25,6 +25,7 @@ from typing import cast
 from uuid import UUID
 
 import redis
+from redis.commands.core import Script
 
 from memworker import metrics
 from memworker.storage import core_db, db
@@ -63,14 +64,14 @@ return ARGV[1]
 _UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
-def _send(client: redis.Redis, counts: Counter[str]) -> int:
+def _send(queue: Script, counts: Counter[str]) -> int:
     if not counts:
         return 0
     args: list[str | int] = [MAX_PENDING]
     for field, n in counts.items():
         args += [field, n]
     try:
-        queued = int(cast(int, client.register_script(_QUEUE)(keys=[PENDING], args=args)))
+        queued = int(cast(int, queue(keys=[PENDING], args=args)))
     except redis.RedisError as exc:
         logger.warning("access bumps lost (Redis): %s", exc)
         queued = 0
@@ -87,6 +88,7 @@ class Buffer:
 
     def __init__(self, client: redis.Redis, every_s: float = FLUSH_S) -> None:
         self.client = client
+        self._queue = client.register_script(_QUEUE)  # its hash once: each flush sends only the hash
         self._every_s = every_s
         self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -102,7 +104,7 @@ class Buffer:
         """Send what has gathered now; returns how many bumps Redis took."""
         with self._lock:
             counts, self._counts = self._counts, Counter()
-        return _send(self.client, counts)
+        return _send(self._queue, counts)
 
     def close(self) -> None:
         self._stop.set()
