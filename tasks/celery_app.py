@@ -196,6 +196,10 @@ def _task_finished(task_id: str = "", task: Any = None, state: str | None = None
 
 
 @signals.setup_logging.connect
-def _setup_logging(**_: object) -> None:
+def _setup_logging(loglevel: int | str | None = None, **_: object) -> None:
+    # memworker's own loggers follow MEMWORKER_LOG_LEVEL; Celery's (`celery.*`: beat's "Sending
+    # due task" at every tick, a worker's task lines) follow the command's --loglevel.
     level = settings_of(worker_app()).log_level
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s")
+    if loglevel:
+        logging.getLogger("celery").setLevel(loglevel)

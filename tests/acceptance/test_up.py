@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -10,11 +11,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
+import redis
 
 from memworker.local import embedded
+from memworker.local.stack import Stack
 from memworker.sdk import Client
 
 
@@ -88,8 +92,21 @@ def test_up_serves_runs_a_worker_task_and_stops_every_child(tmp_path: Path) -> N
         ):
             assert name in text, name
 
+        stack_json = (data / "stack.json").read_bytes()
         again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
-        assert again.returncode == 1 and "already running" in again.stderr
+        assert again.returncode == 1 and "already running" in again.stderr and api in again.stderr
+        # the refused start left the running stack's file, so the CLI still finds the stack
+        assert (data / "stack.json").read_bytes() == stack_json
+        listed = subprocess.run(
+            [sys.executable, "-m", "memworker", "--data-dir", str(data), "tenant", "list"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert listed.returncode == 0 and " dev " in listed.stdout, listed.stderr
+        beat_log = (data / "logs" / "beat.log").read_text()
+        assert " INFO " not in beat_log, beat_log[-2000:]  # beat runs under --loglevel warning
 
         family = psutil.Process(up.pid).children(recursive=True)
         assert len(family) >= 7  # postgres, redis, api, worker (+ pool child), webhooks, beat, flower
@@ -124,3 +141,58 @@ def _wait(ok: object, timeout: float, up: subprocess.Popen[bytes], tmp: Path) ->
             return
         time.sleep(0.5)
     raise AssertionError(f"timed out; log:\n{(tmp / 'up.log').read_text()}")
+
+
+def test_a_refused_up_leaves_the_running_stack_alone(tmp_path: Path) -> None:
+    """A second `memworker up` on a data dir another one holds changes nothing there (its
+    stack.json, the modes of its files) and says where the running one serves."""
+    data = tmp_path / "data"
+    data.mkdir()
+    lock = os.open(data / "up.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held as the running `memworker up` holds it
+    os.write(lock, str(os.getpid()).encode())
+    running = json.dumps({"pid": os.getpid(), "api_url": "http://127.0.0.1:8999", "flower_url": "x"})
+    (data / "stack.json").write_text(running)
+    (data / "notes.txt").write_text("mine")
+    (data / "notes.txt").chmod(0o644)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMWORKER_")}
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "memworker", "--data-dir", str(data), "up"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(lock)
+    assert out.returncode == 1, out.stderr
+    assert "already running" in out.stderr and "http://127.0.0.1:8999" in out.stderr, out.stderr
+    assert (data / "stack.json").read_text() == running
+    assert stat.S_IMODE((data / "notes.txt").stat().st_mode) == 0o644
+    assert sorted(p.name for p in data.iterdir()) == ["notes.txt", "stack.json", "up.lock"]
+
+
+def test_beat_under_loglevel_warning_logs_no_info(stack: dict[str, Any], tmp_path: Path) -> None:
+    """Beat as `memworker up` starts it (--loglevel warning) sends its ticks without an INFO
+    line each, whatever MEMWORKER_LOG_LEVEL says of memworker's own loggers."""
+    settings = stack["settings"].replace(data_dir=tmp_path, access_drain_every_s=0.5, log_level="INFO")
+    beat = next(s for s in Stack(settings)._services("unused") if s.name == "beat")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMWORKER_")}
+    env.update(settings.to_env())
+    log = tmp_path / "beat.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(beat.argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    client = redis.Redis.from_url(stack["redis_url"])
+    try:
+        deadline = time.monotonic() + 60
+        while not list(client.scan_iter(match="maintenance*")):  # beat sent a tick
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.3)
+        time.sleep(2)  # several more ticks
+    finally:
+        client.close()
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+    text = log.read_text()
+    assert "Sending due task" not in text and " INFO " not in text, text[-2000:]
