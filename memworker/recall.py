@@ -231,14 +231,17 @@ def _with_pools(
     conn: Conn, qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy
 ) -> tuple[list[dict[str, Any]], list[UUID]]:
     """The agent's recall with the pools it reads: the statement over several agents (BM25
-    over the union), each pool hit naming its pool; the agent's own hits count as accessed."""
+    over the union), each pool hit naming its pool and every hit its holders (a text the
+    agent shared into a pool is one hit); the agent's own copies of the hits count as accessed."""
     owners = [agent_id, *pools.readable(policy)]
-    rows = core_db.recall_agents(conn, agent_ids=owners, **_union_params(qvec, tenant_id, agent_id, query, policy))
+    rows = core_db.recall_agents(conn, agent_ids=owners, **_union_params(qvec, tenant_id, owners, query, policy))
     hits = _hits(list(rows), query.explain)
     for r, hit in zip(rows, hits, strict=True):
         if r.agent_id != agent_id:
             hit["pool"] = pools.name_of(r.agent_id)
-    return hits, [r.id for r in rows if r.agent_id == agent_id]
+        hit["holders"] = _holders(r)
+    own = [i for r in rows for a, i in zip(r.holder_agents, r.holder_ids, strict=True) if a == agent_id]
+    return hits, own
 
 
 def serve_agents(
@@ -254,25 +257,41 @@ def serve_agents(
     agent_id (or its pool; agent_ids holds pools as their owner ids, memworker/fleet/pools.py). BM25's
     statistics are those of the union of the agents' live memories (one corpus), and the
     weights and thresholds are `policy`'s (the tenant's), so scores compare across agents.
-    A read only: no access counts are bumped."""
-    params = _union_params(qvec, tenant_id, agent_ids[0], query, policy)
+    One text is one hit: the copies several agents hold of it are named in its holders, so k
+    hits are k distinct texts (queries/core.sql: recall_agents). A read only: no access
+    counts are bumped."""
+    params = _union_params(qvec, tenant_id, agent_ids, query, policy)
     with db.tenant_tx(pool, tenant_id) as conn:
         rows = core_db.recall_agents(conn, agent_ids=agent_ids, **params)
-    return [_owned(r.agent_id, hit) for r, hit in zip(rows, _hits(list(rows), query.explain), strict=True)]
+    return [
+        {**_owner(r.agent_id), **hit, "holders": _holders(r)}
+        for r, hit in zip(rows, _hits(list(rows), query.explain), strict=True)
+    ]
 
 
-def _union_params(qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy) -> dict[str, Any]:
-    """recall_agents' parameters: recall's, less those only the one-agent statement takes."""
-    params = _params(qvec, tenant_id, agent_id, query, policy)
-    for unused in ("agent_id", "pool", "collapse"):
+def _union_params(
+    qvec: np.ndarray, tenant_id: UUID, agent_ids: list[str], query: Query, policy: Policy
+) -> dict[str, Any]:
+    """recall_agents' parameters: recall's, less those only the one-agent statement takes,
+    with room for k distinct texts when every agent holds a copy of each: k ranked copies per
+    agent, from at least as many candidates per signal."""
+    params = _params(qvec, tenant_id, agent_ids[0], query, policy)
+    for unused in ("agent_id", "collapse"):
         params.pop(unused)
+    params["pool"] = query.k * len(agent_ids)
+    params["candidates"] = max(params["candidates"], params["pool"])
     return params
 
 
-def _owned(owner: str, hit: dict[str, Any]) -> dict[str, Any]:
-    """A hit naming whose it is: {"agent_id": ...}, or {"pool": ...} for a pool's memory."""
+def _owner(owner: str) -> dict[str, str]:
+    """Whose a memory is: {"agent_id": ...}, or {"pool": ...} for a pool's memory."""
     pool = pools.name_of(owner)
-    return {"agent_id": owner, **hit} if pool is None else {"pool": pool, **hit}
+    return {"agent_id": owner} if pool is None else {"pool": pool}
+
+
+def _holders(row: core_db.AgentsRecallRow) -> list[dict[str, str]]:
+    """Every agent or pool holding the hit's text, with its memory's id, the hit's own first."""
+    return [{**_owner(a), "id": str(i)} for a, i in zip(row.holder_agents, row.holder_ids, strict=True)]
 
 
 def _params(qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy) -> dict[str, Any]:

@@ -310,6 +310,15 @@ class Signals(TypedDict):
 
 
 @with_config(_OPEN)
+class Holder(TypedDict):
+    """An agent (agent_id) or a pool (pool) holding a recalled text, with its memory's id."""
+
+    id: str
+    agent_id: NotRequired[str]
+    pool: NotRequired[str]
+
+
+@with_config(_OPEN)
 class Hit(TypedDict):
     """A recalled memory; signals and collapsed with explain; agent_id over several agents."""
 
@@ -326,6 +335,8 @@ class Hit(TypedDict):
     subject: str | None
     agent_id: NotRequired[str]
     pool: NotRequired[str]  # over several agents: whose hit it is, an agent's or a pool's
+    # over several agents (or an agent's pools): every holder of the same text, best-ranked first
+    holders: NotRequired[list[Holder]]
     signals: NotRequired[Signals]
     collapsed: NotRequired[list[str]]
 

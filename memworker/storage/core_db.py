@@ -351,9 +351,12 @@ access_apply = _sql.Run("access_apply")
 
 @dataclass(frozen=True, slots=True)
 class AgentsRecallRow(RecallRow):
-    """A hit of a recall over several agents: whose memory it is."""
+    """A hit of a recall over several agents: whose memory it is, and every agent (or pool
+    owner) holding the same text with its memory id, best-ranked first (the hit's own first)."""
 
     agent_id: str
+    holder_agents: list[str]
+    holder_ids: list[UUID]
 
 
 # One ranked list over the agents' memories (see queries/core.sql); best first.

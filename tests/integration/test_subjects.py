@@ -369,6 +369,47 @@ def test_recall_across_agents_respects_agent_limited_keys_and_tenants(
     assert err.value.status == 422
 
 
+EXPORT = "The billing export runs nightly at 03:00 UTC."
+
+
+def _holders(hit: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(h.get("agent_id") or "pool~" + h["pool"], h["id"]) for h in hit["holders"]]
+
+
+def test_recall_across_agents_names_every_holder_of_one_text_once(clients: dict[str, Client]) -> None:
+    c, other = clients["charlie"], clients["alice"]
+    held = {
+        "east-bot": c.add_memory("east-bot", EXPORT)["id"],
+        "west-bot": c.add_memory("west-bot", "the billing  export runs nightly at 03:00 utc")["id"],
+        "pool~ledger": c.add_pool_memory("ledger", EXPORT)["id"],
+    }
+    c.add_memory("west-bot", "The billing export writes CSV files to the finance bucket.")
+    c.add_memory("east-bot", EXPORT, subject="zed")  # about one customer: not the general statement
+    foreign = other.add_memory("east-bot", EXPORT)["id"]  # the same words in another tenant
+
+    hits = c.recall_agents(["east-bot", "west-bot"], "billing export nightly", k=2, pools=["ledger"])["memories"]
+    assert len(hits) == 2 and any("CSV" in h["text"] for h in hits)  # k distinct texts
+    (export,) = [h for h in hits if "nightly" in h["text"]]
+    assert sorted(_holders(export)) == sorted(held.items())
+    owner = export.get("agent_id") or "pool~" + export["pool"]
+    assert _holders(export)[0] == (owner, export["id"])  # the hit is its best-ranked copy
+    assert all(foreign not in str(h) for h in hits)
+
+    zed = c.recall_agents(["east-bot", "west-bot"], "billing export nightly", k=5, subject="zed")["memories"]
+    exports = [h for h in zed if "nightly" in h["text"]]
+    assert sorted(h["subject"] or "" for h in exports) == ["", "zed"]
+    assert [len(h["holders"]) for h in exports if h["subject"] == "zed"] == [1]
+
+    c.set_policy({"pools_read": ["ledger"]}, agent_id="east-bot")
+    own = c.recall("east-bot", "billing export nightly", k=5)["memories"]
+    assert [sorted(_holders(h)) for h in own if "nightly" in h["text"]] == [
+        sorted((k, v) for k, v in held.items() if k != "west-bot")
+    ]
+
+    mine = other.recall_agents(["east-bot"], "billing export nightly", k=5)["memories"]
+    assert [_holders(h) for h in mine] == [[("east-bot", foreign)]]
+
+
 # --- sleep ------------------------------------------------------------------------------------------
 
 

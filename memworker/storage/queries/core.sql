@@ -517,7 +517,11 @@ UPDATE agents SET ann_ready = true WHERE tenant_id = %(tenant_id)s AND id = %(ag
 -- and the cosine and BM25 ranges normalised over the union's candidates, so scores from two
 -- agents are on one scale. A subject filter as in `recall`. It reads, never bumps access
 -- counts (an operator's look is not the agent's use), and does not collapse items into
--- their turns.
+-- their turns. One text is one hit: copies with the same content_hash (normalised words,
+-- memworker/memories.py) and subject take the slot of their best-ranked copy, which names
+-- every wanted live copy among the agents (holder_agents, holder_ids: best-ranked first,
+-- then those outside the ranked pool by agent). `pool` (k per agent) leaves room for k texts
+-- however many agents hold each one.
 WITH live AS MATERIALIZED (
 -- include: recall_live
   WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = ANY(%(agent_ids)s::text[])
@@ -532,13 +536,29 @@ WITH live AS MATERIALIZED (
   WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = ANY(%(agent_ids)s::text[]) AND t.term = ANY(%(terms)s::text[])
 ),
 -- include: recall_fusion
-, top AS (
-  SELECT f.*, f.fused + f.prior AS score FROM fused f ORDER BY f.fused + f.prior DESC, f.id LIMIT %(k)s
+, ranked AS MATERIALIZED (
+  SELECT f.*, f.fused + f.prior AS score, m.agent_id, m.content_hash, m.subject
+  FROM (SELECT * FROM fused ORDER BY fused + prior DESC, id LIMIT %(pool)s) f JOIN memories m ON m.id = f.id
+), top AS (
+  SELECT t.* FROM (
+    SELECT DISTINCT ON (r.content_hash, r.subject) r.* FROM ranked r
+    ORDER BY r.content_hash, r.subject, r.score DESC, r.agent_id, r.id) t
+  ORDER BY t.score DESC, t.id LIMIT %(k)s
+), copies AS MATERIALIZED (  -- the top texts' live copies among the agents, found by their hash
+  SELECT t.id AS hit, h.id, h.agent_id
+  FROM top t JOIN memories h
+    ON h.tenant_id = %(tenant_id)s AND h.agent_id = ANY(%(agent_ids)s::text[])
+   AND h.content_hash = t.content_hash AND h.subject IS NOT DISTINCT FROM t.subject
+), holders AS (  -- those the query's filters want, in the hit's order
+  SELECT c.hit, array_agg(c.agent_id ORDER BY r.score DESC NULLS LAST, c.agent_id, c.id) AS holder_agents,
+         array_agg(c.id ORDER BY r.score DESC NULLS LAST, c.agent_id, c.id) AS holder_ids
+  FROM copies c JOIN live l ON l.id = c.id AND l.wanted LEFT JOIN ranked r ON r.id = c.id
+  GROUP BY c.hit
 )
 SELECT m.id, m.agent_id, m.text, m.kind, m.tier, m.created_at, m.metadata, m.provenance, m.flags, m.trust,
        m.subject, top.salience, top.access_count, top.score, top.bm25, top.vector, top.fused, top.prior,
-       top.freshness, NULL::uuid[] AS collapsed
-FROM top JOIN memories m ON m.id = top.id
+       top.freshness, NULL::uuid[] AS collapsed, h.holder_agents, h.holder_ids
+FROM top JOIN memories m ON m.id = top.id JOIN holders h ON h.hit = top.id
 ORDER BY top.score DESC, top.id;
 
 -- name: pool_source
