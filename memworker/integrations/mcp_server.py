@@ -5,7 +5,10 @@ Every tool is a thin call through memworker.sdk.Client to the HTTP API, so the A
 scopes, tenancy, limits and validation apply unchanged: the server holds one tenant's API
 key and can do exactly what that key may do. Bound to an agent, the tools' `agent`
 argument defaults to it and any other agent is refused; unbound, every call names its agent.
-An API error reaches the client as an MCP tool error carrying the API's message."""
+Bound to a subject, every call that reads or writes memories or a session names that subject
+to the API, which then serves that subject's memories (and the general ones) and that
+subject's sessions only. An API error reaches the client as an MCP tool error carrying the
+API's message."""
 
 from __future__ import annotations
 
@@ -15,7 +18,9 @@ import inspect
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, Literal
+from importlib import metadata
+from typing import Annotated, Any, Literal, cast
+from urllib.parse import quote
 
 import httpx
 from mcp.server.mcpserver import MCPServer
@@ -109,6 +114,22 @@ def _without_none(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
+def _seg(value: str) -> str:
+    """One path segment, escaped as the SDK's methods escape theirs: an id never reaches
+    another path ('../other', '?'), and '.' and '..' are not ids."""
+    if value in (".", ".."):
+        raise ToolError(f"{value!r} is not a valid id")
+    return quote(value, safe="")
+
+
+def version() -> str:
+    """memworker's package version, which the server reports to its clients."""
+    try:
+        return metadata.version("memworker")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 # --- the tools -----------------------------------------------------------------------------
 
 
@@ -139,6 +160,16 @@ class Tools:
         if agent not in (None, "", self._agent):
             raise ToolError(f"this server is bound to agent {self._agent!r}; it cannot act for {agent!r}")
         return self._agent
+
+    def _session_call(
+        self, method: str, agent_id: str, session_id: str, *rest: str, body: Any = None
+    ) -> dict[str, Any]:
+        """One call to a session's routes. Bound to a subject, it names that subject, and the
+        API refuses (403) a session that is not that subject's: session ids are chosen by
+        callers and easy to guess, so an id alone must not reach another subject's session."""
+        path = "/".join((f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}", *map(_seg, rest)))
+        params = {"subject": self._bound_subject} if self._bound_subject is not None else None
+        return cast("dict[str, Any]", self._client.request(method, path, params=params, json=body))
 
     def remember(
         self,
@@ -173,6 +204,8 @@ class Tools:
         if sum(x is not None for x in (content, messages, text)) != 1:
             raise ToolError("give exactly one of content, messages (an episode) or text (a memory)")
         with api_errors():
+            if session_id is not None and self._bound_subject is not None:
+                self._session_call("GET", agent_id, session_id)  # the session must be the subject's
             if text is not None:
                 fields = _without_none(
                     salience=salience,
@@ -319,10 +352,10 @@ class Tools:
         )
         with api_errors():
             if not changes:
-                return self._client.working(agent_id, session_id)
+                return self._session_call("GET", agent_id, session_id, "working")
             if expected_revision is not None:
                 changes["expected_revision"] = expected_revision
-            return self._client.update_working(agent_id, session_id, **changes)
+            return self._session_call("PATCH", agent_id, session_id, "working", body=changes)
 
     def plan(
         self,
@@ -340,9 +373,9 @@ class Tools:
         agent_id = self._agent_id(agent)
         with api_errors():
             if milestones is None:
-                return self._client.plan(agent_id, session_id)
-            spec = [m.model_dump(exclude_none=True) for m in milestones]
-            return self._client.set_plan(agent_id, session_id, spec, title=title)
+                return self._session_call("GET", agent_id, session_id, "plan")
+            spec = {"milestones": [m.model_dump(exclude_none=True) for m in milestones], **_without_none(title=title)}
+            return self._session_call("PUT", agent_id, session_id, "plan", body=spec)
 
     def update_step(
         self,
@@ -361,7 +394,7 @@ class Tools:
         if not changes:
             raise ToolError("nothing to change: give status, progress, output or note")
         with api_errors():
-            return self._client.update_step(agent_id, session_id, step_id, **changes)
+            return self._session_call("PATCH", agent_id, session_id, "plan", "steps", step_id, body=changes)
 
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
@@ -402,7 +435,10 @@ def build(client: Client, *, agent: str | None = None, subject: str | None = Non
     server: MCPServer[Any] = MCPServer(
         "memworker",
         title="memworker memory",
-        instructions=INSTRUCTIONS + (f"\nThis server is bound to agent {agent!r}." if agent else ""),
+        instructions=INSTRUCTIONS
+        + (f"\nThis server is bound to agent {agent!r}." if agent else "")
+        + (f"\nIt acts for subject {subject!r}: its memories and sessions are that subject's." if subject else ""),
+        version=version(),
         log_level="WARNING",
     )
     tools = Tools(client, agent, subject)

@@ -48,12 +48,22 @@ def run(
     gathered: context.Inputs | None = None,
 ) -> Call:
     """The context for one turn; NotFound for an unknown agent or session, Conflict for a
-    closed session. may_flush False (a key without memories:write): the use is counted but a
+    closed session, Forbidden for a session that is not `subject`'s (a caller naming a subject
+    acts for it: it recalls that subject's memories and reaches that subject's sessions only,
+    session.load). may_flush False (a key without memories:write): the use is counted but a
     due flush waits for a caller that may write. gathered: the inputs of a call without a
     session, already read on a replica (gather_sessionless)."""
     policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id, must_exist=True)
     row = (
-        session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True)
+        session.load(
+            conn,
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            lock=True,
+            open_only=True,
+            subject=subject,
+        )
         if session_id
         else None
     )

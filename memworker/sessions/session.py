@@ -49,7 +49,8 @@ def create(
     subject: str | None = None,
 ) -> tuple[sessions_db.Session, bool]:
     """A new open session (the agent is created on first use); (row, created). An existing
-    session_id returns that session unchanged with created False."""
+    session_id returns that session unchanged with created False, unless `subject` is given
+    and that session is not the subject's: Forbidden (the caller acts for that subject)."""
     sid = session_id or f"s-{uuid.uuid4().hex[:16]}"
     if not SESSION_ID.match(sid):
         raise errors.InvalidInput(
@@ -75,18 +76,31 @@ def create(
     )
     if row is not None:
         return row, True
-    return load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=sid), False
+    return load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=sid, subject=subject), False
 
 
 def load(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, lock: bool = False, open_only: bool = False
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    session_id: str,
+    lock: bool = False,
+    open_only: bool = False,
+    subject: str | None = None,
 ) -> sessions_db.Session:
     """The session row. Raises NotFound (also for another tenant's or agent's session), and
-    Conflict when open_only and the session is archived."""
+    Conflict when open_only and the session is archived. `subject`: the subject the caller
+    acts for; a session that is not that subject's (another subject's, or a general one) is
+    Forbidden, since session ids are the caller's own and easy to guess."""
     get = sessions_db.get_locked if lock else sessions_db.get
     row = get(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     if row is None:
         raise errors.NotFound("session not found")
+    if subject is not None and row.subject != subject:
+        raise errors.Forbidden(
+            f"session {session_id} is not subject {subject!r}'s: acting for it, only its sessions are reached"
+        )
     if open_only and row.status != "open":
         raise errors.Conflict(f"session {session_id} is archived; POST .../restore to reopen it")
     return row
@@ -124,10 +138,14 @@ def patch_working(
     patch: working.Patch,
     expected_revision: int | None,
     policy: Policy,
+    subject: str | None = None,
 ) -> tuple[sessions_db.Session, working.Report]:
     """Apply a working-memory change under the session lock; (new row, report). Raises
-    NotFound, Conflict (archived, or revision moved on), InvalidInput."""
-    row = load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True)
+    NotFound, Forbidden (not `subject`'s, see load), Conflict (archived, or revision moved
+    on), InvalidInput."""
+    row = load(
+        conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True, subject=subject
+    )
     _check_revision(row, expected_revision)
     for item in patch.add:
         if item.memory_id is not None:
@@ -169,10 +187,12 @@ def redacted(patch: working.Patch) -> working.Patch:
 
 
 def put_plan(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, spec: dict[str, Any]
+    conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, spec: dict[str, Any], subject: str | None = None
 ) -> sessions_db.Session:
     """Replace the session's plan (keeping the progress of steps whose ids stay); the new row."""
-    row = load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True)
+    row = load(
+        conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True, subject=subject
+    )
     revision = row.revision + 1
     plan = plans.build(spec, old=row.plan, now=now())
     plan["revision"] = revision
@@ -188,10 +208,13 @@ def patch_step(
     step_id: str,
     patch: plans.StepPatch,
     expected_revision: int | None,
+    subject: str | None = None,
 ) -> sessions_db.Session:
     """Change one step's status, progress or output; the new row. Raises NotFound (no plan,
-    no such step), Conflict, InvalidInput."""
-    row = load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True)
+    no such step), Forbidden (not `subject`'s), Conflict, InvalidInput."""
+    row = load(
+        conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True, subject=subject
+    )
     _check_revision(row, expected_revision)
     if not row.plan:
         raise errors.NotFound("this session has no plan; PUT .../plan first")

@@ -251,3 +251,67 @@ def test_http_token_sources(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "at least 16 characters" in capsys.readouterr().err
     assert cli.main([*argv, "--transport", "http", "--token-file", str(tmp_path / "short"), "--no-auth"]) == 1
     assert "not both" in capsys.readouterr().err
+
+
+def test_a_server_bound_to_a_subject_reaches_no_other_subjects_session(api: str, tenants: dict[str, Any]) -> None:
+    """Session ids are the caller's own and guessable: a server bound to cust-a is refused,
+    on every session tool, a session of cust-b or a general one, and changes nothing there."""
+    agent = "desk-bot"
+    milestones = [{"id": "m1", "title": "verify", "steps": [{"id": "s1", "title": "check the invoice"}]}]
+    with ApiClient(api, tenants["alice"]["key"]) as sdk:
+        for sid, subject in (("chat-b", "cust-b"), ("chat-general", None)):
+            sdk.create_session(agent, sid, goal=f"refund for {sid}", subject=subject)
+            sdk.update_working(agent, sid, add=[{"kind": "constraint", "text": f"{sid}: card ends 4242"}])
+            sdk.set_plan(agent, sid, milestones)
+        before = {sid: (sdk.session(agent, sid), sdk.working(agent, sid)) for sid in ("chat-b", "chat-general")}
+
+    foreign: list[tuple[str, dict[str, Any]]] = [
+        ("open_session", {}),
+        ("working_memory", {}),
+        ("working_memory", {"intent": "read the other customer's card"}),
+        ("plan", {}),
+        ("plan", {"milestones": milestones}),
+        ("update_step", {"step_id": "s1", "status": "done"}),
+        ("context", {"query": "which card does the customer use?"}),
+        ("remember", {"text": "The customer asked for a refund."}),
+        ("remember", {"content": "The customer asked for a refund."}),
+    ]
+
+    async def scenario() -> None:
+        async with stdio(api, tenants["alice"]["key"], "--agent", agent, "--subject", "cust-a") as c:
+            for sid in ("chat-b", "chat-general"):
+                for tool, args in foreign:
+                    text = error_text(await c.call_tool(tool, {**args, "session_id": sid}))
+                    assert "HTTP 403" in text and "cust-a" in text, (tool, sid, text)
+                    assert "4242" not in text
+            # its own sessions work as ever, and are its subject's
+            own = data(await c.call_tool("open_session", {"session_id": "chat-a", "goal": "refund for cust-a"}))
+            assert own["subject"] == "cust-a"
+            data(await c.call_tool("working_memory", {"session_id": "chat-a", "intent": "check the invoice"}))
+            data(await c.call_tool("plan", {"session_id": "chat-a", "milestones": milestones}))
+            step = data(await c.call_tool("update_step", {"session_id": "chat-a", "step_id": "s1", "status": "done"}))
+            assert step["milestones"][0]["steps"][0]["status"] == "done"
+            ctx = data(await c.call_tool("context", {"query": "what next?", "session_id": "chat-a"}))
+            assert "check the invoice" in ctx["context"]
+            data(await c.call_tool("remember", {"text": "The refund is approved.", "session_id": "chat-a"}))
+
+    anyio.run(scenario)
+    with ApiClient(api, tenants["alice"]["key"]) as sdk:
+        for sid, (session, working) in before.items():
+            assert sdk.session(agent, sid)["revision"] == session["revision"]
+            assert sdk.working(agent, sid) == working
+            assert sdk.plan(agent, sid)["milestones"][0]["steps"][0]["status"] == "pending"
+            assert sdk.context_calls(agent, sid) == []
+        assert sdk.list_memories(agent, session="chat-b")["memories"] == []
+        assert [e for e in sdk.list_episodes(agent_id=agent) if e.get("session_id") in before] == []
+
+
+def test_the_server_reports_memworkers_version(api: str, tenants: dict[str, Any]) -> None:
+    from importlib.metadata import version
+
+    async def scenario() -> None:
+        async with stdio(api, tenants["alice"]["key"]) as c:
+            assert c.server_info.name == "memworker"
+            assert c.server_info.version == version("memworker") != ""
+
+    anyio.run(scenario)

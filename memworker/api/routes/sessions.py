@@ -44,6 +44,14 @@ router = APIRouter(tags=["sessions"])
 SessionId = Annotated[str, Path(pattern=memories.AGENT_ID.pattern, max_length=128)]
 StepId = Annotated[str, Path(pattern=plans.ID.pattern, max_length=64)]
 SESSION_PATTERN = memories.AGENT_ID.pattern
+# Whom the caller acts for: a session that is not that subject's is refused (session.load).
+ActingSubject = Annotated[
+    str | None,
+    Query(
+        pattern=memories.SUBJECT_PATTERN,
+        description="the subject the caller acts for: another subject's session, or a general one, is 403",
+    ),
+]
 Status = Literal["pending", "in_progress", "done", "blocked", "skipped"]
 PLAN_TEXTS = frozenset({"title", "output", "note"})  # the free text of a plan, its milestones and steps
 
@@ -53,7 +61,7 @@ class SessionIn(Strict):
     goal: str | None = Field(default=None, min_length=1, max_length=working.MAX_TEXT)
     context_window_tokens: int | None = Field(default=None, ge=256, le=10_000_000)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    subject: str | None = subject_field()
+    subject: str | None = subject_field()  # an existing session_id must be this subject's (else 403)
 
 
 class WorkingItemIn(Strict):
@@ -110,7 +118,8 @@ class ContextIn(UsageIn):
     session_id: str | None = Field(default=None, pattern=SESSION_PATTERN, max_length=128)
     max_tokens: int | None = Field(default=None, ge=16, le=1_000_000)
     k: int | None = Field(default=None, ge=1, le=100)
-    subject: str | None = subject_field()  # default: the session's subject
+    # default: the session's subject; given with a session_id, the session must be its (else 403)
+    subject: str | None = subject_field()
 
 
 def _use(body: UsageIn) -> session.Use | None:
@@ -200,22 +209,32 @@ def list_sessions(
 
 @router.get("/v1/agents/{agent_id}/sessions/{session_id}", response_model=SessionOut)
 def get_session(
-    agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
+    agent_id: AgentId,
+    session_id: SessionId,
+    request: Request,
+    subject: ActingSubject = None,
+    p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        row = session.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id)
+        row = session.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
         return session.summary(row, store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id))
 
 
 @router.get("/v1/agents/{agent_id}/sessions/{session_id}/working", response_model=WorkingOut)
 def get_working(
-    agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
+    agent_id: AgentId,
+    session_id: SessionId,
+    request: Request,
+    subject: ActingSubject = None,
+    p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
         return _working_json(
-            session.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, open_only=True)
+            session.load(
+                conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, open_only=True, subject=subject
+            )
         )
 
 
@@ -225,6 +244,7 @@ def patch_working(
     session_id: SessionId,
     body: WorkingPatchIn,
     request: Request,
+    subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     """Set goal or intent, add (a restated item is referenced once more), remove or touch items."""
@@ -249,6 +269,7 @@ def patch_working(
             patch=patch,
             expected_revision=body.expected_revision,
             policy=policy,
+            subject=subject,
         )
     return {**_working_json(row), "changes": report.to_json()}
 
@@ -258,27 +279,40 @@ def patch_working(
 
 @router.put("/v1/agents/{agent_id}/sessions/{session_id}/plan", response_model=PlanOut)
 def put_plan(
-    agent_id: AgentId, session_id: SessionId, body: PlanIn, request: Request, p: keys.Principal = Depends(principal)
+    agent_id: AgentId,
+    session_id: SessionId,
+    body: PlanIn,
+    request: Request,
+    subject: ActingSubject = None,
+    p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     p.require("memories:write", agent_id)
     spec = body.model_dump(exclude_unset=True)
     with tx(request, p) as conn:
         if store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:
             spec = redact.redact_keys(spec, PLAN_TEXTS)  # archives, flushes and webhooks then hold no raw value
-        row = session.put_plan(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, spec=spec)
+        row = session.put_plan(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, spec=spec, subject=subject
+        )
     return _plan_json(row)
 
 
 @router.get("/v1/agents/{agent_id}/sessions/{session_id}/plan", response_model=PlanOut)
 def get_plan(
-    agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
+    agent_id: AgentId,
+    session_id: SessionId,
+    request: Request,
+    subject: ActingSubject = None,
+    p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     """The plan with each milestone's status and progress, and `resume`: the last completed
     milestone and the next step."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
         return _plan_json(
-            session.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, open_only=True)
+            session.load(
+                conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, open_only=True, subject=subject
+            )
         )
 
 
@@ -289,6 +323,7 @@ def patch_step(
     step_id: StepId,
     body: StepPatchIn,
     request: Request,
+    subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     p.require("memories:write", agent_id)
@@ -306,6 +341,7 @@ def patch_step(
             step_id=step_id,
             patch=patch,
             expected_revision=body.expected_revision,
+            subject=subject,
         )
     return _plan_json(row)
 
@@ -371,7 +407,12 @@ def post_context(
 
 @router.post("/v1/agents/{agent_id}/sessions/{session_id}/usage", response_model=ContextUse)
 def post_usage(
-    agent_id: AgentId, session_id: SessionId, body: UsageIn, request: Request, p: keys.Principal = Depends(principal)
+    agent_id: AgentId,
+    session_id: SessionId,
+    body: UsageIn,
+    request: Request,
+    subject: ActingSubject = None,
+    p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     """Report how full the client's context window is (or, with an empty body, ask for the
     estimate); at or above the policy's flush_at the session log is distilled."""
@@ -379,7 +420,13 @@ def post_usage(
     with tx(request, p) as conn:
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         row = session.load(
-            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True
+            conn,
+            tenant_id=p.tenant_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            lock=True,
+            open_only=True,
+            subject=subject,
         )
         use, flush_episode = session.record_use(conn, row, policy=policy, reported=_use(body), context_tokens=None)
     after_commit(request, p.tenant_id, flush_episode, [])
@@ -392,11 +439,12 @@ def context_calls(
     session_id: SessionId,
     request: Request,
     limit: int = Query(50, ge=1, le=1000),
+    subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        session.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id)
+        session.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
         rows = sessions_db.context_calls_recent(
             conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, limit=limit
         )
