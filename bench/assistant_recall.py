@@ -52,6 +52,7 @@ import argparse
 import json
 import math
 import os
+import pickle
 import re
 import sys
 import time
@@ -774,7 +775,9 @@ def embedder_note() -> str:
     from memworker.settings import Settings
 
     s = Settings.from_env(os.environ)
-    return f"{Path(s.embedding_model).name} ({s.embedding_backend}, fp32, {s.embedding_threads} thread(s))"
+    path = Path(s.embedding_model)
+    name = path.parent.name if path.name == "model" else path.name  # a package's model folder: name the package
+    return f"{name} ({s.embedding_backend}, fp32, {s.embedding_threads} thread(s))"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -784,6 +787,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--single-agent", action="store_true", help="also all BEAM conversations in one agent")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for one ingest's episodes")
     p.add_argument("--data", type=Path, default=BEAM, help="the BEAM size folder holding <n>/chat.json")
+    p.add_argument("--save", type=Path, help="also pickle the measured run here")
     add_stack_args(p)
     args = p.parse_args(argv)
     load_before = loadavg()
@@ -804,6 +808,9 @@ def main(argv: list[str] | None = None) -> int:
         pools.append((beam, " (pooled)"))
     run.systems |= baselines(pools, vectors, queries)
     run.baseline_s = time.perf_counter() - started
+    if args.save:
+        with open(args.save, "wb") as f:  # the measured run, to render the report again
+            pickle.dump((run, vars(args), load_before), f)
     text = report(run, args, load_before, stack)
     print()
     print(text)
