@@ -3,9 +3,11 @@ to Redis and want to skip the HTTP hop."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any, cast
 from urllib.parse import quote
 
@@ -21,6 +23,27 @@ class ApiError(errors.MemworkerError):
         self.body = body
         message = body.get("error") if isinstance(body, dict) else str(body)
         super().__init__(f"HTTP {status}: {message}")
+
+
+class Unreachable(ApiError):
+    """No answer from the API: nothing listens at the URL, the connection failed or timed
+    out. status is 0 (no HTTP status); the message names the URL and what to check."""
+
+    def __init__(self, url: str, exc: httpx.TransportError) -> None:
+        self.status = 0
+        self.body = None
+        self.url = url
+        if isinstance(exc, httpx.UnsupportedProtocol):
+            hint = "the base URL must start with http:// or https://"
+        elif isinstance(exc, httpx.ConnectError):
+            hint = "is `memworker up` (or the API) running there?"
+        elif isinstance(exc, httpx.TimeoutException):
+            hint = "the API did not answer in time: it may be overloaded; retry, or raise Client(timeout=...)"
+        else:
+            hint = "the connection failed; retry, and check the API's log if it goes on"
+        errors.MemworkerError.__init__(
+            self, f"cannot reach the memworker API at {url} ({str(exc) or type(exc).__name__}): {hint}"
+        )
 
 
 def _seg(value: object) -> str:
@@ -83,14 +106,24 @@ class Client:
         return self._call(method, path, **kwargs)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        resp = self._http.request(method, path, **kwargs)
-        for _ in range(self._retries):
-            if resp.status_code not in REFUSED:
-                break
-            time.sleep(retry_after(resp))
+        with self._reaching():
             resp = self._http.request(method, path, **kwargs)
+            for _ in range(self._retries):
+                if resp.status_code not in REFUSED:
+                    break
+                time.sleep(retry_after(resp))
+                resp = self._http.request(method, path, **kwargs)
         self._note_lsn(resp.headers.get("x-memworker-lsn"))
         return answer(resp)
+
+    @contextlib.contextmanager
+    def _reaching(self) -> Iterator[None]:
+        """Every request's transport errors (refused, timed out, reset) as Unreachable: an
+        ApiError naming the URL, so a caller handles one kind of error."""
+        try:
+            yield
+        except httpx.TransportError as exc:
+            raise Unreachable(str(self._http.base_url).rstrip("/"), exc) from exc
 
     def _note_lsn(self, lsn: str | None) -> None:
         """A server with read replicas answers a write with its WAL position; sent back with
@@ -418,7 +451,8 @@ class Client:
 
     def download_archive(self, agent_id: str, session_id: str, version: int) -> bytes:
         """The archive as stored: gzip-compressed JSONL bytes."""
-        resp = self._http.get(f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/archives/{_seg(version)}")
+        with self._reaching():
+            resp = self._http.get(f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/archives/{_seg(version)}")
         if resp.status_code >= 400:
             raise ApiError(
                 resp.status_code,

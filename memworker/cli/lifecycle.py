@@ -44,6 +44,7 @@ def register(sub: Any) -> None:
     sh = pa.add_parser("show", help="the overrides and effective policy of the tenant or one --agent")
     sh.add_argument("--tenant", default=DEFAULT_TENANT)
     sh.add_argument("--agent")
+    sh.add_argument("--json", action="store_true", help="the same JSON it always prints (for scripts)")
     sh.set_defaults(func=cmd_policy_show)
 
 
@@ -109,9 +110,10 @@ def load_policy_file(path: Path) -> dict[str, Any]:
     """The policy file's JSON. Raises InvalidInput naming what is wrong with its shape (the
     field values are checked when applied, by name)."""
     try:
-        doc = json.loads(path.read_text())
+        text = path.read_text()
     except (OSError, ValueError) as exc:
         raise errors.InvalidInput(f"{path}: not a readable JSON file ({exc})") from None
+    doc = common.parse_json(str(path), text)
     if not isinstance(doc, dict):
         raise errors.InvalidInput(f"{path}: the top level must be an object")
     unknown = set(doc) - {"tenant", "defaults", "agents", "version"}

@@ -87,6 +87,7 @@ def _add_stack_commands(sub: Any) -> None:
 
     m = sub.add_parser("migrate", help="apply pending SQL migrations (as the owner role)")
     m.add_argument("--status", action="store_true", help="list migrations and whether each is applied")
+    m.add_argument("--json", action="store_true", help='with --status: [{"name", "state"}]')
     m.set_defaults(func=cmd_migrate)
 
     c = sub.add_parser("check", help="report configuration problems and how to fix them")
@@ -100,7 +101,9 @@ def _add_access_commands(sub: Any) -> None:
     tc.add_argument("name")
     tc.add_argument("--json", action="store_true", help='print exactly {"tenant_id", "api_key"}')
     tc.set_defaults(func=cmd_tenant_create)
-    t.add_parser("list", help="list tenants").set_defaults(func=cmd_tenant_list)
+    tl = t.add_parser("list", help="list tenants")
+    tl.add_argument("--json", action="store_true", help='[{"tenant_id", "name", "created_at"}]')
+    tl.set_defaults(func=cmd_tenant_list)
 
     k = sub.add_parser("key", help="create, list or revoke API keys").add_subparsers(metavar="ACTION")
     kc = k.add_parser("create", help="create an API key (shown once)")
@@ -114,8 +117,9 @@ def _add_access_commands(sub: Any) -> None:
     kc.add_argument("--expires-days", type=float, help="expire after this many days (> 0; omit: never)")
     kc.add_argument("--json", action="store_true")
     kc.set_defaults(func=cmd_key_create)
-    kl = k.add_parser("list", help="list a tenant's keys (prefixes only)")
+    kl = k.add_parser("list", help="list a tenant's keys (prefixes only), with the agents and pools each may touch")
     kl.add_argument("--tenant", required=True)
+    kl.add_argument("--json", action="store_true", help="one object per key; agents and pools null: all")
     kl.set_defaults(func=cmd_key_list)
     kr = k.add_parser("revoke", help="revoke a key by its prefix")
     kr.add_argument("--tenant", required=True)
@@ -143,6 +147,7 @@ def _add_memory_commands(sub: Any) -> None:
     el.add_argument("--status", choices=list(memories.EPISODE_STATUSES))
     el.add_argument("--agent")
     el.add_argument("--limit", type=int, default=50)
+    el.add_argument("--json", action="store_true", help="print the API's JSON answer")
     el.set_defaults(func=cmd_episodes_list)
     er = e.add_parser("replay", help="queue a dead or failed episode again")
     er.add_argument("--agent", required=True)
@@ -151,6 +156,7 @@ def _add_memory_commands(sub: Any) -> None:
 
     u = sub.add_parser("usage", help="episodes, LLM calls and tokens per agent")
     u.add_argument("--agent")
+    u.add_argument("--json", action="store_true", help="print the API's JSON answer")
     u.set_defaults(func=cmd_usage)
 
 
@@ -179,11 +185,16 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     with common.owner_url(settings) as url:
         if args.status:
-            for name, state in migrate.status(url):
-                print(f"{state:8} {name}")
-            return 0
-        applied = migrate.migrate(url)
-    print("applied: " + ", ".join(applied) if applied else "up to date")
+            rows = migrate.status(url)
+        else:
+            applied = migrate.migrate(url)
+    if args.status and args.json:
+        print(json.dumps([{"name": name, "state": state} for name, state in rows], indent=2))
+    elif args.status:
+        for name, state in rows:
+            print(f"{state:8} {name}")
+    else:
+        print("applied: " + ", ".join(applied) if applied else "up to date")
     return 0
 
 
@@ -232,8 +243,13 @@ def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_tenant_list(settings: Settings, args: argparse.Namespace) -> int:
     with common.owner_url(settings) as url, db.connect(url) as conn:
-        for t in core_db.list_tenants(conn):
-            print(f"{t.id}  {t.name}  {t.created_at:%Y-%m-%d}")
+        found = list(core_db.list_tenants(conn))
+    if args.json:
+        rows = [{"tenant_id": str(t.id), "name": t.name, "created_at": t.created_at.isoformat()} for t in found]
+        print(json.dumps(rows, indent=2))
+        return 0
+    for t in found:
+        print(f"{t.id}  {t.name}  {t.created_at:%Y-%m-%d}")
     return 0
 
 
@@ -265,11 +281,37 @@ def cmd_key_create(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _key_json(k: core_db.ApiKey) -> dict[str, Any]:
+    """A key as `key list --json` prints it: agents and pools None when it may touch all."""
+    agents = None if k.agent_ids is None else [a for a in k.agent_ids if pools.name_of(a) is None]
+    named = None if k.agent_ids is None else [n for n in map(pools.name_of, k.agent_ids) if n is not None]
+    state = "revoked" if k.revoked_at else ("expires" if k.expires_at else "active")
+    return {
+        "prefix": k.prefix,
+        "name": k.name,
+        "state": state,
+        "scopes": k.scopes,
+        "agents": agents,
+        "pools": named,
+        "created_at": k.created_at.isoformat(),
+        "expires_at": k.expires_at.isoformat() if k.expires_at else None,
+        "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None,
+    }
+
+
 def cmd_key_list(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        for k in core_db.list_api_keys(conn, tenant_id=tenant.id):
-            state = "revoked" if k.revoked_at else (f"expires {k.expires_at:%Y-%m-%d}" if k.expires_at else "active")
-            print(f"{k.prefix}  {state:18} {','.join(k.scopes)}  {k.name}")
+        found = [_key_json(k) for k in core_db.list_api_keys(conn, tenant_id=tenant.id)]
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    for k in found:
+        state = f"expires {k['expires_at'][:10]}" if k["state"] == "expires" else k["state"]
+        if k["agents"] is None:
+            reach = "all agents and pools"
+        else:  # a key limited to some agents reaches only the pools it names
+            reach = f"agents {','.join(k['agents']) or '-'} pools {','.join(k['pools']) or '-'}"
+        print(f"{k['prefix']}  {state:18} {','.join(k['scopes'])}  {reach}  {k['name']}")
     return 0
 
 
@@ -306,9 +348,13 @@ def cmd_recall(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_episodes_list(settings: Settings, args: argparse.Namespace) -> int:
     with common.client(settings) as client:
-        for ep in client.list_episodes(status=args.status, agent_id=args.agent, limit=args.limit):
-            err = f"  {ep['last_error'][:80]}" if ep.get("last_error") else ""
-            print(f"{ep['episode_id']}  {ep['agent_id']:20} {ep['status']:10} attempts={ep['attempts']}{err}")
+        found = client.list_episodes(status=args.status, agent_id=args.agent, limit=args.limit)
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return 0
+    for ep in found:
+        err = f"  {ep['last_error'][:80]}" if ep.get("last_error") else ""
+        print(f"{ep['episode_id']}  {ep['agent_id']:20} {ep['status']:10} attempts={ep['attempts']}{err}")
     return 0
 
 
@@ -322,6 +368,9 @@ def cmd_episodes_replay(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_usage(settings: Settings, args: argparse.Namespace) -> int:
     with common.client(settings) as client:
         out = client.usage(args.agent)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
     print(f"{'agent':24} {'episodes':>8} {'stored':>7} {'dead':>5} {'llm':>6} {'tok in':>8} {'tok out':>8}")
     for a in out["agents"]:
         print(

@@ -95,13 +95,16 @@ def _add_webhook_commands(sub: Any) -> None:
     add.add_argument("--description", default="")
     add.add_argument("--json", action="store_true")
     add.set_defaults(func=cmd_webhook_add)
-    ha.add_parser("list", help="list webhooks").set_defaults(func=cmd_webhook_list)
+    wl = ha.add_parser("list", help="list webhooks")
+    wl.add_argument("--json", action="store_true", help="print the API's JSON answer")
+    wl.set_defaults(func=cmd_webhook_list)
     rm = ha.add_parser("delete", help="delete a webhook and its deliveries")
     rm.add_argument("webhook_id")
     rm.set_defaults(func=cmd_webhook_delete)
     dl = ha.add_parser("deliveries", help="a webhook's recent deliveries")
     dl.add_argument("webhook_id")
     dl.add_argument("--limit", type=int, default=20)
+    dl.add_argument("--json", action="store_true", help="print the API's JSON answer")
     dl.set_defaults(func=cmd_webhook_deliveries)
 
 
@@ -174,13 +177,9 @@ def cmd_working(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_plan(settings: Settings, args: argparse.Namespace) -> int:
+    spec = _plan_file(args.set) if args.set else None
     with common.client(settings) as c:
-        if args.set:
-            raw = sys.stdin.read() if args.set == "-" else Path(args.set).read_text()
-            try:
-                spec = json.loads(raw)
-            except ValueError as exc:
-                raise errors.InvalidInput(f"--set: not JSON: {exc}") from exc
+        if spec is not None:
             plan = c.set_plan(args.agent, args.session_id, spec.get("milestones", []), title=spec.get("title"))
         else:
             plan = c.plan(args.agent, args.session_id)
@@ -191,6 +190,18 @@ def cmd_plan(settings: Settings, args: argparse.Namespace) -> int:
             text.append(f"  {st['id']:10} {st['status']:11} {st['progress']:3}%  {st['title']}")
     text.append(_resume_text(plan["resume"]))
     return _print(args, plan, "\n".join(text))
+
+
+def _plan_file(name: str) -> dict[str, Any]:
+    """The plan of `--set FILE` ('-': stdin), read and checked before anything is sent."""
+    try:
+        raw = sys.stdin.read() if name == "-" else Path(name).read_text()
+    except (OSError, ValueError) as exc:
+        raise errors.InvalidInput(f"--set {name}: cannot read it ({exc})") from None
+    spec = common.parse_json(f"--set {name}", raw)
+    if not isinstance(spec, dict):
+        raise errors.InvalidInput(f'--set {name}: the top level must be an object {{"title", "milestones": [...]}}')
+    return spec
 
 
 def _resume_text(r: dict[str, Any]) -> str:
@@ -278,9 +289,9 @@ def cmd_webhook_add(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_webhook_list(settings: Settings, args: argparse.Namespace) -> int:
     with common.client(settings) as c:
-        for w in c.webhooks():
-            print(f"{w['webhook_id']}  {','.join(w['events']):28} {w['url']}")
-    return 0
+        out = c.webhooks()
+    lines = [f"{w['webhook_id']}  {','.join(w['events']):28} {w['url']}" for w in out]
+    return _print(args, out, "\n".join(lines) or "(no webhooks)")
 
 
 def cmd_webhook_delete(settings: Settings, args: argparse.Namespace) -> int:
@@ -292,7 +303,10 @@ def cmd_webhook_delete(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_webhook_deliveries(settings: Settings, args: argparse.Namespace) -> int:
     with common.client(settings) as c:
-        for d in c.webhook_deliveries(args.webhook_id, limit=args.limit):
-            err = f"  {d['last_error']}" if d.get("last_error") else ""
-            print(f"{d['id']}  {d['event']:9} {d['status']:9} attempts={d['attempts']}{err}")
-    return 0
+        out = c.webhook_deliveries(args.webhook_id, limit=args.limit)
+    lines = [
+        f"{d['id']}  {d['event']:9} {d['status']:9} attempts={d['attempts']}"
+        + (f"  {d['last_error']}" if d.get("last_error") else "")
+        for d in out
+    ]
+    return _print(args, out, "\n".join(lines) or "(no deliveries)")

@@ -31,6 +31,8 @@ DEV_TENANT = "dev"
 # What the embedded servers keep in the data dir: they set (and need) its modes themselves.
 SERVER_FOLDERS = frozenset({"pg", "pg-replica", "redis", "run"})
 FLOWER_USER = "admin"  # Flower's basic-auth login; the password: data_dir/flower-password (0600)
+LOCK_FILE = "up.lock"  # held (flock) by the process that owns the data dir: see try_lock
+UP = "memworker up"  # the holder a running stack writes in LOCK_FILE
 
 
 def make_private(data_dir: Path) -> None:
@@ -48,6 +50,39 @@ def make_private(data_dir: Path) -> None:
             st = path.lstat()
             if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o077:
                 path.chmod(stat.S_IMODE(st.st_mode) & 0o700)
+
+
+def try_lock(data_dir: Path, holder: str) -> int | None:
+    """Hold data_dir for this process (an flock on up.lock, released when the descriptor is
+    closed or the process ends), noting our pid and `holder` in it; None, and nothing
+    changed, when another process holds it. One `memworker up` per data dir, and no command
+    starts its Postgres while one runs or starts."""
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n{holder}\n".encode())
+    return fd
+
+
+def holder_of(data_dir: Path) -> str:
+    """Who holds data_dir, for a message: the running `memworker up` with its API URL (from
+    its stack file), one still starting, or a command using the stopped stack's database."""
+    try:
+        pid, _, holder = (data_dir / LOCK_FILE).read_text().partition("\n")
+    except OSError:
+        pid, holder = "", ""
+    pid, holder = pid.strip() or "?", holder.strip() or UP
+    if holder != UP:
+        return f"{holder} (pid {pid}) is using the database in {data_dir}"
+    try:
+        api = json.loads((data_dir / runtime.STACK_FILE).read_text())["api_url"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"memworker up is already running on {data_dir} (pid {pid}, still starting: no API yet)"
+    return f"memworker up is already running on {data_dir} (pid {pid}, API {api})"
 
 
 def celery_argv(*args: str) -> list[str]:
@@ -97,8 +132,8 @@ class Stack:
         # older version left readable is closed too.
         os.umask(0o077)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._take_lock()  # before anything in the data dir is touched: it may be another stack's
         make_private(self.data_dir)
-        self._take_lock()
         s = self.settings
         app_url, owner_url, redis_url = self._start_servers()
         applied = migrate.migrate(owner_url)
@@ -240,8 +275,8 @@ class Stack:
                 svc.process.wait()
         for child in reversed(self.infra):
             child.stop()
-        (self.data_dir / runtime.STACK_FILE).unlink(missing_ok=True)
-        if self._lock_fd is not None:
+        if self._lock_fd is not None:  # the stack file is ours only while we hold the data dir
+            (self.data_dir / runtime.STACK_FILE).unlink(missing_ok=True)
             os.close(self._lock_fd)
             self._lock_fd = None
 
@@ -265,18 +300,9 @@ class Stack:
         return db.app_url(replica_owner_url)
 
     def _take_lock(self) -> None:
-        fd = os.open(self.data_dir / "up.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode().strip() or "?"
-            os.close(fd)
-            raise errors.AlreadyRunning(
-                f"memworker up is already running on {self.data_dir} (pid {holder}); "
-                "stop it first or use another --data-dir"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        fd = try_lock(self.data_dir, UP)
+        if fd is None:
+            raise errors.AlreadyRunning(f"{holder_of(self.data_dir)}; stop it first or use another --data-dir")
         self._lock_fd = fd
 
     def _dev_key(self, owner_url: str) -> str:

@@ -68,7 +68,7 @@ def test_policy_apply_refuses_bad_files_by_name_and_applies_nothing(
 ) -> None:
     before = policies(stack)
     cases = {
-        "not json {": "not a readable JSON file",
+        "not json {": "not valid JSON at line 1, column 1: Expecting value; hint: a value goes here",
         json.dumps([1, 2]): "top level must be an object",
         json.dumps({"defaults": {}, "extra": 1}): "unknown keys",
         json.dumps(
