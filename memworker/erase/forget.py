@@ -31,6 +31,10 @@ What goes, in one transaction (so the receipt is exactly what happened):
   new archive cannot bring it back);
 - audit reasons and review reasons that quote it become '[forgotten]'.
 
+What ingest has in flight goes too: the episodes to erase are held (row locks) before the
+search for what they left, which is repeated until it finds no episode not yet held
+(_settle), so an ingest of one of them has committed before the search or stores nothing.
+
 Audit rows stay: they carry ids and reasons, never text. The receipt names no erased text:
 only ids and counts per place."""
 
@@ -51,6 +55,7 @@ from memworker.storage.db import Conn
 MAX_IDS = 1_000
 MAX_DERIVED_ROUNDS = 5  # insights of insights: a handful of levels at most
 LOCK_WAIT_S = 30.0
+MAX_SETTLE_ROUNDS = 5  # searches of one forget's plan while ingest commits what it erases
 SELECTORS = ("provenance", "memory_ids", "session_id", "subject", "before")
 
 
@@ -103,8 +108,10 @@ def episode_of(source: str) -> UUID | None:
 
 @dataclass
 class _Plan:
-    """What one request erases, found before anything is deleted."""
+    """What one request erases, found before anything is deleted. named: the episodes the
+    request names, held from the plan's first statement (forget_match_episodes)."""
 
+    named: set[UUID]
     forgotten: set[UUID]
     episodes: set[UUID]
     turns: set[UUID]
@@ -135,7 +142,7 @@ def forget(
     base: dict[str, Any] = dict(tenant_id=tenant_id, agent_id=agent_id)
     ids = list(request.memory_ids or ())
     resolved = [governance.resolve(conn, **base, memory_id=i) for i in ids]
-    plan = _find(conn, base, request, resolved)
+    plan = _settle(conn, base, request, resolved)
     # episodes before any memory row: ingest locks its episode, then the memories it confirms,
     # so taking memory rows first could wait on an ingest that waits on us
     erased = lifecycle_db.forget_delete_episodes(conn, **base, ids=list(plan.episodes | plan.copy_episodes))
@@ -186,11 +193,32 @@ def _ids(ids: set[UUID]) -> dict[str, Any]:
     return {"count": len(ids), "ids": sorted(str(i) for i in ids)}
 
 
+def _settle(conn: Conn, base: dict[str, Any], request: Request, resolved: list[UUID]) -> _Plan:
+    """The plan, found while every episode it erases is held. Ingest writes an episode's
+    memories and turns in a transaction that holds the episode's row; a search made before
+    forget holds that row misses what such a transaction commits afterwards. So the plan is
+    found again after each hold on episodes it erases that were not held when it was
+    found, until a search finds no new one: then an ingest of any of them has committed
+    before the search (which saw its writes) or waits for this transaction and finds its
+    episode gone. Unavailable when the plan keeps moving (ingest writing faster than it
+    settles); nothing is changed then."""
+    held: set[UUID] = set()
+    for _ in range(MAX_SETTLE_ROUNDS):
+        plan = _find(conn, base, request, resolved)
+        held |= plan.named
+        wanted = plan.episodes | plan.copy_episodes
+        if wanted <= held:
+            return plan
+        lifecycle_db.forget_lock_episodes(conn, **base, ids=sorted(wanted - held))
+        held |= wanted  # an id without a row has no ingest to wait for
+    raise errors.Unavailable("the agent's episodes kept changing while they were being erased; retry shortly")
+
+
 def _find(conn: Conn, base: dict[str, Any], request: Request, resolved: list[UUID]) -> _Plan:
     """Everything the request erases: named memories and episodes, their turns, copies of
     their text, and what was derived from all of it."""
     named_episode = episode_of(request.provenance) if request.provenance else None
-    episode_ids = set(
+    named = set(
         lifecycle_db.forget_match_episodes(
             conn,
             **base,
@@ -200,6 +228,7 @@ def _find(conn: Conn, base: dict[str, Any], request: Request, resolved: list[UUI
             subject=request.subject,
         )
     )
+    episode_ids = set(named)
     matched = lifecycle_db.forget_match(
         conn,
         **base,
@@ -230,7 +259,7 @@ def _find(conn: Conn, base: dict[str, Any], request: Request, resolved: list[UUI
     if request.subject is not None:
         sessions = sessions_db.of_subject(conn, **base, subject=request.subject)
     derived = _derived(conn, base, forgotten | turns | copies)
-    return _Plan(forgotten, episode_ids, turns, found, copies, copy_episodes, derived, sessions)
+    return _Plan(named, forgotten, episode_ids, turns, found, copies, copy_episodes, derived, sessions)
 
 
 def _derived(conn: Conn, base: dict[str, Any], gone: set[UUID]) -> set[UUID]:

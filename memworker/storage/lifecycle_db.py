@@ -248,6 +248,7 @@ retention_facts = _sql.Rows("retention_facts", FactRow)
 
 forget_match = _sql.Rows("forget_match", Matched, subject=None)
 forget_match_episodes = _sql.Rows[UUID]("forget_match_episodes", _sql.first, subject=None)
+forget_lock_episodes = _sql.Rows[UUID]("forget_lock_episodes", _sql.first)
 forget_derived = _sql.Rows("forget_derived", Matched)
 # The surviving evidence put back into consolidation's window.
 forget_rederive = _sql.Rows[UUID]("forget_rederive", _sql.first)

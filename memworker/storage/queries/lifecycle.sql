@@ -561,6 +561,10 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
        OR EXISTS (SELECT 1 FROM unnest(provenance) p WHERE split_part(p, '#', 1) = ANY(%(sources)s::text[])));
 
 -- name: forget_match_episodes
+-- The episodes a request names, held (FOR UPDATE) before forget searches what they left:
+-- ingest stores an episode's memories in a transaction that holds the episode's row, so once
+-- this returns, an ingest of one of them has committed (and forget's next statements see
+-- what it wrote) or will find the episode gone and write nothing.
 SELECT id FROM episodes
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
   AND (id = ANY(%(episode_ids)s::uuid[])
@@ -568,7 +572,17 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
        OR (%(before)s::timestamptz IS NOT NULL AND created_at < %(before)s)
        OR (%(subject)s::text IS NOT NULL AND (subject = %(subject)s OR session_id IN (
              SELECT s.id FROM sessions s
-             WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s AND s.subject = %(subject)s))));
+             WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s AND s.subject = %(subject)s))))
+ORDER BY id
+FOR UPDATE;
+
+-- name: forget_lock_episodes
+-- The same hold on more episodes forget erases (those its memories came from, copies),
+-- found after its first search.
+SELECT id FROM episodes
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
+ORDER BY id
+FOR UPDATE;
 
 -- name: forget_derived
 -- Insights and conclusions whose evidence includes a forgotten memory: linked through the

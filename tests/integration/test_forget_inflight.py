@@ -1,0 +1,205 @@
+"""A forget is final whatever ingest has in flight. The worker stores an episode's memories
+and turns in one transaction that holds the episode's row; here the real ingest
+(processing.process) is held inside that transaction, after it wrote everything and before
+it commits (its post-turn hook waits for the test), while a forget that erases the episode
+runs. Once the forget has to wait for the worker, the worker is let go: nothing holding the
+marker may survive the forget, in any table of the tenant. Another tenant's copy stays."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import pytest
+
+from memworker import memories, reflection
+from memworker.erase import forget
+from memworker.ingest import intake, processing
+from memworker.sessions import archive, hooks, session
+from memworker.storage import db, store
+
+MARKER = "RK-71683"
+SUBJECT = "user-rk"
+GOAL = f"Close account {MARKER} for the user before Friday"
+SAID = f"The user closed account {MARKER} at the Leeds branch yesterday."
+HOLD_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def pool(stack: dict[str, Any]) -> Iterator[db.Pool]:
+    p = db.open_pool(stack["app_url"], max_size=6)
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="module")
+def bystander(stack: dict[str, Any], tenants: dict[str, Any], pool: db.Pool, embedder: Any) -> UUID:
+    """The same marker in another tenant: no forget here may touch it."""
+    tenant = tenants["bob"]["id"]
+    with db.tenant_tx(pool, tenant) as conn:
+        store.ensure_agent(conn, tenant_id=tenant, agent_id="agent-subject")
+        store.write_memory(
+            conn,
+            tenant_id=tenant,
+            agent_id="agent-subject",
+            draft=memories.Draft(text=SAID),
+            embedding=embedder.embed([SAID])[0],
+            source_key="bystander",
+        )
+    return UUID(str(tenant))
+
+
+def _archived_session(pool: db.Pool, tenant: UUID, agent: str) -> UUID:
+    """A session with the subject whose goal holds the marker, archived: its summary episode."""
+    with db.tenant_tx(pool, tenant) as conn:
+        session.create(
+            conn,
+            tenant_id=tenant,
+            agent_id=agent,
+            session_id="s-rk",
+            goal=GOAL,
+            window_tokens=None,
+            metadata={},
+            subject=SUBJECT,
+        )
+        _, episode, _ = archive.archive(conn, tenant_id=tenant, agent_id=agent, session_id="s-rk")
+    assert episode is not None
+    return episode
+
+
+def _episode(pool: db.Pool, tenant: UUID, agent: str) -> UUID:
+    with db.tenant_tx(pool, tenant) as conn:
+        ((episode, _),) = intake.accept(
+            conn,
+            tenant_id=tenant,
+            agent_id=agent,
+            episodes=[intake.NewEpisode("", messages=[{"role": "user", "content": SAID}], session_id=None)],
+        )
+    return episode
+
+
+def _ingest(pool: db.Pool, settings: Any, embedder: Any, tenant: UUID, episode: UUID, post_turn: Any) -> Any:
+    return processing.process(
+        pool,
+        embedder,
+        reflection.OfflineReflector(),
+        settings,
+        tenant_id=tenant,
+        episode_ids=[episode],
+        post_turn=post_turn,
+    )
+
+
+def _scenario(kind: str, pool: db.Pool, settings: Any, embedder: Any, tenant: UUID) -> tuple[UUID, forget.Request]:
+    """The episode the worker is held on, and a forget that erases it."""
+    agent = f"agent-{kind}"
+    if kind == "memory_ids":  # the episode restates a stored memory, which the worker confirms
+        first = _episode(pool, tenant, agent)
+        assert _ingest(pool, settings, embedder, tenant, first, hooks.episode_stored).stored == [first]
+        with db.tenant_tx(pool, tenant) as conn:
+            found = conn.execute(
+                "SELECT id FROM memories WHERE agent_id = %s AND kind <> 'turn' AND strpos(text, %s) > 0",
+                (agent, MARKER),
+            ).fetchall()
+        assert found
+        return _episode(pool, tenant, agent), forget.Request(memory_ids=tuple(r["id"] for r in found))
+    episode = _archived_session(pool, tenant, agent)
+    requests = {
+        "subject": forget.Request(subject=SUBJECT),
+        "session_id": forget.Request(session_id="s-rk"),
+        "provenance": forget.Request(provenance=f"episode:{episode}"),
+        "before": forget.Request(before=datetime.now(UTC)),
+    }
+    return episode, requests[kind]
+
+
+@pytest.mark.parametrize("kind", ["subject", "session_id", "provenance", "before", "memory_ids"])
+def test_a_forget_racing_the_ingest_of_its_episode_leaves_nothing(
+    kind: str, stack: dict[str, Any], tenants: dict[str, Any], pool: db.Pool, embedder: Any, bystander: UUID
+) -> None:
+    tenant = UUID(str(tenants["alice"]["id"]))
+    settings = stack["settings"]
+    episode, request = _scenario(kind, pool, settings, embedder, tenant)
+    inside, go = threading.Event(), threading.Event()
+
+    def held(conn: db.Conn, **kw: Any) -> list[UUID]:
+        out = hooks.episode_stored(conn, **kw)
+        inside.set()  # everything of the episode written, not committed
+        assert go.wait(HOLD_S)
+        return out
+
+    outcomes: list[Any] = []
+    receipts: list[dict[str, Any]] = []
+    failed: list[BaseException] = []
+
+    def run(target: Any, into: list[Any]) -> threading.Thread:
+        def body() -> None:
+            try:
+                into.append(target())
+            except BaseException as exc:  # surfaced below
+                failed.append(exc)
+
+        thread = threading.Thread(target=body)
+        thread.start()
+        return thread
+
+    def erase() -> dict[str, Any]:
+        with db.tenant_tx(pool, tenant) as conn:
+            return forget.forget(conn, tenant_id=tenant, agent_id=f"agent-{kind}", request=request, actor="t")
+
+    worker = run(lambda: _ingest(pool, settings, embedder, tenant, episode, held), outcomes)
+    try:
+        assert inside.wait(HOLD_S), failed
+        eraser = run(erase, receipts)
+        _wait_for_a_waiter(stack)  # the forget now waits for the worker's transaction
+    finally:
+        go.set()
+    worker.join(HOLD_S)
+    eraser.join(HOLD_S)
+    assert not failed, failed
+    assert outcomes[0].stored == [episode]  # the worker committed first ...
+    assert str(episode) in receipts[0]["episodes"]["ids"]  # ... and the forget erased the episode
+    assert _marked(stack, tenant, f"agent-{kind}") == {}  # and everything the worker wrote from it
+    assert _marked(stack, bystander, "agent-subject")["memories"] == 1
+
+
+def _marked(stack: dict[str, Any], tenant: UUID, agent: str) -> dict[str, int]:
+    """Every row of the agent (of the tenant, in a table without agents) whose text form
+    holds the marker, by table."""
+    found = {}
+    with psycopg.connect(stack["owner_url"]) as conn:
+        tables = conn.execute(
+            "SELECT table_name, bool_or(column_name = 'agent_id') FROM information_schema.columns"
+            " WHERE table_schema = 'memworker' GROUP BY 1"
+            " HAVING bool_or(column_name = 'tenant_id') ORDER BY 1"
+        ).fetchall()
+        for t, by_agent in tables:
+            row = conn.execute(
+                f"SELECT count(*) FROM memworker.{t} x WHERE x.tenant_id = %s"
+                + (" AND x.agent_id = %s" if by_agent else " AND %s::text IS NOT NULL")
+                + " AND strpos(lower(x::text), %s) > 0",
+                (tenant, agent, MARKER.lower()),
+            ).fetchone()
+            if row and row[0]:
+                found[t] = int(row[0])
+    return found
+
+
+def _wait_for_a_waiter(stack: dict[str, Any]) -> None:
+    """Until a transaction of this database waits for a lock (the forget, for the worker)."""
+    deadline = time.monotonic() + HOLD_S
+    with psycopg.connect(stack["owner_url"]) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+                " WHERE NOT l.granted AND a.datname = current_database()"
+            ).fetchone()
+            if row and row[0]:
+                return
+            time.sleep(0.02)
+    raise AssertionError("the forget never waited for the worker")
