@@ -10,7 +10,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, cast
 from uuid import UUID
 
-from fastapi import Path, Query, Request
+from fastapi import Path, Query, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from memworker import errors, keys, memories, runtime, schemas
 from memworker.storage import db, replicas
@@ -56,9 +57,23 @@ def client_address(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-def principal(request: Request) -> keys.Principal:
-    """The caller, from its bearer key (FastAPI dependency). Raises Unauthorized, or
-    RateLimited once the client address has used up its failed authentications."""
+# The OpenAPI security scheme of every operation that takes `principal`, so /openapi.json
+# says each needs `Authorization: Bearer <key>` and /docs offers "Authorize". It checks nothing
+# (auto_error off): principal does, with the API's own 401 and failed-authentication limit.
+BEARER = HTTPBearer(
+    scheme_name="bearer",
+    bearerFormat="memworker API key",
+    description="An API key (`memworker key create`), bound to one tenant, sent as `Authorization: Bearer <key>`.",
+    auto_error=False,
+)
+
+
+def principal(
+    request: Request, _documented: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None
+) -> keys.Principal:
+    """The caller, from its bearer key (FastAPI dependency; `_documented` only declares the
+    scheme). Raises Unauthorized, or RateLimited once the client address has used up its
+    failed authentications."""
     state = request.app.state
     try:
         return _principal(request)

@@ -208,3 +208,14 @@ def test_the_sdk_walk_reads_paths_methods_and_keys() -> None:
     assert ("GET", "/v1/agents/{}/sessions/{}/archives/{}") in calls  # the download, through httpx
     # a path set in a local name, one of two: an agent's policy or the tenant's
     assert {("PUT", "/v1/agents/{}/policy"), ("PUT", "/v1/policy")} <= set(calls)
+
+
+def test_every_v1_operation_requires_the_bearer_key() -> None:
+    """/docs can send the API key: the document declares an HTTP bearer scheme and every /v1
+    operation requires it; the unauthenticated ops routes declare none."""
+    schemes = document()["components"]["securitySchemes"]
+    bearer = [name for name, s in schemes.items() if s.get("type") == "http" and s.get("scheme") == "bearer"]
+    assert len(bearer) == 1, schemes
+    unguarded = sorted(f"{m} {p}" for (m, p), op in operations().items() if {bearer[0]: []} not in op.get("security", []))
+    assert unguarded == []
+    assert "security" not in document()["paths"]["/healthz"]["get"]
