@@ -19,7 +19,14 @@ _SECRET = re.compile(
 # "password: hunter2" keeps its label and loses its value.
 _LABELLED = re.compile(r"(?i)\b(api[_-]?key|secret|token|password|passwd)(\s*[:=]\s*)\S{6,}")
 _CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
-_PHONE = re.compile(r"(?<![\w.])\+?\(?\d{1,4}\)?(?:[ .-]?\(?\d{2,4}\)?){2,4}(?!\w|\.\d)")
+# A phone number is 8 to 15 digits in groups (each maybe in parentheses) joined by at most one
+# space, dot or dash; a country code (+44) may open one. Numbers side by side are one run of
+# such groups, which _phone cuts into numbers, so one number next to another never makes the
+# two too long to be one and leaves both. Digits are matched possessively: linear on any text.
+_COUNTRY = r"\+\d{1,4}(?:[ .-]?\(?\d++\)?)?"  # "+33 1": the group after a country code may be one digit
+_PHONE = re.compile(rf"(?<![\w.])(?:{_COUNTRY}|\(?\d++\)?)(?:[ .-]?(?:{_COUNTRY}|\(?\d{{2,}}+\)?))*(?!\w|\.\d)")
+_GROUP = re.compile(r"\+?\(?(\d+)\)?")
+PHONE_DIGITS = (8, 15)  # fewer is a short number, more no phone number (E.164 ends at 15)
 
 
 def _luhn(digits: str) -> bool:
@@ -40,11 +47,58 @@ def _card(match: re.Match[str]) -> str:
 _DATE = re.compile(r"^\d{4}[-/.]\d{1,2}[-/.]\d{1,2}$|^\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}$")
 
 
+def _is_phone(text: str) -> bool:
+    """Dates, versions and short numbers are not phone numbers."""
+    digits = sum(ch.isdigit() for ch in text)
+    return PHONE_DIGITS[0] <= digits <= PHONE_DIGITS[1] and not _DATE.match(text.strip())
+
+
 def _phone(match: re.Match[str]) -> str:
     found = match.group(0)
-    digits = re.sub(r"\D", "", found)
-    # Dates, versions and short numbers are not phone numbers.
-    return "[PHONE]" if 8 <= len(digits) <= 15 and not _DATE.match(found.strip()) else found
+    if sum(ch.isdigit() for ch in found) <= PHONE_DIGITS[1]:
+        return "[PHONE]" if _is_phone(found) else found
+    return _cut(found)
+
+
+def _cut(run: str) -> str:
+    """A run of digit groups longer than one phone number with each number in it redacted:
+    the run is cut between groups into the numbers that redact the most digits, in as few
+    numbers as can, preferring cuts before a '+' or '(' and at a space. A group that belongs
+    to no number stays."""
+    groups = [(m.start(), m.end(), m.end(1) - m.start(1)) for m in _GROUP.finditer(run)]
+    n = len(groups)
+    opening = [_opening(run, groups, i) for i in range(n)]
+    # best[i]: (digits redacted, -numbers, cut quality) over groups i.. and where the piece
+    # that starts at i ends; phone[i]: whether that piece is one number
+    best: list[tuple[tuple[int, int, int], int]] = [((0, 0, 0), n)] * (n + 1)
+    phone = [False] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        best[i], phone[i] = (best[i + 1][0], i + 1), False
+        total = 0
+        for j in range(i, min(n, i + PHONE_DIGITS[1])):
+            total += groups[j][2]
+            if total > PHONE_DIGITS[1]:
+                break
+            rest = best[j + 1][0]
+            score = (rest[0] + total, rest[1] - 1, rest[2] + opening[i])
+            if total >= PHONE_DIGITS[0] and score > best[i][0] and not _DATE.match(run[groups[i][0] : groups[j][1]]):
+                best[i], phone[i] = (score, j + 1), True
+    out, i, at = [], 0, 0
+    while i < n:
+        nxt = best[i][1]
+        if phone[i]:
+            out += [run[at : groups[i][0]], "[PHONE]"]
+            at = groups[nxt - 1][1]
+        i = nxt
+    return "".join([*out, run[at:]])
+
+
+def _opening(run: str, groups: list[tuple[int, int, int]], i: int) -> int:
+    """How well group i opens a number: after a '+' or '(' 2, after a space 1, else 0."""
+    start = groups[i][0]
+    if run[start] in "+(":
+        return 2
+    return 1 if i and run[groups[i - 1][1] : start] == " " else 0
 
 
 def redact(text: str) -> str:

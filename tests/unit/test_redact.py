@@ -1,0 +1,77 @@
+"""PII redaction (memworker/redact.py) as a pure function: every phone number in a text is
+replaced, however close it sits to the next one, and what is not a phone number stays."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from memworker.redact import redact
+
+# Adjacent numbers: each must go, whatever separates it from the next one.
+ADJACENT = [
+    ("Phones: 020 7946 0958 07700 900123", "Phones: [PHONE] [PHONE]"),
+    ("(415) 555-0100 415-555-0199", "[PHONE] [PHONE]"),
+    ("(415) 555-0100 (415) 555-0199", "[PHONE] [PHONE]"),
+    ("415-555-0100 415-555-0199 415-555-0142", "[PHONE] [PHONE] [PHONE]"),
+    ("415.555.0100 415.555.0199", "[PHONE] [PHONE]"),
+    ("+44 20 7946 0958 +44 7700 900123", "[PHONE] [PHONE]"),
+    ("+1 415 555 0100 +1 415 555 0199", "[PHONE] [PHONE]"),
+    ("+44 (0)20 7946 0958 +33 1 23 45 67 89", "[PHONE] [PHONE]"),
+    ("020 7946 0958, 07700 900123", "[PHONE], [PHONE]"),
+    ("020 7946 0958/07700 900123", "[PHONE]/[PHONE]"),
+    ("020 7946 0958 / 07700 900123", "[PHONE] / [PHONE]"),
+    ("(415) 555-0100, 415-555-0199/+44 7700 900123", "[PHONE], [PHONE]/[PHONE]"),
+    ("call 07700900123 07700900124 today", "call [PHONE] [PHONE] today"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), ADJACENT)
+def test_each_of_several_adjacent_phone_numbers_is_redacted(text: str, expected: str) -> None:
+    out = redact(text)
+    assert out == expected
+    assert not re.search(r"\d{3}", out), out  # no run of the numbers' digits is left
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("call +1 415 555 0199 now", "call [PHONE] now"),
+        ("ring 020-7946-0958.", "ring [PHONE]."),
+        ("(415)555-0100", "[PHONE]"),
+        ("12345678", "[PHONE]"),
+    ],
+)
+def test_a_single_phone_number_is_redacted(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "on 2024-06-01 at 10:30",
+        "from 2024-06-01 to 2024-06-02",  # two dates side by side are not a phone number
+        "version 1.2.3",
+        "room 42, floor 7",
+        "order 1234567",  # seven digits: too short
+        "id 12345678901234567890",  # twenty digits in one run: not a phone number
+        "scores 1 2 3 4 5 6 7 8 9",
+    ],
+)
+def test_what_is_not_a_phone_number_stays(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_a_long_run_of_numbers_is_redacted_in_linear_time() -> None:
+    text = " ".join(["020 7946 0958"] * 20_000) + "x"
+    started = time.perf_counter()
+    out = redact(text)
+    assert time.perf_counter() - started < 5
+    assert "7946" not in out
+
+
+def test_other_markers_still_apply() -> None:
+    out = redact("mail dana@example.com, card 4111 1111 1111 1111, phone 020 7946 0958 07700 900123")
+    assert out == "mail [EMAIL], card [CARD], phone [PHONE] [PHONE]"
