@@ -13,7 +13,10 @@ The mapping (one LangGraph item = one memworker memory):
 - the memory's text is what recall searches: the value's indexed fields (the whole value as
   JSON by default, like LangGraph's fields=["$"]), clipped to memworker's 280 characters;
 - put of an existing key changes that memory in place (PATCH); a new key is written with an
-  idempotency key derived from (namespace, key), so two concurrent puts make one memory.
+  idempotency key derived from (namespace, key), so two concurrent puts make one memory;
+- a store is one scope: with `subject=` that subject's memories, without it the agent's
+  general ones (no subject). Every read keeps to the store's scope, so two stores of one
+  agent, subject or general, never see, replace or delete each other's items.
 
 Every operation is written once, as a generator of HTTP calls (sans-IO): `batch` drives it
 with memworker.sdk.Client, `abatch` with an httpx.AsyncClient, so both sides behave alike."""
@@ -65,6 +68,7 @@ UPDATED = "lg_updated_at"  # this client's clock at the put (memworker answers o
 
 RECALL_MAX_K = 100  # the recall route's bound on k
 PAGE = 500  # the list route's bound on limit
+FIND_PAGE = 50  # a key's memories per page: one per subject that put it, and the general one
 
 T = TypeVar("T")
 
@@ -266,6 +270,12 @@ class MemworkerStore(BaseStore):
             **{LEVEL.format(i): label for i, label in enumerate(prefix) if not (wildcards and label == "*")},
         }
 
+    def _mine(self, memory: Mapping[str, Any]) -> bool:
+        """Whether a memory is in this store's scope: its subject's, or for the general store
+        one without a subject. The list route without a subject answers every memory and
+        recall for a subject adds the general ones, so each answer is checked here."""
+        return memory.get("subject") == self._subject
+
     def _key_filter(self, namespace: tuple[str, ...], key: str) -> dict[str, Any]:
         return {**self._prefix_filter(namespace), DEPTH: len(namespace), KEY: key}
 
@@ -281,20 +291,20 @@ class MemworkerStore(BaseStore):
     # --- operations --------------------------------------------------------------------------
 
     def _find(self, namespace: tuple[str, ...], key: str) -> Plan[dict[str, Any] | None]:
-        """The live memory holding (namespace, key), or None."""
-        try:
-            page = yield _Call(
-                "GET",
-                self._path(namespace, "memories"),
-                {"metadata": json.dumps(self._key_filter(namespace, key)), "limit": 2},
-            )
-        except ApiError as exc:
-            if exc.status == 404:  # the agent does not exist yet: nothing was put
+        """The live memory holding (namespace, key) in this store's scope, or None."""
+        cursor: str | None = None
+        while True:
+            page = yield from self._page(self._agent(namespace), self._key_filter(namespace, key), FIND_PAGE, cursor)
+            if page is None:  # the agent does not exist yet: nothing was put
                 return None
-            raise
-        # exactly this namespace and key (the filter is containment: check what it let through)
-        found = [m for m in page["memories"] if tuple(m["metadata"].get(NAMESPACE) or ()) == namespace]
-        return found[0] if found else None
+            found: list[dict[str, Any]] = page["memories"]
+            for m in found:
+                # exactly this namespace and key (the filter is containment: check what it let through)
+                if self._mine(m) and tuple(m["metadata"].get(NAMESPACE) or ()) == namespace:
+                    return m
+            cursor = page["next_cursor"]
+            if not cursor:
+                return None
 
     def _get(self, op: GetOp) -> Plan[Result]:
         memory = yield from self._find(op.namespace, op.key)
@@ -362,8 +372,9 @@ class MemworkerStore(BaseStore):
         wanted = _Wanted(prefix, op.filter or {})
         if op.query is not None:
             # recall ranks the agent's memories under the namespace prefix (server side); a
-            # value filter is applied to its top hits here, so it may leave fewer than limit
-            exact = not op.filter
+            # value filter is applied to its top hits here, so it may leave fewer than limit.
+            # Recall for a subject ranks the general memories too, which are not this store's.
+            exact = not op.filter and self._subject is None
             try:
                 answer = yield _Call(
                     "POST",
@@ -379,7 +390,7 @@ class MemworkerStore(BaseStore):
                 if exc.status == 404:
                     return []
                 raise
-            hits = [h for h in answer["memories"] if wanted(h["metadata"])]
+            hits = [h for h in answer["memories"] if self._mine(h) and wanted(h["metadata"])]
             return [_item(h, score=float(h["score"])) for h in hits[op.offset : op.offset + op.limit]]
         # no query: list, newest first, filtered on the server as far as containment reaches
         server = {**self._prefix_filter(prefix), **_exact_part(op.filter or {})}
@@ -391,7 +402,7 @@ class MemworkerStore(BaseStore):
             if page is None:
                 return []
             for m in page["memories"]:
-                if not wanted(m["metadata"]):
+                if not self._mine(m) or not wanted(m["metadata"]):
                     continue
                 if skip:
                     skip -= 1
@@ -430,7 +441,7 @@ class MemworkerStore(BaseStore):
             if page is None:
                 return []
             for m in page["memories"]:
-                ns = tuple(m["metadata"].get(NAMESPACE) or ())
+                ns = tuple(m["metadata"].get(NAMESPACE) or ()) if self._mine(m) else ()
                 if ns and all(_matches(c, ns) for c in op.match_conditions or ()):
                     found.add(ns if op.max_depth is None else ns[: op.max_depth])
             cursor = page["next_cursor"]
@@ -442,8 +453,9 @@ class MemworkerStore(BaseStore):
         return f"/v1/agents/{self._agent(namespace)}/{rest}"
 
     def _scoped(self, call: _Call) -> _Call:
-        """The call for the store's subject: its writes are about it, its searches recall its
-        memories and the agent's general ones, its lists and gets read its memories only."""
+        """The call for the store's subject: its writes are about it, its lists and gets read
+        its memories only, its searches recall its memories and the agent's general ones (of
+        which _mine keeps its own)."""
         if self._subject is None:
             return call
         if call.method == "POST" and call.path.endswith(("/memories", "/recall")) and isinstance(call.body, dict):

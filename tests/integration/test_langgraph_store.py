@@ -164,6 +164,44 @@ def test_tenants_and_agents_do_not_see_each_other(api: str, tenants: dict[str, A
     assert store.get(("private-bot", "p"), "k").value["text"].startswith("Alice")  # type: ignore[union-attr]
 
 
+def test_the_general_store_and_a_subject_store_share_no_item(api: str, tenants: dict[str, Any]) -> None:
+    """A store without a subject is the agent's general one: it sees only items without a
+    subject, and a subject's store only that subject's, for every operation both ways."""
+    ns, key = ("scoped-bot", "prefs"), tenants["charlie"]["key"]
+    card = {"text": "Pays with the Visa card ending 4242."}
+    with MemworkerStore(api, key, subject="cust-a") as subject, MemworkerStore(api, key) as general:
+        subject.put(ns, "card", card)
+        # the general store does not see the subject's item, nor change or delete it
+        assert general.get(ns, "card") is None
+        assert general.search(ns) == [] and general.search(ns, query="which card does the customer pay with?") == []
+        assert general.list_namespaces(prefix=("scoped-bot",)) == []
+        assert asyncio.run(general.aget(ns, "card")) is None
+        general.delete(ns, "card")
+        general.put(ns, "card", {"text": "The company card on file is an Amex."})
+        general.put(("scoped-bot", "desk"), "hours", {"text": "The desk is open 9 to 17."})
+        assert subject.get(ns, "card").value == card  # type: ignore[union-attr]
+        assert general.get(ns, "card").value["text"].endswith("Amex.")  # type: ignore[union-attr]
+
+        # and the subject's store does not see the general items
+        assert subject.get(("scoped-bot", "desk"), "hours") is None
+        assert [i.value for i in subject.search(ns)] == [card]
+        assert [i.value for i in subject.search(ns, query="which card is on file, Visa or Amex?")] == [card]
+        assert subject.search(("scoped-bot",), query="when is the desk open?") == []
+        assert subject.list_namespaces(prefix=("scoped-bot",)) == [ns]
+        assert general.list_namespaces(prefix=("scoped-bot",)) == [("scoped-bot", "desk"), ns]
+        assert [i.value["text"] for i in general.search(ns, query="which card is on file, Visa or Amex?")] == [
+            "The company card on file is an Amex."
+        ]
+
+        subject.delete(ns, "card")  # each store deletes its own item only
+        assert subject.get(ns, "card") is None and general.get(ns, "card") is not None
+        subject.put(ns, "card", card)
+        general.delete(ns, "card")
+        assert general.get(ns, "card") is None and subject.get(ns, "card").value == card  # type: ignore[union-attr]
+    listed = Client(api, key).list_memories("scoped-bot", limit=50)["memories"]
+    assert sorted((m["metadata"]["lg_key"], m["subject"]) for m in listed) == [("card", "cust-a"), ("hours", None)]
+
+
 def test_pinned_agent_keeps_every_namespace_in_one_agent(api: str, tenants: dict[str, Any]) -> None:
     with MemworkerStore(api, tenants["charlie"]["key"], agent_id="one-agent") as s:
         s.put(("memories", "u1"), "a", {"text": "u1 likes tea"})
