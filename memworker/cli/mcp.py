@@ -53,7 +53,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--subject",
         help="bind to this subject (an end user, a customer): writes are about it, reads return its memories and "
-        "the agent's general ones, never another subject's",
+        "the agent's general ones, never another subject's, and only its own sessions are reached",
     )
     p.add_argument("--api-url", help="the memworker API (default: the running stack's, else MEMWORKER_API_HOST:PORT)")
     p.add_argument("--api-key", help="a tenant API key (default: MEMWORKER_API_KEY, else `memworker up`'s dev key)")
