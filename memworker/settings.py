@@ -81,6 +81,9 @@ class Settings:
     otel_endpoint: str | None = None
     api_key: str | None = field(default=None, repr=False)  # for the CLI's client commands
     mcp_token: str | None = field(default=None, repr=False)  # the bearer token `memworker mcp` over HTTP requires
+    # the bearer token the API's /metrics requires; None: /metrics answers anyone who reaches
+    # the port (loopback by default: ops/runbook.md, "Who can reach the API")
+    metrics_token: str | None = field(default=None, repr=False)
     rate_key_per_s: float = 50.0  # API requests per second per key (token bucket) ...
     rate_key_burst: int = 200  # ... and its burst
     rate_tenant_per_s: float = 200.0  # the same per tenant, over all its keys

@@ -7,6 +7,7 @@ hands its sync work to the threadpool itself, once (routes/recall.py)."""
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import math
@@ -85,7 +86,7 @@ def create_app(
     # OpenTelemetry when MEMWORKER_OTEL_ENDPOINT / OTEL_* ask for it (docs/tracing.md): here,
     # before the lifespan opens the pool, so psycopg's instrumentation sees its connections
     tracing.setup(settings, "api", app=app)
-    _add_ops_routes(app)
+    _add_ops_routes(app, settings)
     return app
 
 
@@ -151,8 +152,9 @@ def _add_middleware(app: FastAPI, settings: Settings) -> None:
     app.add_middleware(RequestMetrics)  # outermost: it times the refused requests too
 
 
-def _add_ops_routes(app: FastAPI) -> None:
-    """/healthz and /metrics, outside /v1 and without a key."""
+def _add_ops_routes(app: FastAPI, settings: Settings) -> None:
+    """/healthz and /metrics, outside /v1 and without an API key; /metrics asks for
+    MEMWORKER_METRICS_TOKEN when it is set."""
 
     @app.get("/healthz", tags=["ops"])
     def healthz(request: Request) -> JSONResponse:
@@ -175,7 +177,16 @@ def _add_ops_routes(app: FastAPI) -> None:
 
     @app.get("/metrics", tags=["ops"])
     def metrics_text(request: Request) -> Response:
+        if settings.metrics_token and not _bearer_is(request, settings.metrics_token):
+            request.app.state.limiter.failed_auth(deps.client_address(request))  # 429 once they run out
+            raise errors.Unauthorized("metrics token required (Authorization: Bearer <MEMWORKER_METRICS_TOKEN>)")
         return Response(generate_latest(metrics.registry(request.app.state.fleet)), media_type=CONTENT_TYPE_LATEST)
+
+
+def _bearer_is(request: Request, token: str) -> bool:
+    """Whether the request's bearer token is `token`, compared in constant time."""
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
 
 
 def memory_estimates(pool: Any) -> list[tuple[str, str, float]]:

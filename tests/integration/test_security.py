@@ -123,6 +123,29 @@ def test_rate_limited_requests_get_429_with_retry_after(
         res.close()
 
 
+def test_metrics_require_the_metrics_token_when_one_is_set(api: str, stack: dict[str, Any], embedder: Any) -> None:
+    from fastapi.testclient import TestClient
+
+    from memworker import runtime
+    from memworker.api import app as api_mod
+
+    assert httpx.get(api + "/metrics").status_code == 200  # no token set: open, as on loopback
+    token = "m" * 40
+    settings = stack["settings"].replace(metrics_token=token)
+    res = runtime.build(settings, embedder=embedder)
+    try:
+        with TestClient(api_mod.create_app(settings, resources=res)) as client:
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": token}):
+                r = client.get("/metrics", headers=headers)
+                assert r.status_code == 401 and "metrics token" in r.json()["error"], headers
+                assert "memworker_" not in r.text
+            r = client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+            assert r.status_code == 200 and "memworker_http_request_seconds" in r.text
+            assert client.get("/healthz").status_code == 200  # the health check needs no token
+    finally:
+        res.close()
+
+
 def test_instruction_like_memories_are_flagged_and_can_be_held_back(
     api: str, stack: dict[str, Any], tenants: dict[str, Any]
 ) -> None:

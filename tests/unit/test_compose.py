@@ -287,6 +287,26 @@ def test_flower_login_comes_from_the_env_and_its_port_stays_on_loopback(svcs: di
         assert "FLOWER_UNAUTHENTICATED_API" not in env_of(svc), name
 
 
+def test_published_ports_stay_on_loopback_unless_widened(compose: dict[str, Any], svcs: dict[str, Any]) -> None:
+    """No port is published on every interface by default: the API (with its /metrics) is on
+    the host's loopback until MEMWORKER_PUBLISH_ADDRESS, explained at the top of the file,
+    names another address; Flower stays on loopback whatever it says. The API's containers
+    get MEMWORKER_METRICS_TOKEN, which guards /metrics once the port is widened."""
+    for name, svc in svcs.items():
+        for spec in svc.get("ports", []):
+            assert isinstance(spec, str), (name, spec)  # the short syntax, so the address is checked
+            assert interpolate(spec, {}).split(":")[0] == "127.0.0.1", (name, spec)
+    widened = {"MEMWORKER_PUBLISH_ADDRESS": "0.0.0.0"}
+    assert [interpolate(p, widened) for p in svcs["api"]["ports"]] == ["0.0.0.0:8420:8420"]
+    assert [interpolate(p, widened) for p in svcs["flower"]["ports"]] == ["127.0.0.1:5555:5555"]
+    header = "\n".join(line for line in COMPOSE.read_text().splitlines() if line.startswith("#"))
+    assert "MEMWORKER_PUBLISH_ADDRESS" in header and "MEMWORKER_METRICS_TOKEN" in header
+    assert (
+        interpolate(str(compose["x-memworker-env"]["MEMWORKER_METRICS_TOKEN"]), {"MEMWORKER_METRICS_TOKEN": "t"}) == "t"
+    )
+    assert interpolate(str(env_of(svcs["api"])["MEMWORKER_METRICS_TOKEN"]), {}) == ""  # unset: /metrics open
+
+
 def test_named_volumes_are_declared(compose: dict[str, Any], svcs: dict[str, Any]) -> None:
     declared = set(compose.get("volumes") or {})
     assert {"pgdata", "redis-data"} <= declared
