@@ -34,6 +34,8 @@ What goes, in one transaction (so the receipt is exactly what happened):
 What ingest has in flight goes too: the episodes to erase are held (row locks) before the
 search for what they left, which is repeated until it finds no episode not yet held
 (_settle), so an ingest of one of them has committed before the search or stores nothing.
+An ingest of another episode confirming a forgotten memory after that search shows in the
+deleted row's provenance: the erase is undone to a savepoint and planned again (_Overtaken).
 
 Audit rows stay: they carry ids and reasons, never text. The receipt names no erased text:
 only ids and counts per place."""
@@ -57,6 +59,7 @@ MAX_DERIVED_ROUNDS = 5  # insights of insights: a handful of levels at most
 LOCK_WAIT_S = 30.0
 MAX_SETTLE_ROUNDS = 5  # searches of one forget's plan while ingest commits what it erases
 SELECTORS = ("provenance", "memory_ids", "session_id", "subject", "before")
+_MOVING = "the agent's episodes kept changing while they were being erased; retry shortly"
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,8 @@ def forget(
     """Erase what the request names (see the module docstring) and return the receipt.
 
     Raises NotFound for an unknown agent, InvalidInput for a bad request, Unavailable when
-    the agent stays locked by a consolidation pass for LOCK_WAIT_S."""
+    the agent stays locked by a consolidation pass for LOCK_WAIT_S or ingest keeps changing
+    what the request erases for MAX_SETTLE_ROUNDS plans (nothing is erased then)."""
     request.validate()
     store.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
     _lock(conn, tenant_id, agent_id)
@@ -142,6 +146,32 @@ def forget(
     base: dict[str, Any] = dict(tenant_id=tenant_id, agent_id=agent_id)
     ids = list(request.memory_ids or ())
     resolved = [governance.resolve(conn, **base, memory_id=i) for i in ids]
+    for _ in range(MAX_SETTLE_ROUNDS):
+        try:
+            with conn.transaction():  # a savepoint: an erase overtaken by an ingest is undone, then planned again
+                return _erase(conn, base, request, actor, now, ids, resolved)
+        except _Overtaken:
+            continue
+    raise errors.Unavailable(_MOVING)
+
+
+class _Overtaken(Exception):
+    """An ingest confirmed a memory being forgotten after the plan was found: the episode it
+    stored is one the memory came from, so the plan no longer names all of them."""
+
+
+def _erase(
+    conn: Conn,
+    base: dict[str, Any],
+    request: Request,
+    actor: str,
+    now: datetime,
+    ids: list[UUID],
+    resolved: list[UUID],
+) -> dict[str, Any]:
+    """Carry out the request's plan; the receipt. _Overtaken when a forgotten memory, as
+    deleted, came from an episode the plan does not erase."""
+    tenant_id, agent_id = base["tenant_id"], base["agent_id"]
     plan = _settle(conn, base, request, resolved)
     # episodes before any memory row: ingest locks its episode, then the memories it confirms,
     # so taking memory rows first could wait on an ingest that waits on us
@@ -154,7 +184,12 @@ def forget(
     rederive = lifecycle_db.forget_rederive(conn, **base, forgotten=everything, derived=list(plan.derived))
     profile_needles = [str(i) for i in everything] + texts + list(plan.found.terms)
     profiles = lifecycle_db.forget_profiles(conn, **base, needles=profile_needles) if profile_needles else []
-    deleted = set(lifecycle_db.forget_delete_memories(conn, **base, ids=everything))
+    # a memory's row is deleted as it is when any ingest confirming it (and so adding its
+    # episode to the provenance) has committed: that episode must be in the plan too
+    gone = lifecycle_db.forget_delete_memories(conn, **base, ids=everything)
+    if any(e not in plan.episodes for r in gone if r.id in plan.forgotten for e in map(episode_of, r.provenance) if e):
+        raise _Overtaken
+    deleted = {r.id for r in gone}
     pooled = pools.forget_copies(conn, tenant_id=tenant_id, agent_id=agent_id, memory_ids=sorted(deleted))
     proposed = pools.forget_proposals(conn, tenant_id=tenant_id, agent_id=agent_id, memory_ids=sorted(deleted))
     gone_sessions = _forget_sessions(conn, base, plan.sessions)
@@ -211,7 +246,7 @@ def _settle(conn: Conn, base: dict[str, Any], request: Request, resolved: list[U
             return plan
         lifecycle_db.forget_lock_episodes(conn, **base, ids=sorted(wanted - held))
         held |= wanted  # an id without a row has no ingest to wait for
-    raise errors.Unavailable("the agent's episodes kept changing while they were being erased; retry shortly")
+    raise errors.Unavailable(_MOVING)
 
 
 def _find(conn: Conn, base: dict[str, Any], request: Request, resolved: list[UUID]) -> _Plan:

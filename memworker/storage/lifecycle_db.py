@@ -254,7 +254,8 @@ forget_derived = _sql.Rows("forget_derived", Matched)
 forget_rederive = _sql.Rows[UUID]("forget_rederive", _sql.first)
 forget_texts = _sql.Rows[str]("forget_texts", _sql.first)
 forget_counts = _sql.One("forget_counts", ErasedCounts)
-forget_delete_memories = _sql.Rows[UUID]("forget_delete_memories", _sql.first)
+# The deleted rows as they were deleted (after any writer holding one committed).
+forget_delete_memories = _sql.Rows("forget_delete_memories", Matched)
 forget_delete_episodes = _sql.Rows[UUID]("forget_delete_episodes", _sql.first)
 # The profile versions deleted because they cite one of the needles.
 forget_profiles = _sql.Rows[int]("forget_profiles", _sql.first)

@@ -72,13 +72,13 @@ def _archived_session(pool: db.Pool, tenant: UUID, agent: str) -> UUID:
     return episode
 
 
-def _episode(pool: db.Pool, tenant: UUID, agent: str) -> UUID:
+def _episode(pool: db.Pool, tenant: UUID, agent: str, said: str = SAID) -> UUID:
     with db.tenant_tx(pool, tenant) as conn:
         ((episode, _),) = intake.accept(
             conn,
             tenant_id=tenant,
             agent_id=agent,
-            episodes=[intake.NewEpisode("", messages=[{"role": "user", "content": SAID}], session_id=None)],
+            episodes=[intake.NewEpisode("", messages=[{"role": "user", "content": said}], session_id=None)],
         )
     return episode
 
@@ -123,8 +123,49 @@ def test_a_forget_racing_the_ingest_of_its_episode_leaves_nothing(
     kind: str, stack: dict[str, Any], tenants: dict[str, Any], pool: db.Pool, embedder: Any, bystander: UUID
 ) -> None:
     tenant = UUID(str(tenants["alice"]["id"]))
+    episode, request = _scenario(kind, pool, stack["settings"], embedder, tenant)
+    outcome, receipt = _race(stack, pool, embedder, tenant, f"agent-{kind}", episode, request)
+    assert outcome.stored == [episode]  # the worker committed first ...
+    assert str(episode) in receipt["episodes"]["ids"]  # ... and the forget erased the episode
+    assert _marked(stack, tenant, f"agent-{kind}") == {}  # and everything the worker wrote from it
+    assert _marked(stack, bystander, "agent-subject")["memories"] == 1
+
+
+def test_a_memory_confirmed_mid_forget_takes_the_confirming_episode_along(
+    stack: dict[str, Any], tenants: dict[str, Any], pool: db.Pool, embedder: Any
+) -> None:
+    """An episode that restates a memory in other words (no needle of it: not a copy) is
+    being stored, confirming the memory (its provenance gains the episode), while a forget of
+    that memory runs. The memory came from that episode too, so the episode and its turn go
+    with it, as they would had the confirmation committed before the forget began."""
+    tenant, agent = UUID(str(tenants["charlie"]["id"])), "agent-paraphrase"
     settings = stack["settings"]
-    episode, request = _scenario(kind, pool, settings, embedder, tenant)
+    first = _episode(pool, tenant, agent, "The user prefers green tea in the morning.")
+    assert _ingest(pool, settings, embedder, tenant, first, hooks.episode_stored).stored == [first]
+    with db.tenant_tx(pool, tenant) as conn:
+        (memory,) = [r["id"] for r in conn.execute("SELECT id FROM memories WHERE kind <> 'turn'").fetchall()]
+    again = _episode(pool, tenant, agent, "The user prefers green tea in the mornings.")
+    outcome, receipt = _race(stack, pool, embedder, tenant, agent, again, forget.Request(memory_ids=(memory,)))
+    assert outcome.stored == [again] and outcome.duplicates == 1  # it confirmed the memory ...
+    assert receipt["memories"]["ids"] == [str(memory)]
+    assert sorted(receipt["episodes"]["ids"]) == sorted([str(first), str(again)])  # ... so it went too
+    with db.tenant_tx(pool, tenant) as conn:
+        left = conn.execute("SELECT count(*) AS n FROM memories WHERE strpos(text, 'green tea') > 0").fetchone()
+        episodes = conn.execute("SELECT count(*) AS n FROM episodes").fetchone()
+    assert left is not None and left["n"] == 0 and episodes is not None and episodes["n"] == 0
+
+
+def _race(
+    stack: dict[str, Any],
+    pool: db.Pool,
+    embedder: Any,
+    tenant: UUID,
+    agent: str,
+    episode: UUID,
+    request: forget.Request,
+) -> tuple[processing.Outcome, dict[str, Any]]:
+    """The worker stores the episode and is held before its commit; the forget starts and,
+    once it waits for the worker's transaction, the worker is let go. Both answers."""
     inside, go = threading.Event(), threading.Event()
 
     def held(conn: db.Conn, **kw: Any) -> list[UUID]:
@@ -134,7 +175,7 @@ def test_a_forget_racing_the_ingest_of_its_episode_leaves_nothing(
         return out
 
     outcomes: list[Any] = []
-    receipts: list[dict[str, Any]] = []
+    receipts: list[Any] = []
     failed: list[BaseException] = []
 
     def run(target: Any, into: list[Any]) -> threading.Thread:
@@ -150,9 +191,9 @@ def test_a_forget_racing_the_ingest_of_its_episode_leaves_nothing(
 
     def erase() -> dict[str, Any]:
         with db.tenant_tx(pool, tenant) as conn:
-            return forget.forget(conn, tenant_id=tenant, agent_id=f"agent-{kind}", request=request, actor="t")
+            return forget.forget(conn, tenant_id=tenant, agent_id=agent, request=request, actor="t")
 
-    worker = run(lambda: _ingest(pool, settings, embedder, tenant, episode, held), outcomes)
+    worker = run(lambda: _ingest(pool, stack["settings"], embedder, tenant, episode, held), outcomes)
     try:
         assert inside.wait(HOLD_S), failed
         eraser = run(erase, receipts)
@@ -162,10 +203,7 @@ def test_a_forget_racing_the_ingest_of_its_episode_leaves_nothing(
     worker.join(HOLD_S)
     eraser.join(HOLD_S)
     assert not failed, failed
-    assert outcomes[0].stored == [episode]  # the worker committed first ...
-    assert str(episode) in receipts[0]["episodes"]["ids"]  # ... and the forget erased the episode
-    assert _marked(stack, tenant, f"agent-{kind}") == {}  # and everything the worker wrote from it
-    assert _marked(stack, bystander, "agent-subject")["memories"] == 1
+    return outcomes[0], receipts[0]
 
 
 def _marked(stack: dict[str, Any], tenant: UUID, agent: str) -> dict[str, int]:

@@ -617,7 +617,7 @@ SELECT (SELECT count(*) FROM memory_terms WHERE memory_id = ANY(%(ids)s::uuid[])
 
 -- name: forget_delete_memories
 DELETE FROM memories WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
-RETURNING id;
+RETURNING id, kind, provenance;
 
 -- name: forget_delete_episodes
 DELETE FROM episodes WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
