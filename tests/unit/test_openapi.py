@@ -216,6 +216,8 @@ def test_every_v1_operation_requires_the_bearer_key() -> None:
     schemes = document()["components"]["securitySchemes"]
     bearer = [name for name, s in schemes.items() if s.get("type") == "http" and s.get("scheme") == "bearer"]
     assert len(bearer) == 1, schemes
-    unguarded = sorted(f"{m} {p}" for (m, p), op in operations().items() if {bearer[0]: []} not in op.get("security", []))
+    unguarded = sorted(
+        f"{m} {p}" for (m, p), op in operations().items() if {bearer[0]: []} not in op.get("security", [])
+    )
     assert unguarded == []
     assert "security" not in document()["paths"]["/healthz"]["get"]
