@@ -48,25 +48,12 @@ def run(
     gathered: context.Inputs | None = None,
 ) -> Call:
     """The context for one turn; NotFound for an unknown agent or session, Conflict for a
-    closed session, Forbidden for a session that is not `subject`'s (a caller naming a subject
-    acts for it: it recalls that subject's memories and reaches that subject's sessions only,
-    session.load). may_flush False (a key without memories:write): the use is counted but a
-    due flush waits for a caller that may write. gathered: the inputs of a call without a
-    session, already read on a replica (gather_sessionless)."""
+    closed session, Forbidden for a session not the named `subject`'s. may_flush False (a key
+    without memories:write): the use is counted but a due flush waits for a caller that may
+    write. gathered: the inputs of a call without a session, already read on a replica
+    (gather_sessionless)."""
     policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id, must_exist=True)
-    row = (
-        session.load(
-            conn,
-            tenant_id=tenant_id,
-            agent_id=agent_id,
-            session_id=session_id,
-            lock=True,
-            open_only=True,
-            subject=subject,
-        )
-        if session_id
-        else None
-    )
+    row = _session(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
     budget = max_tokens or policy.context_max_tokens
     inputs = gathered or context.gather(
         conn,
@@ -120,6 +107,18 @@ def run(
         },
     )
     return call
+
+
+def _session(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str | None, subject: str | None
+) -> sessions_db.Session | None:
+    """The call's session, locked and open, or None without one. A caller naming a subject
+    acts for it: it recalls that subject's memories and reaches that subject's sessions only."""
+    if not session_id:
+        return None
+    return session.load(
+        conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True, subject=subject
+    )
 
 
 def gather_sessionless(
