@@ -25,6 +25,10 @@ WritableKind = Literal[
 # ... and any tier but L3, reached only through the audited promote call.
 WritableTier = Literal[Tier.L0, Tier.L1, Tier.L2]
 MetaValue = str | int | float | bool | None
+# Every integer a request carries (a limit, a version, a revision, an item id, a token count)
+# fits a Postgres integer (4 bytes): past it, the query the value reaches fails (a 500), so the
+# edge refuses it first (a 422 that changes nothing; docs/input_limits.md).
+PG_INT_MAX = 2**31 - 1
 SUBJECT_DOC = "who or what this is about (an end user, a customer, a peer agent); absent: the agent's general knowledge"
 
 

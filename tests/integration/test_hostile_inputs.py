@@ -604,3 +604,135 @@ def test_afterwards_every_accepted_episode_is_stored_and_others_still_flow(
         time.sleep(1)
         waiting = _waiting(stack)
     assert waiting == [], waiting
+
+
+# --- integers: every integer parameter and body field of every route, at the extremes -------
+# Postgres integers are 4 or 8 bytes: a value past them that reaches a query is a 500, so every
+# integer the API takes (path, query, body, policy knob) is bounded at the edge, and past the
+# bound is a 422 that changes nothing.
+
+INT_EXTREMES = [0, -1, 1, 2**31 - 1, 2**31, -(2**31) - 1, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 10**40]
+INT_SENT = {"requests": 0, "5xx": 0}
+
+
+def _integer_leaves(
+    schema: dict[str, Any], spec: dict[str, Any], prefix: tuple[Any, ...] = ()
+) -> list[tuple[Any, ...]]:
+    """Paths to every integer a schema holds: through anyOf, properties and arrays (their
+    first element), as _with takes them."""
+    schema = _resolve(schema, spec)
+    out: list[tuple[Any, ...]] = [prefix] if schema.get("type") == "integer" else []
+    for option in schema.get("anyOf", []) + schema.get("oneOf", []):
+        out += _integer_leaves(option, spec, prefix)
+    if schema.get("type") == "array" and len(prefix) < 6:
+        out += _integer_leaves(schema.get("items", {}), spec, (*prefix, 0))
+    for key, sub in schema.get("properties", {}).items():
+        out += _integer_leaves(sub, spec, (*prefix, key))
+    return list(dict.fromkeys(out))
+
+
+def _integer_targets(spec: dict[str, Any]) -> list[tuple[str, str, str, Any]]:
+    """(method, path, where, name) for every integer of every /v1 route in the spec: where is
+    'path' or 'query' (name: the parameter) or 'body' (name: the path to the field); a policy
+    body, free-form in the schema, has its integer knobs."""
+    from memworker.policy import Policy
+
+    knobs = [k for k, v in Policy().to_json().items() if isinstance(v, int) and not isinstance(v, bool)]
+    out: list[tuple[str, str, str, Any]] = []
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items() if path.startswith("/v1/") else ():
+            for prm in op.get("parameters", []):
+                if _integer_leaves(prm["schema"], spec):
+                    out.append((method.upper(), path, prm["in"], prm["name"]))
+            body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+            if body is not None and path.endswith("/policy"):
+                out += [(method.upper(), path, "body", (k,)) for k in knobs]
+            elif body is not None:
+                out += [(method.upper(), path, "body", leaf) for leaf in _integer_leaves(body, spec)]
+    return out
+
+
+def _send_integer(
+    target: tuple[str, str, str, Any],
+    value: int,
+    spec: dict[str, Any],
+    seeded: dict[str, str],
+    http: httpx.Client,
+    fp: Any,
+) -> str | None:
+    """One request with value at the target (the rest minimal and valid): why it failed, or None."""
+    method, path, where, name = target
+    url = _seeded_url(path.replace("{" + name + "}", str(value)) if where == "path" else path, seeded)
+    params = {name: str(value)} if where == "query" else {}
+    body = None
+    if where == "body" and path.endswith("/policy"):
+        body = {name[0]: value}
+    elif where == "body":
+        schema = spec["paths"][path][method.lower()]["requestBody"]["content"]["application/json"]["schema"]
+        body = _with(_minimal(schema, spec), name, value, schema, spec)
+    before = fp()
+    content = None if body is None else json.dumps(body)
+    try:
+        r = _call(http, method, url, params=params, content=content)
+    except httpx.TransportError:  # the server closed the connection after a 500 to the one before
+        r = _call(http, method, url, params=params, content=content)
+    INT_SENT["requests"] += 1
+    where_sent = f"{method} {url} {where} {name}={value}"
+    if r.status_code >= 500:
+        INT_SENT["5xx"] += 1
+        return f"{where_sent}: {r.status_code} {r.text[:200]}"
+    if r.status_code >= 400:
+        after = fp()
+        changed = [t for t in after if after[t] != before.get(t)]
+        if changed or not isinstance(r.json().get("error"), str):
+            return f"{where_sent}: {r.status_code} {r.text[:200]} changed {changed}"
+    return None
+
+
+def test_every_integer_of_every_route_is_bounded(spec: dict[str, Any]) -> None:
+    """The schema says so: every integer parameter and field has a minimum and a maximum that
+    a Postgres integer holds."""
+    unbounded = []
+    for method, path, where, name in _integer_targets(spec):
+        if where == "body" and path.endswith("/policy"):
+            continue  # free-form in the schema: memworker/policy.py bounds each knob
+        op = spec["paths"][path][method.lower()]
+        if where == "body":
+            schema = op["requestBody"]["content"]["application/json"]["schema"]
+            found = _schema_at(schema, spec, name)
+        else:
+            found = next(p["schema"] for p in op["parameters"] if p["name"] == name)
+        found = _resolve(found, spec)
+        found = next((o for o in found.get("anyOf", [found]) if o.get("type") == "integer"), found)
+        if not (found.get("minimum", -(2**63)) >= -(2**31) and found.get("maximum", 2**63) <= 2**31 - 1):
+            unbounded.append((method, path, where, name, found))
+    assert unbounded == []
+
+
+def test_every_integer_of_every_route_at_the_extremes(
+    spec: dict[str, Any], seeded: dict[str, str], http: httpx.Client, fingerprint: Any
+) -> None:
+    targets = _integer_targets(spec)
+    failures = [
+        why
+        for target in targets
+        for value in INT_EXTREMES
+        if (why := _send_integer(target, value, spec, seeded, http, fingerprint)) is not None
+    ]
+    routes = sorted({(m, p) for m, p, _, _ in targets})
+    print(f"integers: {len(routes)} routes, {len(targets)} parameters and fields, {INT_SENT}")
+    _expect(failures == [], len(failures), failures[:20])
+
+
+@given(data=st.data())
+@settings(FUZZ, max_examples=200)
+def test_any_integer_anywhere_is_a_clean_answer(
+    data: Any, spec: dict[str, Any], seeded: dict[str, str], http: httpx.Client, fingerprint: Any
+) -> None:
+    target = data.draw(st.sampled_from(_integer_targets(spec)), label="target")
+    value = data.draw(
+        st.one_of(st.sampled_from(INT_EXTREMES), st.integers(-(2**80), 2**80), st.integers(-(2**31), 2**31)),
+        label="value",
+    )
+    why = _send_integer(target, value, spec, seeded, http, fingerprint)
+    _expect(why is None, why)

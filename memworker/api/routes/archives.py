@@ -11,14 +11,14 @@ from pydantic import Field
 from memworker import keys
 from memworker.api.deps import AgentId, principal, tx
 from memworker.api.routes.sessions import SessionId, after_commit
-from memworker.schemas import ArchiveList, ArchiveOut, Restored, Strict
+from memworker.schemas import PG_INT_MAX, ArchiveList, ArchiveOut, Restored, Strict
 from memworker.sessions import archive
 
 router = APIRouter(tags=["sessions"])
 
 
 class RestoreIn(Strict):
-    version: int | None = Field(default=None, ge=1)  # default: the latest archive
+    version: int | None = Field(default=None, ge=1, le=PG_INT_MAX)  # default: the latest archive
 
 
 @router.post("/v1/agents/{agent_id}/sessions/{session_id}/archive", response_model=ArchiveOut)
@@ -73,7 +73,7 @@ def list_archives(
 def download_archive(
     agent_id: AgentId,
     session_id: SessionId,
-    version: Annotated[int, Path(ge=1)],
+    version: Annotated[int, Path(ge=1, le=PG_INT_MAX)],
     request: Request,
     p: keys.Principal = Depends(principal),
 ) -> Response:

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from memworker import errors, keys, memories
 from memworker.api.deps import AgentId, principal, publisher, resources, tx
-from memworker.schemas import ConsolidationStatus, ProfileOut, RunList, RunQueued
+from memworker.schemas import PG_INT_MAX, ConsolidationStatus, ProfileOut, RunList, RunQueued
 from memworker.sleep import consolidation, profile, subjects
 from memworker.sleep.reports import run_json, status_json
 from memworker.storage import sleep_db, store
@@ -69,7 +69,7 @@ def get_status(agent_id: AgentId, request: Request, p: keys.Principal = Depends(
 def get_profile(
     agent_id: AgentId,
     request: Request,
-    version: int | None = Query(None, ge=1),
+    version: int | None = Query(None, ge=1, le=PG_INT_MAX),
     subject: str | None = Query(None, pattern=memories.SUBJECT_PATTERN),
     p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:

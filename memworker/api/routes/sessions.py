@@ -25,6 +25,7 @@ from memworker.api.deps import (
 )
 from memworker.models import budget
 from memworker.schemas import (
+    PG_INT_MAX,
     ContextCalls,
     ContextOut,
     ContextUse,
@@ -43,6 +44,7 @@ router = APIRouter(tags=["sessions"])
 
 SessionId = Annotated[str, Path(pattern=memories.AGENT_ID.pattern, max_length=128)]
 StepId = Annotated[str, Path(pattern=plans.ID.pattern, max_length=64)]
+ItemId = Annotated[int, Field(ge=1, le=PG_INT_MAX)]  # a working item's id (working.py numbers them from 1)
 SESSION_PATTERN = memories.AGENT_ID.pattern
 # Whom the caller acts for: a session that is not that subject's is refused (session.load).
 ActingSubject = Annotated[
@@ -74,9 +76,9 @@ class WorkingPatchIn(Strict):
     goal: str | None = Field(default=None, max_length=working.MAX_TEXT)  # null clears it
     intent: str | None = Field(default=None, max_length=working.MAX_TEXT)
     add: list[WorkingItemIn] = Field(default_factory=list, max_length=100)
-    remove: list[int] = Field(default_factory=list, max_length=500)
-    touch: list[int] = Field(default_factory=list, max_length=500)
-    expected_revision: int | None = None
+    remove: list[ItemId] = Field(default_factory=list, max_length=500)
+    touch: list[ItemId] = Field(default_factory=list, max_length=500)
+    expected_revision: int | None = Field(default=None, ge=0, le=PG_INT_MAX)
 
 
 class StepIn(Strict):
@@ -104,12 +106,12 @@ class StepPatchIn(Strict):
     progress: int | None = Field(default=None, ge=0, le=100)
     output: str | None = Field(default=None, max_length=plans.MAX_OUTPUT)
     note: str | None = Field(default=None, max_length=plans.MAX_OUTPUT)
-    expected_revision: int | None = None
+    expected_revision: int | None = Field(default=None, ge=0, le=PG_INT_MAX)
 
 
 class UsageIn(Strict):
     context_used: float | None = Field(default=None, ge=0, le=10)  # share of the window in use
-    used_tokens: int | None = Field(default=None, ge=0)
+    used_tokens: int | None = Field(default=None, ge=0, le=PG_INT_MAX)
     window_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
 
 
