@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import httpx
+import psycopg
 import pytest
 
 from memworker import keys
@@ -234,3 +236,94 @@ def test_a_batch_write_to_a_pool_answers_each_memory_with_its_pool(clients: dict
         c.add_pool_memories("handbook", [])
     assert bad.value.status == 422
     assert len(c.pool_memories("handbook")) == 2  # the refused batch changed nothing
+
+
+def _post(api: str, key: str, path: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{api}{path}", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+
+def test_an_agent_named_pool_never_shares_a_pools_idempotency_keys(
+    api: str, stack: dict[str, Any], tenants: dict[str, Any]
+) -> None:
+    """An agent's idempotency keys are scoped by (agent, subject) and a pool's by the pool,
+    whatever their names: a key that reaches only an agent named 'pool', writing about subject
+    'kb', neither learns which keys pool 'kb' used nor makes the pool's own writes fail."""
+    charlie = tenants["charlie"]
+    admin = charlie["key"]
+    agent_only = _key(stack, charlie["id"], agent_ids=["pool"])
+    pooled = _post(
+        api, admin, "/v1/pools/kb/memories", {"text": "The KB is reviewed monthly.", "idempotency_key": "k1"}
+    )
+    assert pooled.status_code == 201, pooled.text
+    mine = {}
+    for k in ("k1", "k2"):  # k1: the pool's key, k2 not yet
+        r = _post(
+            api,
+            agent_only,
+            "/v1/agents/pool/memories",
+            {"text": f"Note {k} about kb.", "subject": "kb", "idempotency_key": k},
+        )
+        assert r.status_code == 201, r.text
+        assert r.json()["id"] != pooled.json()["id"] and r.json()["subject"] == "kb"
+        mine[k] = r.json()["id"]
+    # the pool's own batch with the key the agent used writes the pool's memory
+    batch = _post(
+        api,
+        admin,
+        "/v1/pools/kb/memories/batch",
+        {"memories": [{"text": "KB edits need a ticket.", "idempotency_key": "k2"}]},
+    )
+    assert batch.status_code == 201, batch.text
+    assert batch.json()["memories"][0]["id"] not in mine.values()
+    # and each side's retries still answer with its own first write
+    again = _post(
+        api,
+        agent_only,
+        "/v1/agents/pool/memories",
+        {"text": "Note k1 about kb.", "subject": "kb", "idempotency_key": "k1"},
+    )
+    assert again.status_code == 201 and again.json()["id"] == mine["k1"]
+    again = _post(api, admin, "/v1/pools/kb/memories", {"text": "The KB is reviewed monthly.", "idempotency_key": "k1"})
+    assert again.status_code == 201 and again.json()["id"] == pooled.json()["id"]
+    with Client(api, admin) as c:
+        assert sorted(m["text"] for m in c.pool_memories("kb")) == [
+            "KB edits need a ticket.",
+            "The KB is reviewed monthly.",
+        ]
+
+
+def test_the_key_migration_keeps_earlier_subject_writes_idempotent(
+    api: str, stack: dict[str, Any], tenants: dict[str, Any]
+) -> None:
+    """Rows written with the earlier source key of a subject write ('api:<agent>~<subject>/<key>')
+    are rewritten by sql/0022_api_source_keys.sql: a retry of that write still answers with it, and
+    the pool whose id that key spelled gets a key of its own."""
+    charlie = tenants["charlie"]
+    key = charlie["key"]
+    first = _post(
+        api,
+        key,
+        "/v1/agents/pool/memories",
+        {"text": "Old note about wiki.", "subject": "wiki", "idempotency_key": "old"},
+    )
+    assert first.status_code == 201, first.text
+    with psycopg.connect(stack["owner_url"]) as conn:  # as the write stored it before the new keys
+        conn.execute(
+            "UPDATE memworker.memories SET source_key = 'api:pool~wiki/old' WHERE id = %s", (first.json()["id"],)
+        )
+        conn.commit()
+    migration = (Path(__file__).resolve().parents[2] / "sql" / "0022_api_source_keys.sql").read_text()
+    with psycopg.connect(stack["owner_url"]) as conn:
+        conn.execute(migration)  # type: ignore[arg-type]
+        conn.commit()
+    retry = _post(
+        api,
+        key,
+        "/v1/agents/pool/memories",
+        {"text": "Old note about wiki.", "subject": "wiki", "idempotency_key": "old"},
+    )
+    assert retry.status_code == 201 and retry.json()["id"] == first.json()["id"], retry.text
+    pool = _post(
+        api, key, "/v1/pools/wiki/memories", {"text": "The wiki moved to Confluence.", "idempotency_key": "old"}
+    )
+    assert pool.status_code == 201 and pool.json()["id"] != first.json()["id"], pool.text

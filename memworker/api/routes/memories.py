@@ -33,6 +33,21 @@ def check_text(text: str) -> None:
         raise errors.InvalidInput("memory text must not be blank")
 
 
+def _source_key(agent_id: str, subject: str | None, idempotency_key: str | None) -> str:
+    """The source key of a direct write. Source keys are unique per tenant, so the key names the
+    agent (a pool by its owner id, 'pool~<name>') and the subject: one agent's or subject's
+    idempotency key never answers (or blocks) another's write. No two (agent, subject, key)
+    spell one source key: a subject's write is tagged 'api-subject:' and a general one 'api:',
+    and '/' is in neither the agent-id nor the subject alphabet, so the first '/'s end the
+    agent and the subject whatever the key holds. Without an idempotency key: a random one,
+    never seen again."""
+    if idempotency_key is None:
+        return f"api:{os.urandom(12).hex()}"
+    if subject is None:
+        return f"api:{agent_id}/{idempotency_key}"
+    return f"api-subject:{agent_id}/{subject}/{idempotency_key}"
+
+
 def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[MemoryIn]) -> list[memories.Memory]:
     """Direct writes to an agent, or to a pool (agent_id its owner id, memworker/fleet/pools.py)."""
     p.require("memories:write", agent_id)
@@ -55,13 +70,7 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
             bodies, vectors = _redacted(request, bodies, vectors)
         written: list[tuple[UUID, memories.Draft]] = []
         for b, vec in zip(bodies, vectors, strict=True):
-            # source keys are unique per tenant: the agent is part of the key, so one agent's
-            # idempotency key never answers (or blocks) another agent's write; '/' is
-            # not in the agent-id alphabet, so no agent id + key pair can spell another's. A subject
-            # is part of it too ('~' is in neither alphabet): one subject's key never answers with
-            # another subject's memory
-            scope = f"{agent_id}~{b.subject}" if b.subject else agent_id
-            key = f"api:{scope}/{b.idempotency_key}" if b.idempotency_key else f"api:{os.urandom(12).hex()}"
+            key = _source_key(agent_id, b.subject, b.idempotency_key)
             draft = memories.Draft(
                 text=b.text,
                 kind=b.kind,
