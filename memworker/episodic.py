@@ -8,10 +8,12 @@ long they live. The rules, stated once:
   stop words only) or made only of acknowledgement words ("ok", "thanks", "haha", "hi"...);
 - split, never cut: a message longer than memories.MAX_TEXT_CHARS becomes consecutive parts
   at sentence (else word) boundaries, each part a turn with the same provenance;
-- one message, one document: BM25 indexes each part of a split message as its whole message
-  (Turn.message_text), so a long message does not enter recall as several short documents,
-  each a better match per word than the message is; each part keeps its own text and
-  embedding (docs/episodes.md, "Long messages");
+- one message, one document: BM25 indexes a split message once, on its first part, as the
+  whole message (Turn.message_text; the other parts index nothing), so a long message does
+  not enter recall as several short documents, each a better match per word than the message
+  is; each part keeps its own text and embedding, and every part knows how many its message
+  has (Turn.parts), so recall can weigh a message's n chances at the vector signal as one
+  message's (docs/episodes.md, "Long messages");
 - the text is "<speaker> (<date>): <content>", so BM25 matches names and dates and the
   embedding sees who said it; the date is the message's occurred_at, else the episode's."""
 
@@ -42,7 +44,10 @@ class Turn:
     role: str
     speaker: str | None
     occurred_at: datetime | None
-    message_text: str | None = None  # what BM25 indexes for a part of a split message: the whole message
+    # what BM25 indexes for a part of a split message: the whole message for its first part,
+    # nothing ("") for the others; None: the part's own text (a message kept whole)
+    message_text: str | None = None
+    parts: int = 1  # how many parts the message was split into
 
     @property
     def source_key(self) -> str:
@@ -105,7 +110,8 @@ def turns(messages: list[dict[str, Any]] | None, content: str, occurred_at: date
         texts = [head + part for part in split(body, memories.MAX_TEXT_CHARS - len(head))]
         whole = " ".join(texts) if len(texts) > 1 else None  # the parts as they are stored
         for p, text in enumerate(texts):
-            out.append(Turn(i, p, text, str(m.get("role") or "user"), speaker, when, whole))
+            indexed = whole if p == 0 else ""
+            out.append(Turn(i, p, text, str(m.get("role") or "user"), speaker, when, indexed, len(texts)))
     return out
 
 

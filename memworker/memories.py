@@ -141,9 +141,10 @@ class Draft:
     flags: tuple[str, ...] = ()
     trust: str = "episode"  # where it came from: episode, api, consolidation
     subject: str | None = None  # None: the agent's general knowledge
-    # what BM25 indexes when it is not the text itself: a part of a split message indexes its
-    # whole message (memworker/episodic.py); None: the text
+    # what BM25 indexes when it is not the text itself: the first part of a split message
+    # indexes its whole message, the others nothing (memworker/episodic.py); None: the text
     index_text: str | None = None
+    parts: int = 1  # the parts of the message this memory is one of (a split message's turns)
 
 
 @dataclass(frozen=True)

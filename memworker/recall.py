@@ -134,7 +134,7 @@ def _bounded(conn: Conn, params: dict[str, Any], path: Plan) -> dict[str, Any] |
     if path == "exact" or any(params[f] is not None for f in ("kinds", "since", "until", "metadata")):
         return None
     stats = agent_stats(conn, params["tenant_id"], params["agent_id"], params["subject"])
-    if path == "auto" and (stats.n <= EXACT_MAX or not stats.ann_ready):
+    if path == "auto" and (stats.rows <= EXACT_MAX or not stats.ann_ready):
         return None
     dfs = _setup(
         conn, params["tenant_id"], params["agent_id"], params["terms"], max(EF_SEARCH, 2 * params["candidates"])
@@ -311,6 +311,7 @@ def _params(qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, poli
         vector_floor=policy.recall_vector_floor,
         w_bm25=policy.recall_bm25_weight,
         w_vector=policy.recall_vector_weight,
+        w_parts=policy.recall_part_discount,
         w_prior=policy.recall_prior_weight,
         k=query.k,
         # room for hits that collapse into better-ranked ones (an item and its turns)

@@ -482,6 +482,7 @@ def _store_turn(conn: Conn, tenant_id: UUID, c: _Claimed, turn: episodic.Turn, v
         flags=memories.flags_for(turn.text),
         subject=memories.subject_of(c.episode.messages, (turn.message,), c.subject),
         index_text=turn.message_text,
+        parts=turn.parts,
     )
     mid, _ = store.write_memory(  # written by an earlier attempt that did commit: the same id
         conn,

@@ -65,6 +65,8 @@ class Policies:
 class EpisodeKey:
     id: UUID
     status: str
+    subject: str | None
+    content: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,7 +325,8 @@ recall_bounded_setup = _sql.One[list[float]]("recall_bounded_setup", _sql.first)
 
 @dataclass(frozen=True, slots=True)
 class RecallStats:
-    n: int
+    rows: int  # live memories: what the exact statement scans
+    n: int  # BM25's documents: the rows with postings
     avgdl: float
     ann_ready: bool
 

@@ -104,6 +104,7 @@ def write_memory(
         doc_len=doc_len,
         embedding=embedding,
         subject=draft.subject,
+        parts=draft.parts,
     )
     if memory_id is None:
         existing = core_db.memory_by_source_key(conn, tenant_id=tenant_id, source_key=source_key)

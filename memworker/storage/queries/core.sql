@@ -56,7 +56,9 @@ ON CONFLICT (tenant_id, agent_id, idempotency_key) DO NOTHING
 RETURNING id;
 
 -- name: episode_by_key
-SELECT id, status FROM episodes
+-- The episode a used idempotency key names, with what makes it that episode (its subject and
+-- content), which a caller's repeat must match.
+SELECT id, status, subject, content FROM episodes
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND idempotency_key = %(idempotency_key)s;
 
 -- name: mark_enqueued
@@ -162,10 +164,11 @@ GROUP BY agent_id ORDER BY agent_id;
 -- name: insert_memory
 INSERT INTO memories (tenant_id, agent_id, text, kind, tier, salience, confidence, expires_at,
                       session_id, entities, topics, provenance, metadata, source_key,
-                      content_hash, trust, flags, doc_len, embedding, subject)
+                      content_hash, trust, flags, doc_len, embedding, subject, parts)
 VALUES (%(tenant_id)s, %(agent_id)s, %(text)s, %(kind)s, %(tier)s, %(salience)s, %(confidence)s,
         %(expires_at)s, %(session_id)s, %(entities)s, %(topics)s, %(provenance)s, %(metadata)s,
-        %(source_key)s, %(content_hash)s, %(trust)s, %(flags)s, %(doc_len)s, %(embedding)s, %(subject)s)
+        %(source_key)s, %(content_hash)s, %(trust)s, %(flags)s, %(doc_len)s, %(embedding)s, %(subject)s,
+        %(parts)s)
 ON CONFLICT (tenant_id, source_key) DO NOTHING
 RETURNING id;
 
@@ -257,7 +260,7 @@ RETURNING id;
 -- fragment: recall_live
 -- The narrow per-row set recall reads (its FROM; the caller's WHERE picks the rows): each
 -- memory's filter verdict (`wanted`), its distance to the query and the priors' inputs.
-  SELECT m.id, m.doc_len, m.salience, m.access_count, m.created_at,
+  SELECT m.id, m.doc_len, m.parts, m.salience, m.access_count, m.created_at,
          (m.tier = ANY(%(tiers)s::text[])  -- a parameter's first cast types it: one is enough
           AND (%(kinds)s::text[] IS NULL OR m.kind = ANY(%(kinds)s))
           AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s)
@@ -285,7 +288,8 @@ bm25 AS MATERIALIZED (
   UNION
   (SELECT id FROM live WHERE wanted ORDER BY distance, id LIMIT %(candidates)s)
 ), signals AS (
-  SELECT l.id, l.salience, l.access_count, l.created_at, coalesce(b.score, 0) AS bm25, 1 - l.distance AS vector
+  SELECT l.id, l.parts, l.salience, l.access_count, l.created_at, coalesce(b.score, 0) AS bm25,
+         1 - l.distance AS vector
   FROM candidates c JOIN live l ON l.id = c.id LEFT JOIN bm25 b ON b.id = c.id
 ), relevant AS (
   SELECT s.* FROM signals s WHERE s.bm25 > 0 OR s.vector >= %(vector_floor)s
@@ -299,7 +303,9 @@ bm25 AS MATERIALIZED (
   FROM relevant r CROSS JOIN ranges g
 ), fused AS (
   SELECT s.*,
-         %(w_bm25)s * s.bm25_norm + %(w_vector)s * s.vector_norm AS fused,
+         -- a message of n parts had n chances at the vector signal, and its best part is
+         -- the best of n draws: ln(n) is how that best grows with n
+         %(w_bm25)s * s.bm25_norm + %(w_vector)s * s.vector_norm - %(w_parts)s * ln(s.parts) AS fused,
          %(w_prior)s * (s.salience + least(0.1 * s.access_count, 1.0) + s.freshness) AS prior
   FROM scored s
 )
@@ -362,8 +368,9 @@ WITH live AS MATERIALIZED (
     -- subjects: the asked subject's memories and the general ones, never another subject's
     -- (no subject asked: the general ones only); BM25's statistics are over these rows too
     AND (m.subject IS NULL OR m.subject = %(subject)s::text)
-), stats AS MATERIALIZED (  -- once, not once per posting row
-  SELECT count(*)::float8 AS n, coalesce(avg(doc_len), 0)::float8 AS avgdl FROM live
+), stats AS MATERIALIZED (  -- once, not once per posting row; documents are the rows with postings
+  SELECT count(*) FILTER (WHERE doc_len > 0)::float8 AS n,
+         coalesce(avg(doc_len) FILTER (WHERE doc_len > 0), 0)::float8 AS avgdl FROM live
 ), postings AS MATERIALIZED (
   SELECT t.memory_id AS id, t.tf::float8 AS tf, l.doc_len::float8 AS dl, l.wanted,
          count(*) OVER (PARTITION BY t.term)::float8 AS df
@@ -477,7 +484,9 @@ SELECT ARRAY(SELECT (SELECT count(*) FROM memory_terms t
 -- The statistics BM25 needs over a whole agent (recall's live rows), and whether the HNSW
 -- index holds it: with its size, whether recall takes the bounded path (recall.py, which
 -- reads this once per process and minute).
-SELECT count(*)::int AS n, coalesce(avg(m.doc_len), 0)::float8 AS avgdl,
+SELECT count(*)::int AS rows,
+       count(*) FILTER (WHERE m.doc_len > 0)::int AS n,  -- documents: the rows with postings, as in `recall`
+       coalesce(avg(m.doc_len) FILTER (WHERE m.doc_len > 0), 0)::float8 AS avgdl,
        coalesce((SELECT a.ann_ready FROM agents a WHERE a.tenant_id = %(tenant_id)s AND a.id = %(agent_id)s),
                 false) AS ann_ready
 FROM memories m
@@ -527,8 +536,9 @@ WITH live AS MATERIALIZED (
   WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = ANY(%(agent_ids)s::text[])
     AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
     AND (m.subject IS NULL OR m.subject = %(subject)s::text)
-), stats AS MATERIALIZED (
-  SELECT count(*)::float8 AS n, coalesce(avg(doc_len), 0)::float8 AS avgdl FROM live
+), stats AS MATERIALIZED (  -- documents are the rows with postings, as in `recall`
+  SELECT count(*) FILTER (WHERE doc_len > 0)::float8 AS n,
+         coalesce(avg(doc_len) FILTER (WHERE doc_len > 0), 0)::float8 AS avgdl FROM live
 ), postings AS MATERIALIZED (
   SELECT t.memory_id AS id, t.tf::float8 AS tf, l.doc_len::float8 AS dl, l.wanted,
          count(*) OVER (PARTITION BY t.term)::float8 AS df

@@ -650,8 +650,9 @@ WHERE e.tenant_id = %(tenant_id)s AND e.agent_id = %(agent_id)s AND e.id = ANY(%
 -- name: forget_memory_copies
 -- Memories, live or retired (histories show retired ones), whose text, entities, topics or
 -- metadata hold a needle (lower-cased by the caller), and the other parts of a split message
--- one of them is part of (the same provenance): every part is indexed for BM25 with the whole
--- message's words, so a part whose own text lacks the needle still answers to it.
+-- one of them is part of (the same provenance): a split message's first part is indexed for
+-- BM25 with the whole message's words, so a part whose own text lacks the needle still answers
+-- to it, and the message goes whole.
 WITH hit AS (
   SELECT id, kind, provenance FROM memories
   WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id <> ALL(%(exclude)s::uuid[])
