@@ -64,19 +64,25 @@ def normalise(
     )
 
 
-def accept(conn: Conn, *, tenant_id: UUID, agent_id: str, episodes: list[NewEpisode]) -> list[tuple[UUID, bool]]:
+def accept(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, episodes: list[NewEpisode], strict_keys: bool = False
+) -> list[tuple[UUID, bool]]:
     """Insert episodes (creating the agent on first use); returns (id, is_new) per episode.
 
     A repeated idempotency key returns the first episode's id with is_new False, and the
-    caller enqueues only the new ones."""
+    caller enqueues only the new ones. With strict_keys (keys a caller chose: the API's,
+    an in-cluster agent's) the repeat must be the same episode, its subject and content,
+    else Conflict and the caller's transaction writes nothing; without (the service's own
+    keys, such as a rumination's day, whose input can grow on a re-run) the first stands."""
     store.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
+    sent = episodes
     if store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id).redact_pii:
         # Before storage, and so before any LLM sees it: the raw episode is kept redacted.
         episodes = [_redacted(ep) for ep in episodes]
     episodes = _session_subjects(conn, tenant_id, agent_id, episodes)
     out: list[tuple[UUID, bool]] = []
     asked = False
-    for ep in episodes:
+    for ep, raw in zip(episodes, sent, strict=True):
         new_id = core_db.insert_episode(
             conn,
             tenant_id=tenant_id,
@@ -97,11 +103,30 @@ def accept(conn: Conn, *, tenant_id: UUID, agent_id: str, episodes: list[NewEpis
             conn, tenant_id=tenant_id, agent_id=agent_id, idempotency_key=ep.idempotency_key
         )
         assert existing is not None  # the conflict was on this key
+        if strict_keys:
+            _same_episode(existing, ep, raw)
         out.append((existing.id, False))
     core_db.touch_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
     if asked:  # the explicit gate: an episode that says "consolidate" / "save progress"
         sleep_db.request_pass(conn, tenant_id=tenant_id, agent_id=agent_id)
     return out
+
+
+def _same_episode(existing: core_db.EpisodeKey, ep: NewEpisode, raw: NewEpisode) -> None:
+    """Raises Conflict when an idempotency key already names another episode: another subject
+    than ep's, or other content than raw's as sent or redacted (so a retry still matches after
+    the agent's redact_pii changed). The answer names neither the other episode's subject nor
+    its content."""
+    if existing.subject != ep.subject:
+        raise errors.Conflict(
+            f"idempotency key {ep.idempotency_key!r} was used for an episode about another subject "
+            "(or about none): one key names one episode; send this one with a new key"
+        )
+    if existing.content not in (ep.content, raw.content) and existing.content != _redacted(raw).content:
+        raise errors.Conflict(
+            f"idempotency key {ep.idempotency_key!r} was used for an episode with other content: "
+            "one key names one episode; send this one with a new key"
+        )
 
 
 def asks_to_consolidate(text: str) -> bool:

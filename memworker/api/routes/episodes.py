@@ -45,7 +45,7 @@ def _accept(request: Request, p: keys.Principal, agent_id: str, bodies: list[Epi
     with tx(request, p) as conn:
         # fair ingest: how much of this tenant's work is queued already sets its messages' priority
         backlog = intake.backlog(conn, tenant_id=p.tenant_id, batch=settings.ingest_batch_max)
-        result = intake.accept(conn, tenant_id=p.tenant_id, agent_id=agent_id, episodes=eps)
+        result = intake.accept(conn, tenant_id=p.tenant_id, agent_id=agent_id, episodes=eps, strict_keys=True)
     new = [eid for eid, is_new in result if is_new]
     if new:
         try:
