@@ -227,9 +227,19 @@ async def _http_error(_: Request, exc: Exception) -> Response:
 
 async def _validation_handler(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    detail = [{"field": ".".join(str(x) for x in e["loc"] if x != "body"), "problem": e["msg"]} for e in exc.errors()]
+    detail = [_problem(e) for e in exc.errors()]
     first = detail[0] if detail else {"field": "", "problem": "invalid request"}
     return ErrorJSON({"error": f"{first['field'] or 'body'}: {first['problem']}", "detail": detail}, 422)
+
+
+def _problem(e: dict[str, Any]) -> dict[str, str]:
+    """One validation error as {field, problem}; a body that is not JSON says where it breaks
+    (its loc is the character offset, not a field)."""
+    if e.get("type") == "json_invalid":
+        at = e["loc"][1] if len(e["loc"]) > 1 else 0
+        why = (e.get("ctx") or {}).get("error", "JSON decode error")
+        return {"field": "body", "problem": f"not valid JSON at character {at}: {why}"}
+    return {"field": ".".join(str(x) for x in e["loc"] if x != "body"), "problem": e["msg"]}
 
 
 class WriteLsn:

@@ -162,6 +162,12 @@ def test_undecodable_bodies_answer_error_json(api: str, tenants: dict[str, Any],
     _assert_refused(r)
 
 
+def test_a_body_that_is_not_json_says_where_it_breaks(api: str, tenants: dict[str, Any]) -> None:
+    r = httpx.post(f"{api}/v1/agents/raw/memories", content=b'{"text": "x",}', headers=_h(tenants["alice"]))
+    _assert_refused(r)
+    assert r.json()["error"].startswith("body: not valid JSON at character 13: "), r.json()
+
+
 def test_unknown_route_answers_error_json(api: str) -> None:
     r = httpx.get(f"{api}/v1/nothing-here")
     assert r.status_code == 404 and isinstance(r.json()["error"], str)
