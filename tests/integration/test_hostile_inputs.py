@@ -571,41 +571,6 @@ def test_every_agent_route_checks_the_agent_id(
     assert fingerprint() == before
 
 
-def _waiting(stack: dict[str, Any]) -> list[tuple[str, str, str | None]]:
-    with psycopg.connect(stack["owner_url"]) as conn:
-        rows = conn.execute(
-            "SELECT id::text, status, last_error FROM memworker.episodes WHERE status <> 'stored'"
-        ).fetchall()
-    return [(r[0], r[1], r[2]) for r in rows]
-
-
-def test_afterwards_every_accepted_episode_is_stored_and_others_still_flow(
-    api: str, stack: dict[str, Any], tenants: dict[str, Any], worker: Any
-) -> None:
-    with Client(api, tenants["alice"]["key"]) as a, Client(api, tenants["bob"]["key"]) as b:
-        mine = a.add_episode("bystander-a", "Bystander note: the printer on floor two needs toner.")
-        other = b.add_episode("bystander-b", "Other tenant: the quarterly review moved to Thursday.")
-        assert a.wait_for_episode("bystander-a", mine["episode_id"], timeout=120)["status"] == "stored"
-        assert b.wait_for_episode("bystander-b", other["episode_id"], timeout=120)["status"] == "stored"
-        assert a.recall("bystander-a", "printer toner")["memories"] is not None
-        hits = b.recall("bystander-b", "when is the quarterly review")["memories"]
-        assert any("quarterly review" in h["text"] for h in hits), hits
-        # what the fuzzing wrote still reads
-        for agent in (AGENT, "fz-new", "fz-1"):
-            for call in (lambda: a.list_memories(agent, limit=200), lambda: a.recall(agent, "fuzzed text")):
-                try:
-                    call()
-                except Exception as exc:  # only "no such agent" is an acceptable refusal
-                    assert getattr(exc, "status", None) == 404, exc
-    # every episode the API accepted reads back in the worker: none stuck, none dead
-    deadline = time.monotonic() + 120
-    waiting = _waiting(stack)
-    while any(s in ("queued", "processing", "failed") for _, s, _ in waiting) and time.monotonic() < deadline:
-        time.sleep(1)
-        waiting = _waiting(stack)
-    assert waiting == [], waiting
-
-
 # --- integers: every integer parameter and body field of every route, at the extremes -------
 # Postgres integers are 4 or 8 bytes: a value past them that reaches a query is a 500, so every
 # integer the API takes (path, query, body, policy knob) is bounded at the edge, and past the
@@ -736,3 +701,38 @@ def test_any_integer_anywhere_is_a_clean_answer(
     )
     why = _send_integer(target, value, spec, seeded, http, fingerprint)
     _expect(why is None, why)
+
+
+def _waiting(stack: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    with psycopg.connect(stack["owner_url"]) as conn:
+        rows = conn.execute(
+            "SELECT id::text, status, last_error FROM memworker.episodes WHERE status <> 'stored'"
+        ).fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def test_afterwards_every_accepted_episode_is_stored_and_others_still_flow(
+    api: str, stack: dict[str, Any], tenants: dict[str, Any], worker: Any
+) -> None:
+    with Client(api, tenants["alice"]["key"]) as a, Client(api, tenants["bob"]["key"]) as b:
+        mine = a.add_episode("bystander-a", "Bystander note: the printer on floor two needs toner.")
+        other = b.add_episode("bystander-b", "Other tenant: the quarterly review moved to Thursday.")
+        assert a.wait_for_episode("bystander-a", mine["episode_id"], timeout=120)["status"] == "stored"
+        assert b.wait_for_episode("bystander-b", other["episode_id"], timeout=120)["status"] == "stored"
+        assert a.recall("bystander-a", "printer toner")["memories"] is not None
+        hits = b.recall("bystander-b", "when is the quarterly review")["memories"]
+        assert any("quarterly review" in h["text"] for h in hits), hits
+        # what the fuzzing wrote still reads
+        for agent in (AGENT, "fz-new", "fz-1"):
+            for call in (lambda: a.list_memories(agent, limit=200), lambda: a.recall(agent, "fuzzed text")):
+                try:
+                    call()
+                except Exception as exc:  # only "no such agent" is an acceptable refusal
+                    assert getattr(exc, "status", None) == 404, exc
+    # every episode the API accepted reads back in the worker: none stuck, none dead
+    deadline = time.monotonic() + 120
+    waiting = _waiting(stack)
+    while any(s in ("queued", "processing", "failed") for _, s, _ in waiting) and time.monotonic() < deadline:
+        time.sleep(1)
+        waiting = _waiting(stack)
+    assert waiting == [], waiting
