@@ -27,6 +27,9 @@ _COUNTRY = r"\+\d{1,4}(?:[ .-]?\(?\d++\)?)?"  # "+33 1": the group after a count
 _PHONE = re.compile(rf"(?<![\w.])(?:{_COUNTRY}|\(?\d++\)?)(?:[ .-]?(?:{_COUNTRY}|\(?\d{{2,}}+\)?))*(?!\w|\.\d)")
 _GROUP = re.compile(r"\+?\(?(\d+)\)?")
 PHONE_DIGITS = (8, 15)  # fewer is a short number, more no phone number (E.164 ends at 15)
+# A card's layout (four-digit groups, 16 to 19 digits) that is no card (Luhn) is one number too:
+# not cut into phone numbers.
+_CARD_LAYOUT = re.compile(r"\d{4}(?:[ -]\d{4}){3}(?:[ -]\d{1,3})?")
 
 
 def _luhn(digits: str) -> bool:
@@ -57,7 +60,7 @@ def _phone(match: re.Match[str]) -> str:
     found = match.group(0)
     if sum(ch.isdigit() for ch in found) <= PHONE_DIGITS[1]:
         return "[PHONE]" if _is_phone(found) else found
-    return _cut(found)
+    return found if _CARD_LAYOUT.fullmatch(found) else _cut(found)
 
 
 def _cut(run: str) -> str:

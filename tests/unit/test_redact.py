@@ -58,6 +58,8 @@ def test_a_single_phone_number_is_redacted(text: str, expected: str) -> None:
         "order 1234567",  # seven digits: too short
         "id 12345678901234567890",  # twenty digits in one run: not a phone number
         "scores 1 2 3 4 5 6 7 8 9",
+        "not a card 1234 5678 9012 3456",  # a card's layout, no card (Luhn): one number, not two phones
+        "not a card 1234-5678-9012-3456-789",
     ],
 )
 def test_what_is_not_a_phone_number_stays(text: str) -> None:
