@@ -57,11 +57,22 @@ def normalise(
     schemas.check_metadata(body.metadata, max_depth=max_metadata_depth, max_bytes=max_metadata_bytes)
     msgs = [m.model_dump(mode="json", exclude_none=True) for m in body.messages] if body.messages else None
     content = render(msgs) if msgs else (body.content or "")
-    if len(content.encode()) > max_content_bytes:
-        raise errors.PayloadTooLarge(f"episode content over {max_content_bytes} bytes")
+    size = len(content.encode())
+    if size > max_content_bytes:
+        raise errors.PayloadTooLarge(_too_large(size, max_content_bytes, msgs))
     return NewEpisode(
         content, msgs, body.session_id, body.idempotency_key, body.occurred_at, body.metadata, body.subject
     )
+
+
+def _too_large(size: int, limit: int, msgs: list[dict[str, Any]] | None) -> str:
+    """Why an episode is refused for its size, naming its largest message and what to do."""
+    why = f"episode content is {size:,} bytes, over the limit of {limit:,} (MEMWORKER_MAX_CONTENT_BYTES)"
+    if msgs:
+        i, m = max(enumerate(msgs), key=lambda x: len(str(x[1].get("content") or "").encode()))
+        largest = len(str(m.get("content") or "").encode())
+        why += f"; its largest message is messages[{i}] ({m.get('role')}, {largest:,} bytes)"
+    return why + ": send a long message (tool output, a pasted file) as several episodes, or raise the limit"
 
 
 def accept(

@@ -162,6 +162,18 @@ def test_undecodable_bodies_answer_error_json(api: str, tenants: dict[str, Any],
     _assert_refused(r)
 
 
+def test_an_episode_over_the_content_limit_names_its_largest_message(
+    api: str, stack: dict[str, Any], tenants: dict[str, Any]
+) -> None:
+    before = _count(stack, "episodes")
+    messages = [{"role": "user", "content": "What does the log say?"}, {"role": "tool", "content": "x " * 20_000}]
+    r = httpx.post(f"{api}/v1/agents/raw/episodes", json={"messages": messages}, headers=_h(tenants["alice"]))
+    assert r.status_code == 413, r.text[:300]
+    error = r.json()["error"]
+    assert "over the limit of 32,768" in error and "messages[1] (tool, 40,000 bytes)" in error, error
+    assert _count(stack, "episodes") == before
+
+
 def test_a_body_that_is_not_json_says_where_it_breaks(api: str, tenants: dict[str, Any]) -> None:
     r = httpx.post(f"{api}/v1/agents/raw/memories", content=b'{"text": "x",}', headers=_h(tenants["alice"]))
     _assert_refused(r)
