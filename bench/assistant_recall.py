@@ -73,6 +73,7 @@ from _common import (  # noqa: E402
     command_line,
     environment_note,
     fmt,
+    git_commit,
     loadavg,
     md_table,
     percentile,
@@ -692,6 +693,7 @@ class Run:
     systems: dict[str, list[Answer]] = field(default_factory=dict)
     markers: Counter[str] = field(default_factory=Counter)
     baseline_s: float = math.nan
+    commit: str = ""  # the code the stack started on (others may commit while it runs)
 
 
 def write_and_ask(client: Client, run: Run, timeout: float) -> None:
@@ -733,7 +735,7 @@ def report(run: Run, args: argparse.Namespace, load_before: str, stack: Stack) -
         "",
         ingest_table(run.ingests, run.clipped),
         "",
-        f"- the API's episode content limit, as a 413 named it: {run.limit if run.limit else 'never hit'} bytes "
+        f"- the API's episode content limit, as a 413 named it: {f'{run.limit} bytes' if run.limit else 'never hit'} "
         f"({run.refusals} refused POSTs); a clipped message is cut (its longest part first) until its exchange fits; "
         "the baselines keep the whole texts.",
         f"- trailing '->->' markers stripped from {run.markers['stripped']} messages; messages still holding '->->': "
@@ -767,6 +769,7 @@ def report(run: Run, args: argparse.Namespace, load_before: str, stack: Stack) -
         "## Environment",
         "",
         environment_note(load_before, command_line(), stack),
+        f"- the stack started on commit {run.commit}; the commit above is the tree's when the report was written",
     ]
     return "\n".join(out)
 
@@ -790,14 +793,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--save", type=Path, help="also pickle the measured run here")
     add_stack_args(p)
     args = p.parse_args(argv)
-    load_before = loadavg()
+    load_before, commit = loadavg(), git_commit()
     markers: Counter[str] = Counter()
     convs = [load_beam(args.data, n, markers) for n in conversation_list(args.conversations)]
     convs += load_locomo(args.locomo) if args.locomo else []
     with stack_from_args(args) as stack:
         key, tag = run_key(stack, "assistant")
         prefix = "" if stack.process is not None else f"{tag}-"  # a shared stack: fresh agent ids
-        run = Run(convs, prefix, f"{prefix}beam-all" if args.single_agent else None, markers=markers)
+        run = Run(convs, prefix, f"{prefix}beam-all" if args.single_agent else None, markers=markers, commit=commit)
         with Client(stack.api_url, key, timeout=600) as client:
             write_and_ask(client, run, args.timeout)
     started = time.perf_counter()
