@@ -91,7 +91,9 @@ K = 10
 WEIGHTS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 _MARKER = re.compile(r"\s*->->\s*\S{1,16}\s*$")
 _PROVENANCE = re.compile(r"^episode:([0-9a-fA-F-]{36})(?:#m(\d+(?:,\d+)*))?$")
-_CONTENT_LIMIT = re.compile(r"content over (\d+) bytes")
+# "episode content over N bytes" or "episode content is S bytes, over the limit of N": the content
+# limit, not the request body's (a batch too large as a whole is split instead)
+_CONTENT_LIMIT = re.compile(r"content (?:is [\d,]+ bytes, )?over (?:the limit of )?([\d,]+)")
 _TOKEN = re.compile(r"[a-z0-9]+")
 _DATE_FORMATS = ("%B-%d-%Y", "%b-%d-%Y", "%B %d, %Y", "%Y-%m-%d")
 
@@ -274,8 +276,9 @@ def post_batch(
             raise
         clipper.refusals += 1
         found = _CONTENT_LIMIT.search(str(exc))
-        if found and (clipper.limit is None or int(found.group(1)) < clipper.limit):
-            clipper.limit = int(found.group(1))
+        limit = int(found.group(1).replace(",", "")) if found else None
+        if limit is not None and (clipper.limit is None or limit < clipper.limit):
+            clipper.limit = limit
             return post_batch(client, agent, bodies, keys, clipper)
         if len(bodies) > 1:
             half = len(bodies) // 2
