@@ -24,9 +24,10 @@ class Policy:
     recall_candidates: int = 60  # per signal, before fusion
     # A message stored in n parts (a long one, memworker/episodic.py) has n chances at the
     # vector signal, so its best part outranks a short message that says the same: its fused
-    # score is lowered by this times ln(n) (0: off). Measured on long assistant answers beside
-    # short user messages, and neutral where messages are short (docs/episodes.md).
-    recall_part_discount: float = 0.15
+    # score is lowered by this times ln(n / 2) past two parts (0: off). Measured on long
+    # assistant answers beside short user messages; a message of up to two parts (about 560
+    # characters) is untouched (docs/episodes.md).
+    recall_part_discount: float = 0.2
     # A hit whose source messages are all covered by higher-ranked hits (an item and the turn it
     # came from) gives up its slot: explain lists it under the hit that covers it.
     recall_collapse: bool = True

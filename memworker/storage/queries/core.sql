@@ -303,9 +303,11 @@ bm25 AS MATERIALIZED (
   FROM relevant r CROSS JOIN ranges g
 ), fused AS (
   SELECT s.*,
-         -- a message of n parts had n chances at the vector signal, and its best part is
-         -- the best of n draws: ln(n) is how that best grows with n
-         %(w_bm25)s * s.bm25_norm + %(w_vector)s * s.vector_norm - %(w_parts)s * ln(s.parts) AS fused,
+         -- a message of n parts had n chances at the vector signal, and its best part is the
+         -- best of n draws, which grows with ln(n); counted beyond two parts (about 560
+         -- characters, an ordinary chat message), so only long messages pay it
+         %(w_bm25)s * s.bm25_norm + %(w_vector)s * s.vector_norm
+           - %(w_parts)s * ln(greatest(s.parts / 2.0, 1)) AS fused,
          %(w_prior)s * (s.salience + least(0.1 * s.access_count, 1.0) + s.freshness) AS prior
   FROM scored s
 )
