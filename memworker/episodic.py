@@ -13,7 +13,8 @@ long they live. The rules, stated once:
   not enter recall as several short documents, each a better match per word than the message
   is; each part keeps its own text and embedding, and every part knows how many its message
   has (Turn.parts), so recall can weigh a message's n chances at the vector signal as one
-  message's (docs/episodes.md, "Long messages");
+  message's; the items reflected from a message carry its count too (item_parts), being its
+  sentences (docs/episodes.md, "Long messages");
 - the text is "<speaker> (<date>): <content>", so BM25 matches names and dates and the
   embedding sees who said it; the date is the message's occurred_at, else the episode's."""
 
@@ -113,6 +114,20 @@ def turns(messages: list[dict[str, Any]] | None, content: str, occurred_at: date
             indexed = whole if p == 0 else ""
             out.append(Turn(i, p, text, str(m.get("role") or "user"), speaker, when, indexed, len(texts)))
     return out
+
+
+def message_parts(turns: list[Turn]) -> dict[int, int]:
+    """Each message's part count, by its index in the episode."""
+    return {t.message: t.parts for t in turns}
+
+
+def item_parts(parts: dict[int, int], messages: tuple[int, ...]) -> int:
+    """The part count a reflected item carries, so recall weighs it as it weighs its message:
+    an item distilled from a long message is one of its many sentences, with that message's
+    many chances at matching a query. The fewest among its messages (an item that also names
+    a short message may restate it); a content-only episode's items, naming none, are its
+    one message's."""
+    return min((parts.get(m, 1) for m in messages or (0,)), default=1)
 
 
 def _parse(value: Any) -> datetime | None:

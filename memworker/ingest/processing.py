@@ -81,6 +81,7 @@ class _Claimed:
     occurred_at: datetime | None = None
     result: reflection.Reflection | None = None
     turns: list[episodic.Turn] = field(default_factory=list)  # the episodic layer, when on
+    parts: dict[int, int] = field(default_factory=dict)  # message index -> its part count
     error: str | None = None
     subject: str | None = None
 
@@ -261,12 +262,15 @@ def _load_claimed(
             row.occurred_at,
             subject=row.subject,
         )
+        try:  # the turns' part counts weigh the items too, whether or not the turns are kept
+            turns = episodic.turns(c.episode.messages, c.episode.content, c.occurred_at)
+        except Exception as exc:  # stored data the turn cutter cannot take fails this episode only
+            logger.exception("cutting turns failed for episode %s", c.id)
+            c.error = f"unreadable episode: {type(exc).__name__}: {exc}"
+            turns = []
+        c.parts = episodic.message_parts(turns)
         if c.agent_id in layered:
-            try:
-                c.turns = episodic.turns(c.episode.messages, c.episode.content, c.occurred_at)
-            except Exception as exc:  # stored data the turn cutter cannot take fails this episode only
-                logger.exception("cutting turns failed for episode %s", c.id)
-                c.error = f"unreadable episode: {type(exc).__name__}: {exc}"
+            c.turns = turns
         claimed.append(c)
     saved = {r.id: r.reflection for r in rows.values() if isinstance(r, core_db.ClaimedEpisode) and r.reflection}
     return claimed, saved
@@ -381,6 +385,7 @@ def _store_items(
             expires_at=expires_at,
             flags=memories.flags_for(item.text),
             subject=subject,
+            parts=episodic.item_parts(c.parts, item.messages),
         )
         mid, new = store.write_memory(
             conn,

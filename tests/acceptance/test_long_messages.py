@@ -104,25 +104,27 @@ def test_forget_takes_every_part_of_a_message_that_copied_the_erased_text(alice:
 
 def test_a_message_of_many_parts_is_discounted_and_a_short_one_is_not(alice: Client, worker: Any) -> None:
     """The same exchange in two agents, the part discount on (the default) and off: each part
-    of the long answer scores 0.2 x ln(parts / 2) lower with it on, the short message the same."""
+    of the long answer, and each item distilled from it, scores 0.2 x ln(parts / 2) lower with
+    it on; the short message and its items the same."""
     messages = [
         {"role": "user", "content": "The harbour survey's buoys are quokka-shaped, by the way."},
         {"role": "assistant", "content": LONG},
     ]
     for agent in ("parts-on", "parts-off"):
         alice.wait_for_episode(agent, alice.add_episode(agent, messages=messages)["episode_id"])
-        alice.set_policy({"recall_collapse": False}, agent_id=agent)
+    alice.set_policy({"recall_collapse": False}, agent_id="parts-on")
     alice.set_policy({"recall_collapse": False, "recall_part_discount": 0}, agent_id="parts-off")
     turns = alice.list_memories("parts-on", kind="turn", limit=200)["memories"]
     n = sum(t["text"].startswith("assistant") for t in turns)  # the answer's parts
     assert n >= 3
 
-    def fused(agent: str) -> dict[str, float]:
-        hits = alice.recall(agent, "harbour survey tide at the pier", k=20, kinds=["turn"], explain=True)
-        return {h["text"]: h["signals"]["fused"] for h in hits["memories"]}
+    def fused(agent: str) -> dict[tuple[str, str], float]:
+        hits = alice.recall(agent, "harbour survey tide at the pier", k=40, explain=True)["memories"]
+        return {(h["kind"], h["text"], h["provenance"][0][-3:]): h["signals"]["fused"] for h in hits}
 
     on, off = fused("parts-on"), fused("parts-off")
-    assert on.keys() == off.keys() and len(on) >= 3
-    for text, score in on.items():
-        discount = 0.0 if text.startswith("user") else 0.2 * math.log(n / 2)
-        assert off[text] - score == pytest.approx(discount, abs=1e-6), text
+    assert on.keys() == off.keys()
+    assert {k[2] for k in on if k[0] != "turn"} == {"#m0", "#m1"}  # items of both messages
+    for key, score in on.items():
+        discount = 0.2 * math.log(n / 2) if key[2] == "#m1" else 0.0
+        assert off[key] - score == pytest.approx(discount, abs=1e-6), key
