@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -68,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2, help="runs of each side, alternating (default 2)")
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--report", help="file name under bench/results (default: ab_<script>.md)")
+    p.add_argument(
+        "--bench-from-head",
+        action="store_true",
+        help="copy the working tree's bench/ into A's checkout first, for a bench A does not have: "
+        "both sides run the same bench, each on its own commit's code",
+    )
     p.add_argument("bench", nargs=argparse.REMAINDER, help="-- SCRIPT [ARGS...], a script of bench/")
     args = p.parse_args(argv)
     bench = args.bench[1:] if args.bench[:1] == ["--"] else args.bench
@@ -77,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     load_before = loadavg()
     with tempfile.TemporaryDirectory(prefix="memworker-ab-") as tmp:
         trees = {"A": worktree(args.base, Path(tmp)), "B": worktree(args.head, Path(tmp)) if args.head else ROOT}
+        if args.bench_from_head:
+            shutil.copytree(ROOT / "bench", trees["A"] / "bench", dirs_exist_ok=True)
         figures: dict[str, dict[str, list[str]]] = {"A": defaultdict(list), "B": defaultdict(list)}
         try:
             for r in range(args.rounds):

@@ -5,6 +5,8 @@ Run:  python bench/assistant_recall.py                          # BEAM conversat
       python bench/assistant_recall.py --conversations 1        # a quick run
       python bench/assistant_recall.py --single-agent           # + all of them in one agent
       python bench/assistant_recall.py --locomo 10              # + LoCoMo, the same scoring
+      python bench/ab.py --base A --bench-from-head -- assistant_recall.py --conversations 1 --ingest-only
+                                                                # ingest rate, A/B against commit A
 
 Data: /work/shared/benchdata/beam/100K/<n>/ (chat.json, probing_questions.json; SOURCE.md there:
 Tavakoli et al., arXiv 2510.27246, evaluation only, never copied into this repository).
@@ -699,9 +701,9 @@ class Run:
     commit: str = ""  # the code the stack started on (others may commit while it runs)
 
 
-def write_and_ask(client: Client, run: Run, timeout: float) -> None:
+def write_and_ask(client: Client, run: Run, timeout: float, *, ask: bool = True) -> None:
     """Each corpus into its own agents, then (with --single-agent) BEAM into one agent, each
-    ingest alone and waited for; then every question."""
+    ingest alone and waited for; then (ask) every question."""
     plans: dict[str, list[tuple[str, Conv]]] = {}
     for corpus in dict.fromkeys(c.corpus for c in run.convs):
         plans[f"{corpus}, one agent per conversation"] = [
@@ -716,9 +718,11 @@ def write_and_ask(client: Client, run: Run, timeout: float) -> None:
         run.limit, run.refusals = clipper.limit, run.refusals + clipper.refusals
         print(
             f"{label}: {run.ingests[label].messages} messages in {run.ingests[label].seconds:.1f}s, "
-            f"{len(clipper.clipped)} clipped",
+            f"{len(clipper.clipped)} clipped, {run.ingests[label].messages / run.ingests[label].seconds:.2f} messages/s",
             flush=True,
         )
+    if not ask:
+        return
     run.reflector = reflector_name(client, run.prefix + run.convs[0].name)
     run.systems = ask_all(client, run.convs, run.mapper, run.prefix, run.single)
 
@@ -794,6 +798,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for one ingest's episodes")
     p.add_argument("--data", type=Path, default=BEAM, help="the BEAM size folder holding <n>/chat.json")
     p.add_argument("--save", type=Path, help="also pickle the measured run here")
+    p.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="write and wait, print the ingest lines, ask nothing and write no report (for bench/ab.py)",
+    )
     add_stack_args(p)
     args = p.parse_args(argv)
     load_before, commit = loadavg(), git_commit()
@@ -805,7 +814,9 @@ def main(argv: list[str] | None = None) -> int:
         prefix = "" if stack.process is not None else f"{tag}-"  # a shared stack: fresh agent ids
         run = Run(convs, prefix, f"{prefix}beam-all" if args.single_agent else None, markers=markers, commit=commit)
         with Client(stack.api_url, key, timeout=600) as client:
-            write_and_ask(client, run, args.timeout)
+            write_and_ask(client, run, args.timeout, ask=not args.ingest_only)
+    if args.ingest_only:
+        return 0
     started = time.perf_counter()
     vectors, queries = embed_all(convs)
     beam = [c for c in convs if c.corpus == "BEAM"]
