@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--bench-from-head",
         action="store_true",
-        help="copy the working tree's bench/ into A's checkout first, for a bench A does not have: "
+        help="copy B's bench/ into A's checkout first, for a bench A does not have: "
         "both sides run the same bench, each on its own commit's code",
     )
     p.add_argument("bench", nargs=argparse.REMAINDER, help="-- SCRIPT [ARGS...], a script of bench/")
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memworker-ab-") as tmp:
         trees = {"A": worktree(args.base, Path(tmp)), "B": worktree(args.head, Path(tmp)) if args.head else ROOT}
         if args.bench_from_head:
-            shutil.copytree(ROOT / "bench", trees["A"] / "bench", dirs_exist_ok=True)
+            shutil.copytree(trees["B"] / "bench", trees["A"] / "bench", dirs_exist_ok=True)
         figures: dict[str, dict[str, list[str]]] = {"A": defaultdict(list), "B": defaultdict(list)}
         try:
             for r in range(args.rounds):

@@ -121,13 +121,15 @@ def message_parts(turns: list[Turn]) -> dict[int, int]:
     return {t.message: t.parts for t in turns}
 
 
-def item_parts(parts: dict[int, int], messages: tuple[int, ...]) -> int:
+def item_parts(parts: dict[int, int], messages: tuple[int, ...], *, content_only: bool) -> int:
     """The part count a reflected item carries, so recall weighs it as it weighs its message:
     an item distilled from a long message is one of its many sentences, with that message's
     many chances at matching a query. The fewest among its messages (an item that also names
-    a short message may restate it); a content-only episode's items, naming none, are its
-    one message's."""
-    return min((parts.get(m, 1) for m in messages or (0,)), default=1)
+    a short message may restate it); an item naming none is its content-only episode's one
+    message's, else (it speaks for the whole exchange) counted whole."""
+    if not messages:
+        return parts.get(0, 1) if content_only else 1
+    return min(parts.get(m, 1) for m in messages)
 
 
 def _parse(value: Any) -> datetime | None:

@@ -155,8 +155,9 @@ _LIFECYCLE_DAYS = frozenset(
 # An integer knob not named here stops at INT_CEILING; *_days at 100 years; ttl_* at 1,000,000
 # hours (114 years). docs/input_limits.md.
 INT_CEILING = 1_000_000
+RECALL_CANDIDATES_MAX = 1_000
 _INT_MAX = {
-    "recall_candidates": 1_000,
+    "recall_candidates": RECALL_CANDIDATES_MAX,
     "max_episodic": 10_000_000,
     "max_semantic": 10_000_000,
     "retention_batch": 10_000,

@@ -22,7 +22,7 @@ import numpy as np
 from memworker import errors, tokens
 from memworker.fleet import pools
 from memworker.memories import KINDS, SUBJECT, TIERS
-from memworker.policy import Policy
+from memworker.policy import RECALL_CANDIDATES_MAX, Policy
 from memworker.storage import bumps, core_db, db, large_agents, replicas
 from memworker.storage.db import Conn, Pool
 
@@ -279,7 +279,8 @@ def _union_params(
     for unused in ("agent_id", "collapse"):
         params.pop(unused)
     params["pool"] = query.k * len(agent_ids)
-    params["candidates"] = max(params["candidates"], params["pool"])
+    # as many candidates per signal as the pool ranks, within the policy's own ceiling
+    params["candidates"] = min(max(params["candidates"], params["pool"]), RECALL_CANDIDATES_MAX)
     return params
 
 

@@ -459,7 +459,7 @@ CREATE TABLE memworker.memories (
     carried_by uuid,
     ann boolean DEFAULT false NOT NULL,
     ann_pending boolean DEFAULT false NOT NULL,
-    parts smallint DEFAULT 1 NOT NULL,
+    parts integer DEFAULT 1 NOT NULL,
     CONSTRAINT memories_confidence_check CHECK (((confidence >= (0)::double precision) AND (confidence <= (1)::double precision))),
     CONSTRAINT memories_parts_check CHECK ((parts >= 1)),
     CONSTRAINT memories_salience_check CHECK (((salience >= (0)::double precision) AND (salience <= (1)::double precision))),

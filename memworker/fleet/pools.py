@@ -153,6 +153,7 @@ def _copy(
         flags=tuple(src.flags),
         trust="pool",
         subject=src.subject,
+        parts=src.parts,
     )
     mid, written = store.write_memory(
         conn,

@@ -266,7 +266,8 @@ def _load_claimed(
             turns = episodic.turns(c.episode.messages, c.episode.content, c.occurred_at)
         except Exception as exc:  # stored data the turn cutter cannot take fails this episode only
             logger.exception("cutting turns failed for episode %s", c.id)
-            c.error = f"unreadable episode: {type(exc).__name__}: {exc}"
+            if c.agent_id in layered:  # without turns to keep, the items are weighed as whole messages
+                c.error = f"unreadable episode: {type(exc).__name__}: {exc}"
             turns = []
         c.parts = episodic.message_parts(turns)
         if c.agent_id in layered:
@@ -385,7 +386,7 @@ def _store_items(
             expires_at=expires_at,
             flags=memories.flags_for(item.text),
             subject=subject,
-            parts=episodic.item_parts(c.parts, item.messages),
+            parts=episodic.item_parts(c.parts, item.messages, content_only=not c.episode.messages),
         )
         mid, new = store.write_memory(
             conn,

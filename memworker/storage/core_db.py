@@ -383,6 +383,7 @@ class PoolSource:
     flags: list[str]
     subject: str | None
     embedding: np.ndarray
+    parts: int  # the part count of the message it is (or was distilled from): recall weighs the copy alike
 
 
 @dataclass(frozen=True, slots=True)

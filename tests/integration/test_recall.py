@@ -92,7 +92,7 @@ def _write(conn: Any, tenant: UUID, agent: str, text: str, vec: np.ndarray, key:
 
 def _reference_bm25(docs: dict[UUID, str], query: str) -> dict[UUID, float]:
     tfs = {i: Counter(tokens.tokenize(t)) for i, t in docs.items()}
-    n = len(docs)
+    n = sum(1 for c in tfs.values() if c)  # a document is a memory with a term: one without has no postings
     avgdl = sum(sum(c.values()) for c in tfs.values()) / n
     scores: dict[UUID, float] = {}
     for term in set(tokens.tokenize(query)):
@@ -145,6 +145,8 @@ def test_bm25_matches_the_reference_as_memories_change(
         for i in range(300):
             text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 25)))
             docs[_write(conn, tenant, "bm25", text, emb.embed([text])[0], f"t:{i}")] = text
+        for i, text in enumerate(["The and of it is.", "...", "it is the one"]):  # no term: not documents
+            docs[_write(conn, tenant, "bm25", text, emb.embed([text])[0], f"none:{i}")] = text
     queries = [
         "postgres vector index",
         "coffee",

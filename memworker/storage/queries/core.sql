@@ -574,9 +574,9 @@ FROM top JOIN memories m ON m.id = top.id JOIN holders h ON h.hit = top.id
 ORDER BY top.score DESC, top.id;
 
 -- name: pool_source
--- An agent's live memory as a pool copy needs it (its vector included).
+-- An agent's live memory as a pool copy needs it (its vector and its message's part count included).
 SELECT id, text, kind, tier, salience, confidence, entities, topics, provenance, metadata, flags, subject,
-       embedding
+       embedding, parts
 FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(memory_id)s
   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now());

@@ -94,7 +94,7 @@ ORDER BY id;
 -- fragment: window_columns
 -- A memory as a pass reads it (sleep_db.WindowMemory).
   id, text, kind, tier, salience, confidence, created_at, access_count, last_access_at,
-  entities, topics, flags, embedding, provenance, metadata, subject
+  entities, topics, flags, embedding, provenance, metadata, subject, parts
 
 -- name: pass_window
 -- The pass's window: the agent's oldest live memories not yet consolidated (a pass's own
