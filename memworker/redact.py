@@ -22,7 +22,9 @@ _CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
 # A phone number is 8 to 15 digits in groups (each maybe in parentheses) joined by at most one
 # space, dot or dash; a country code (+44) may open one. Numbers side by side are one run of
 # such groups, which _phone cuts into numbers, so one number next to another never makes the
-# two too long to be one and leaves both. Digits are matched possessively: linear on any text.
+# two too long to be one and leaves both; a run is cut only into pieces that each look like a
+# phone number on their own (_on_its_own), so a list of years or ids stays. Digits are matched
+# possessively: linear on any text.
 _COUNTRY = r"\+\d{1,4}(?:[ .-]?\(?\d++\)?)?"  # "+33 1": the group after a country code may be one digit
 _PHONE = re.compile(rf"(?<![\w.])(?:{_COUNTRY}|\(?\d++\)?)(?:[ .-]?(?:{_COUNTRY}|\(?\d{{2,}}+\)?))*(?!\w|\.\d)")
 _GROUP = re.compile(r"\+?\(?(\d+)\)?")
@@ -30,6 +32,10 @@ PHONE_DIGITS = (8, 15)  # fewer is a short number, more no phone number (E.164 e
 # A card's layout (four-digit groups, 16 to 19 digits) that is no card (Luhn) is one number too:
 # not cut into phone numbers.
 _CARD_LAYOUT = re.compile(r"\d{4}(?:[ -]\d{4}){3}(?:[ -]\d{1,3})?")
+# The group sizes phone numbers are written in (415 555 0100, 1 415 555 0100, 20 7946 0958,
+# 138 0013 8000, 0121 496 0000, 07700 900123): a piece in one of them is a phone number with no
+# '+', '(' or trunk '0' to say so. Equal groups (years, ids, versions, accounts) are not among them.
+_LAYOUTS = frozenset({(3, 3, 4), (1, 3, 3, 4), (2, 4, 4), (3, 4, 4), (4, 3, 4), (5, 6)})
 
 
 def _luhn(digits: str) -> bool:
@@ -66,8 +72,8 @@ def _phone(match: re.Match[str]) -> str:
 def _cut(run: str) -> str:
     """A run of digit groups longer than one phone number with each number in it redacted:
     the run is cut between groups into the numbers that redact the most digits, in as few
-    numbers as can, preferring cuts before a '+' or '(' and at a space. A group that belongs
-    to no number stays."""
+    numbers as can, preferring cuts before a '+' or '(' and at a space. Every number cut out
+    looks like one on its own (_on_its_own); a group that belongs to no number stays."""
     groups = [(m.start(), m.end(), m.end(1) - m.start(1)) for m in _GROUP.finditer(run)]
     n = len(groups)
     opening = [_opening(run, groups, i) for i in range(n)]
@@ -84,7 +90,9 @@ def _cut(run: str) -> str:
                 break
             rest = best[j + 1][0]
             score = (rest[0] + total, rest[1] - 1, rest[2] + opening[i])
-            if total >= PHONE_DIGITS[0] and score > best[i][0] and not _DATE.match(run[groups[i][0] : groups[j][1]]):
+            if total < PHONE_DIGITS[0] or score <= best[i][0] or _DATE.match(run[groups[i][0] : groups[j][1]]):
+                continue
+            if _on_its_own(run, groups, i, j):
                 best[i], phone[i] = (score, j + 1), True
     out, i, at = [], 0, 0
     while i < n:
@@ -94,6 +102,21 @@ def _cut(run: str) -> str:
             at = groups[nxt - 1][1]
         i = nxt
     return "".join([*out, run[at:]])
+
+
+def _on_its_own(run: str, groups: list[tuple[int, int, int]], i: int, j: int) -> bool:
+    """Whether groups i..j of a run, cut out of it, look like a phone number by themselves:
+    opened by '+' or '(' (a country or area code); opened by a trunk '0', unless they are
+    equal groups of three or more digits (zero-padded ids: 0001 0002); or in a phone's
+    layout (_LAYOUTS). Equal groups (years, ids, versions) and a long ungrouped number in a
+    list are not, so cutting never takes a list of numbers for a list of phones."""
+    start = groups[i][0]
+    if run[start] in "+(":
+        return True
+    sizes = tuple(size for _, _, size in groups[i : j + 1])
+    if run[start] == "0":
+        return len(sizes) == 1 or len(set(sizes)) > 1 or sizes[0] < 3
+    return sizes in _LAYOUTS
 
 
 def _opening(run: str, groups: list[tuple[int, int, int]], i: int) -> int:

@@ -25,6 +25,10 @@ ADJACENT = [
     ("020 7946 0958 / 07700 900123", "[PHONE] / [PHONE]"),
     ("(415) 555-0100, 415-555-0199/+44 7700 900123", "[PHONE], [PHONE]/[PHONE]"),
     ("call 07700900123 07700900124 today", "call [PHONE] [PHONE] today"),
+    ("+44 20 7946 0958, +44 7700 900123", "[PHONE], [PHONE]"),
+    ("01 23 45 67 89 01 98 76 54 32", "[PHONE] [PHONE]"),  # a trunk 0 opens each
+    ("415 555 0100 212 555 0143", "[PHONE] [PHONE]"),  # 3-3-4: a phone's layout
+    ("138 0013 8000 139 0013 9000", "[PHONE] [PHONE]"),  # 3-4-4
 ]
 
 
@@ -66,12 +70,53 @@ def test_what_is_not_a_phone_number_stays(text: str) -> None:
     assert redact(text) == text
 
 
+# Runs of digit groups over 15 digits that are no phone numbers side by side: a piece cut out
+# of them would not look like a phone number on its own (no '+', '(' or trunk '0', no phone's
+# grouping), so the run stays.
+NOT_PHONES = [
+    "ids 1001 1002 1003 1004 1005",
+    "2021 2022 2023 2024 2025 2026",
+    "years 1999 2000 2001 2002 2003 2004 2005",
+    "versions 10.12.14 10.12.15 10.13.01",
+    "releases 3.11.20 3.12.10 3.13.00 3.14.10",
+    "account 1234 5678 9012 3456 7890",  # five groups of four: no card's layout, no phone
+    "accounts 12345678 87654321 11223344",
+    "orders 1234567890 1234567891 1234567892",  # ungrouped ids
+    "padded 001 002 003 004 005 006",  # zero-padded ids: a trunk 0 but equal groups
+    "batch 100 200 300 400 500 600",
+]
+
+
+@pytest.mark.parametrize("text", NOT_PHONES)
+def test_a_run_of_numbers_that_are_no_phone_numbers_stays(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("years 2021 2022 415 555 0100", "years 2021 2022 [PHONE]"),
+        ("ids 1001 1002 1003 1004 020 7946 0958", "ids 1001 1002 1003 1004 [PHONE]"),
+        ("+44 20 7946 0958 2021 2022 2023", "[PHONE] 2021 2022 2023"),
+    ],
+)
+def test_in_a_run_only_the_phone_numbers_go(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
 def test_a_long_run_of_numbers_is_redacted_in_linear_time() -> None:
     text = " ".join(["020 7946 0958"] * 20_000) + "x"
     started = time.perf_counter()
     out = redact(text)
-    assert time.perf_counter() - started < 5
-    assert "7946" not in out
+    assert time.perf_counter() - started < 10  # loose: CI machines are busy; quadratic would take minutes
+    assert out.count("7946") == 1 and out.endswith(" 7946 0958x")  # the last, glued to a word, is no number
+
+
+def test_a_long_run_of_no_phone_numbers_is_read_in_linear_time() -> None:
+    text = " ".join(["1001 1002 1003"] * 20_000) + "x"
+    started = time.perf_counter()
+    assert redact(text) == text
+    assert time.perf_counter() - started < 10
 
 
 def test_other_markers_still_apply() -> None:
