@@ -39,6 +39,15 @@ class Principal:
             raise errors.NotFound("agent not found")  # do not confirm it exists
 
 
+def bearer_token(authorization: str) -> str | None:
+    """The token of an Authorization header `Bearer <token>` (the scheme in any case, the
+    token without surrounding spaces), or None for no header, another scheme or no token.
+    Every reader of a bearer token (API keys, the metrics token) parses it here, alike."""
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
 def generate() -> tuple[str, str, bytes]:
     """(full key, prefix, hash). The full key is shown once and never stored."""
     prefix = secrets.token_hex(6)

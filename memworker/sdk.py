@@ -55,6 +55,13 @@ def _seg(value: object) -> str:
     return quote(text, safe="")
 
 
+def _acting(subject: str | None) -> dict[str, str]:
+    """The query naming the subject a caller acts for: a session that is not that subject's
+    (another subject's, or a general one) is then refused with a 403. None names none, and
+    the key reaches every session it may: the subject is a guard a caller opts into."""
+    return {} if subject is None else {"subject": subject}
+
+
 REFUSED = (429, 503)  # refused before any work was done: safe to send again
 
 
@@ -365,7 +372,8 @@ class Client:
         subject: str | None = None,
     ) -> dict[str, Any]:
         """Open a session (an existing session_id returns it unchanged, created False);
-        subject: whom the session is with (its context calls recall for that subject)."""
+        subject: whom the session is with (its context calls recall for that subject), and
+        the subject the caller acts for: an existing session_id not that subject's is a 403."""
         body = {
             k: v
             for k, v in {
@@ -383,40 +391,64 @@ class Client:
         params = {k: v for k, v in {"status": status, "limit": limit}.items() if v is not None}
         return self._list("GET", f"/v1/agents/{_seg(agent_id)}/sessions", params=params, key="sessions")
 
-    def session(self, agent_id: str, session_id: str) -> dict[str, Any]:
-        return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}")
+    # `subject=` on a session's methods: the subject the caller acts for (see _acting)
+    def session(self, agent_id: str, session_id: str, *, subject: str | None = None) -> dict[str, Any]:
+        return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}", params=_acting(subject))
 
-    def working(self, agent_id: str, session_id: str) -> dict[str, Any]:
-        return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/working")
+    def working(self, agent_id: str, session_id: str, *, subject: str | None = None) -> dict[str, Any]:
+        return self._obj(
+            "GET", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/working", params=_acting(subject)
+        )
 
-    def update_working(self, agent_id: str, session_id: str, **changes: Any) -> dict[str, Any]:
+    def update_working(
+        self, agent_id: str, session_id: str, *, subject: str | None = None, **changes: Any
+    ) -> dict[str, Any]:
         """changes: goal=, intent= (None clears), add=[{"kind", "text" | "memory_id"}], remove=[ids],
         touch=[ids], expected_revision=."""
-        return self._obj("PATCH", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/working", json=changes)
+        return self._obj(
+            "PATCH",
+            f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/working",
+            params=_acting(subject),
+            json=changes,
+        )
 
     def set_plan(
-        self, agent_id: str, session_id: str, milestones: list[dict[str, Any]], *, title: str | None = None
+        self,
+        agent_id: str,
+        session_id: str,
+        milestones: list[dict[str, Any]],
+        *,
+        title: str | None = None,
+        subject: str | None = None,
     ) -> dict[str, Any]:
         """milestones: [{"id"?, "title", "steps": [{"id"?, "title", "status"?, "progress"?}]}]."""
         body: dict[str, Any] = {"milestones": milestones, **({"title": title} if title else {})}
-        return self._obj("PUT", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/plan", json=body)
+        return self._obj(
+            "PUT", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/plan", params=_acting(subject), json=body
+        )
 
-    def plan(self, agent_id: str, session_id: str) -> dict[str, Any]:
+    def plan(self, agent_id: str, session_id: str, *, subject: str | None = None) -> dict[str, Any]:
         """The plan, its milestones' status and progress, and "resume" (last completed milestone, next step)."""
-        return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/plan")
+        return self._obj(
+            "GET", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/plan", params=_acting(subject)
+        )
 
-    def update_step(self, agent_id: str, session_id: str, step_id: str, **changes: Any) -> dict[str, Any]:
+    def update_step(
+        self, agent_id: str, session_id: str, step_id: str, *, subject: str | None = None, **changes: Any
+    ) -> dict[str, Any]:
         """changes: status=, progress= (0-100), output=, note=, expected_revision=."""
         return self._obj(
             "PATCH",
             f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/plan/steps/{_seg(step_id)}",
+            params=_acting(subject),
             json=changes,
         )
 
     def context(
         self, agent_id: str, query: str, *, session_id: str | None = None, max_tokens: int | None = None, **options: Any
     ) -> dict[str, Any]:
-        """The runtime context; options: k, context_used (0..1) or used_tokens and window_tokens."""
+        """The runtime context; options: k, context_used (0..1) or used_tokens and window_tokens,
+        subject (recall for it; with session_id, the session must be that subject's, else 403)."""
         body = {
             "query": query,
             **{k: v for k, v in {"session_id": session_id, "max_tokens": max_tokens}.items() if v is not None},
@@ -424,35 +456,57 @@ class Client:
         }
         return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/context", json=body)
 
-    def report_usage(self, agent_id: str, session_id: str, **usage: Any) -> dict[str, Any]:
+    def report_usage(
+        self, agent_id: str, session_id: str, *, subject: str | None = None, **usage: Any
+    ) -> dict[str, Any]:
         """usage: context_used (0..1), or used_tokens with window_tokens; none: the estimate."""
-        return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/usage", json=usage)
+        return self._obj(
+            "POST",
+            f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/usage",
+            params=_acting(subject),
+            json=usage,
+        )
 
-    def context_calls(self, agent_id: str, session_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    def context_calls(
+        self, agent_id: str, session_id: str, *, limit: int = 50, subject: str | None = None
+    ) -> list[dict[str, Any]]:
         return self._list(
             "GET",
             f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/context_calls",
-            params={"limit": limit},
+            params={"limit": limit, **_acting(subject)},
             key="context_calls",
         )
 
-    def archive_session(self, agent_id: str, session_id: str) -> dict[str, Any]:
-        return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/archive")
+    def archive_session(self, agent_id: str, session_id: str, *, subject: str | None = None) -> dict[str, Any]:
+        return self._obj(
+            "POST", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/archive", params=_acting(subject)
+        )
 
-    def restore_session(self, agent_id: str, session_id: str, version: int | None = None) -> dict[str, Any]:
+    def restore_session(
+        self, agent_id: str, session_id: str, version: int | None = None, *, subject: str | None = None
+    ) -> dict[str, Any]:
         return self._obj(
             "POST",
             f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/restore",
+            params=_acting(subject),
             json={"version": version} if version else {},
         )
 
-    def archives(self, agent_id: str, session_id: str) -> list[dict[str, Any]]:
-        return self._list("GET", f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/archives", key="archives")
+    def archives(self, agent_id: str, session_id: str, *, subject: str | None = None) -> list[dict[str, Any]]:
+        return self._list(
+            "GET",
+            f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/archives",
+            params=_acting(subject),
+            key="archives",
+        )
 
-    def download_archive(self, agent_id: str, session_id: str, version: int) -> bytes:
+    def download_archive(self, agent_id: str, session_id: str, version: int, *, subject: str | None = None) -> bytes:
         """The archive as stored: gzip-compressed JSONL bytes."""
         with self._reaching():
-            resp = self._http.get(f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/archives/{_seg(version)}")
+            resp = self._http.get(
+                f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/archives/{_seg(version)}",
+                params=_acting(subject),
+            )
         if resp.status_code >= 400:
             raise ApiError(
                 resp.status_code,
@@ -460,12 +514,14 @@ class Client:
             )
         return resp.content
 
-    def read_archive(self, agent_id: str, session_id: str, version: int) -> list[dict[str, Any]]:
+    def read_archive(
+        self, agent_id: str, session_id: str, version: int, *, subject: str | None = None
+    ) -> list[dict[str, Any]]:
         """The archive's JSONL lines, decompressed and parsed."""
         import gzip
         import json
 
-        raw = gzip.decompress(self.download_archive(agent_id, session_id, version))
+        raw = gzip.decompress(self.download_archive(agent_id, session_id, version, subject=subject))
         return [json.loads(line) for line in raw.decode().splitlines() if line]
 
     def add_webhook(

@@ -185,8 +185,8 @@ def _add_ops_routes(app: FastAPI, settings: Settings) -> None:
 
 def _bearer_is(request: Request, token: str) -> bool:
     """Whether the request's bearer token is `token`, compared in constant time."""
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    given = keys.bearer_token(request.headers.get("authorization", ""))
+    return given is not None and hmac.compare_digest(given.encode(), token.encode())
 
 
 def memory_estimates(pool: Any) -> list[tuple[str, str, float]]:

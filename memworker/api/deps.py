@@ -83,12 +83,11 @@ def principal(
 
 
 def _principal(request: Request) -> keys.Principal:
-    header = request.headers.get("authorization", "")
-    if not header.lower().startswith("bearer "):
+    key = keys.bearer_token(request.headers.get("authorization", ""))
+    if key is None:
         raise errors.Unauthorized("missing api key")
     res, state = resources(request), request.app.state
     cache: keys.KeyCache = state.key_cache
-    key = header[7:].strip()
     p = cache.get(key, lambda k: keys.authenticate(res.pool, k))
     generation = state.limiter.take(str(p.key_id), str(p.tenant_id), client_address(request))
     if generation is not None and generation != state.cache_generation:

@@ -41,10 +41,11 @@ def register(sub: Any) -> None:
     ap.add_argument("file", type=Path)
     ap.add_argument("--tenant", help=f'tenant name (default: the file\'s "tenant", else {DEFAULT_TENANT})')
     ap.set_defaults(func=cmd_policy_apply)
-    sh = pa.add_parser("show", help="the overrides and effective policy of the tenant or one --agent")
+    sh = pa.add_parser("show", help="the overrides and effective policy of the tenant or one --agent, as JSON")
     sh.add_argument("--tenant", default=DEFAULT_TENANT)
     sh.add_argument("--agent")
-    sh.add_argument("--json", action="store_true", help="the same JSON it always prints (for scripts)")
+    # accepted like every command's --json, so a script may pass it; the output is JSON either way
+    sh.add_argument("--json", action="store_true", help="no change: the output is JSON either way")
     sh.set_defaults(func=cmd_policy_show)
 
 

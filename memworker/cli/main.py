@@ -87,7 +87,9 @@ def _add_stack_commands(sub: Any) -> None:
 
     m = sub.add_parser("migrate", help="apply pending SQL migrations (as the owner role)")
     m.add_argument("--status", action="store_true", help="list migrations and whether each is applied")
-    m.add_argument("--json", action="store_true", help='with --status: [{"name", "state"}]')
+    m.add_argument(
+        "--json", action="store_true", help='{"applied": [names applied now]}; with --status: [{"name", "state"}]'
+    )
     m.set_defaults(func=cmd_migrate)
 
     c = sub.add_parser("check", help="report configuration problems and how to fix them")
@@ -193,6 +195,8 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     elif args.status:
         for name, state in rows:
             print(f"{state:8} {name}")
+    elif args.json:
+        print(json.dumps({"applied": applied}))
     else:
         print("applied: " + ", ".join(applied) if applied else "up to date")
     return 0

@@ -19,8 +19,7 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib import metadata
-from typing import Annotated, Any, Literal, cast
-from urllib.parse import quote
+from typing import Annotated, Any, Literal
 
 import httpx
 from mcp.server.mcpserver import MCPServer
@@ -30,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memworker import errors, memories
 from memworker.schemas import Kind, Message, Tier, WritableKind, WritableTier
-from memworker.sdk import ApiError, Client
+from memworker.sdk import Client
 
 INSTRUCTIONS = """Long-term memory for this agent, served by memworker.
 - remember: record what happened (an episode: content or messages; a worker distils it into memories
@@ -85,41 +84,22 @@ class Milestone(BaseModel):
 # --- errors --------------------------------------------------------------------------------
 
 
-def _where(exc: httpx.HTTPError) -> str:
-    try:
-        url = exc.request.url
-    except RuntimeError:  # an error raised before any request was made
-        return "the memworker API"
-    return f"the memworker API at {url.scheme}://{url.netloc.decode()}"
-
-
 @contextmanager
 def api_errors() -> Iterator[None]:
     """Turn what the API or the network says into a tool error the model can read (the SDK
     shows a ToolError's message and nothing else; any other exception would reach the client
-    as a bare "Error executing tool")."""
+    as a bare "Error executing tool"). The SDK raises a MemworkerError for an API error, an
+    API it cannot reach (Unreachable, naming the URL) and an argument it refuses before any
+    request; TimeoutError is remember(wait=True) running out of time; an httpx.HTTPError is
+    what the SDK leaves as it came (a body it cannot decode, a redirect loop)."""
     try:
         yield
-    except ApiError as exc:
-        raise ToolError(str(exc)) from exc
-    except errors.MemworkerError as exc:  # the SDK refusing an argument (InvalidInput) before any request
-        raise ToolError(str(exc)) from exc
-    except httpx.HTTPError as exc:
-        raise ToolError(f"cannot reach {_where(exc)}: {exc}") from exc
-    except TimeoutError as exc:
+    except (errors.MemworkerError, httpx.HTTPError, TimeoutError) as exc:
         raise ToolError(str(exc)) from exc
 
 
 def _without_none(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
-
-
-def _seg(value: str) -> str:
-    """One path segment, escaped as the SDK's methods escape theirs: an id never reaches
-    another path ('../other', '?'), and '.' and '..' are not ids."""
-    if value in (".", ".."):
-        raise ToolError(f"{value!r} is not a valid id")
-    return quote(value, safe="")
 
 
 def version() -> str:
@@ -140,6 +120,10 @@ class Tools:
     def __init__(self, client: Client, agent: str | None, subject: str | None = None) -> None:
         self._client = client
         self._agent = agent
+        # Every session call names the bound subject, and the API refuses (403) a session that
+        # is not that subject's: session ids are chosen by callers and easy to guess, so an id
+        # alone must not reach another subject's session. Unbound (None), the key reaches every
+        # session it may.
         self._bound_subject = subject
 
     def _subject(self, subject: str | None) -> str | None:
@@ -160,16 +144,6 @@ class Tools:
         if agent not in (None, "", self._agent):
             raise ToolError(f"this server is bound to agent {self._agent!r}; it cannot act for {agent!r}")
         return self._agent
-
-    def _session_call(
-        self, method: str, agent_id: str, session_id: str, *rest: str, body: Any = None
-    ) -> dict[str, Any]:
-        """One call to a session's routes. Bound to a subject, it names that subject, and the
-        API refuses (403) a session that is not that subject's: session ids are chosen by
-        callers and easy to guess, so an id alone must not reach another subject's session."""
-        path = "/".join((f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}", *map(_seg, rest)))
-        params = {"subject": self._bound_subject} if self._bound_subject is not None else None
-        return cast("dict[str, Any]", self._client.request(method, path, params=params, json=body))
 
     def remember(
         self,
@@ -204,8 +178,8 @@ class Tools:
         if sum(x is not None for x in (content, messages, text)) != 1:
             raise ToolError("give exactly one of content, messages (an episode) or text (a memory)")
         with api_errors():
-            if session_id is not None and self._bound_subject is not None:
-                self._session_call("GET", agent_id, session_id)  # the session must be the subject's
+            if session_id is not None and self._bound_subject is not None:  # the session must be the subject's
+                self._client.session(agent_id, session_id, subject=self._bound_subject)
             if text is not None:
                 fields = _without_none(
                     salience=salience,
@@ -352,10 +326,10 @@ class Tools:
         )
         with api_errors():
             if not changes:
-                return self._session_call("GET", agent_id, session_id, "working")
+                return self._client.working(agent_id, session_id, subject=self._bound_subject)
             if expected_revision is not None:
                 changes["expected_revision"] = expected_revision
-            return self._session_call("PATCH", agent_id, session_id, "working", body=changes)
+            return self._client.update_working(agent_id, session_id, subject=self._bound_subject, **changes)
 
     def plan(
         self,
@@ -373,9 +347,9 @@ class Tools:
         agent_id = self._agent_id(agent)
         with api_errors():
             if milestones is None:
-                return self._session_call("GET", agent_id, session_id, "plan")
-            spec = {"milestones": [m.model_dump(exclude_none=True) for m in milestones], **_without_none(title=title)}
-            return self._session_call("PUT", agent_id, session_id, "plan", body=spec)
+                return self._client.plan(agent_id, session_id, subject=self._bound_subject)
+            spec = [m.model_dump(exclude_none=True) for m in milestones]
+            return self._client.set_plan(agent_id, session_id, spec, title=title, subject=self._bound_subject)
 
     def update_step(
         self,
@@ -394,7 +368,7 @@ class Tools:
         if not changes:
             raise ToolError("nothing to change: give status, progress, output or note")
         with api_errors():
-            return self._session_call("PATCH", agent_id, session_id, "plan", "steps", step_id, body=changes)
+            return self._client.update_step(agent_id, session_id, step_id, subject=self._bound_subject, **changes)
 
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)

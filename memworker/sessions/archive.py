@@ -157,12 +157,13 @@ def _plain(value: Any) -> Any:
 
 
 def archive(
-    conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str
+    conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, subject: str | None = None
 ) -> tuple[dict[str, Any], UUID | None, list[UUID]]:
     """Archive and close the session. Returns (the archive's listing, the summary episode to
     publish or None, webhook deliveries to send). An already archived session returns its
-    latest archive with already_archived true and nothing to publish."""
-    row = session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True)
+    latest archive with already_archived true and nothing to publish. `subject`: the subject
+    the caller acts for (session.load: another subject's or a general session is Forbidden)."""
+    row = session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, subject=subject)
     if row.status == "archived":
         latest = sessions_db.archive_get(
             conn,
@@ -225,10 +226,13 @@ def archive(
     return {**out, "already_archived": False}, episode_id, deliveries
 
 
-def restore(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, version: int | None) -> dict[str, Any]:
+def restore(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, version: int | None, subject: str | None = None
+) -> dict[str, Any]:
     """Reopen an archived session from its latest (or the given) archive. Raises NotFound,
-    Conflict (the session is open), InvalidInput (corrupt or unsupported archive)."""
-    row = session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True)
+    Forbidden (not `subject`'s, see session.load), Conflict (the session is open),
+    InvalidInput (corrupt or unsupported archive)."""
+    row = session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, subject=subject)
     if row.status != "archived":
         raise errors.Conflict(f"session {session_id} is open; only an archived session can be restored")
     arc = sessions_db.archive_get(
@@ -298,14 +302,20 @@ def listing(row: sessions_db.ArchiveInfo | sessions_db.Archive) -> dict[str, Any
     }
 
 
-def list_archives(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> list[dict[str, Any]]:
-    session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
+def list_archives(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, subject: str | None = None
+) -> list[dict[str, Any]]:
+    session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
     rows = sessions_db.archive_list(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     return [listing(r) for r in rows]
 
 
-def download(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, version: int) -> bytes:
-    """The archive's gzip bytes. Raises NotFound."""
+def download(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, version: int, subject: str | None = None
+) -> bytes:
+    """The archive's gzip bytes. Raises NotFound, Forbidden (the session is not `subject`'s)."""
+    if subject is not None:  # an archive is its session's: the acting subject is checked on the session
+        session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
     row = sessions_db.archive_get(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, version=version)
     if row is None:
         raise errors.NotFound("archive not found")

@@ -116,9 +116,7 @@ def _session(
     acts for it: it recalls that subject's memories and reaches that subject's sessions only."""
     if not session_id:
         return None
-    return session.load(
-        conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True, subject=subject
-    )
+    return session.load_open(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
 
 
 def gather_sessionless(

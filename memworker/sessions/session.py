@@ -106,6 +106,16 @@ def load(
     return row
 
 
+def load_open(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, subject: str | None = None
+) -> sessions_db.Session:
+    """The session row locked for a change, which only an open session takes: load with
+    lock and open_only (NotFound, Forbidden when not `subject`'s, Conflict when archived)."""
+    return load(
+        conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True, subject=subject
+    )
+
+
 def summary(row: sessions_db.Session, policy: Policy) -> dict[str, Any]:
     """What GET .../sessions/{id} answers."""
     doc = working.normalised(row.working)
@@ -143,9 +153,7 @@ def patch_working(
     """Apply a working-memory change under the session lock; (new row, report). Raises
     NotFound, Forbidden (not `subject`'s, see load), Conflict (archived, or revision moved
     on), InvalidInput."""
-    row = load(
-        conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True, subject=subject
-    )
+    row = load_open(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
     _check_revision(row, expected_revision)
     for item in patch.add:
         if item.memory_id is not None:
@@ -190,9 +198,7 @@ def put_plan(
     conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, spec: dict[str, Any], subject: str | None = None
 ) -> sessions_db.Session:
     """Replace the session's plan (keeping the progress of steps whose ids stay); the new row."""
-    row = load(
-        conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True, subject=subject
-    )
+    row = load_open(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
     revision = row.revision + 1
     plan = plans.build(spec, old=row.plan, now=now())
     plan["revision"] = revision
@@ -212,9 +218,7 @@ def patch_step(
 ) -> sessions_db.Session:
     """Change one step's status, progress or output; the new row. Raises NotFound (no plan,
     no such step), Forbidden (not `subject`'s), Conflict, InvalidInput."""
-    row = load(
-        conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, open_only=True, subject=subject
-    )
+    row = load_open(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
     _check_revision(row, expected_revision)
     if not row.plan:
         raise errors.NotFound("this session has no plan; PUT .../plan first")

@@ -105,3 +105,18 @@ def test_retention_run_and_status(env: Any, stack: dict[str, Any], capsys: pytes
     assert "cli   done" in capsys.readouterr().out
     assert cli.main(["retention", "status", "--tenant", "bob", "--agent", "cli-bot"]) == 1  # bob has no such agent
     assert "agent not found" in capsys.readouterr().err
+
+
+def test_json_output_of_migrate_and_policy_show(env: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """`migrate --json` prints what it applied as JSON (here nothing: the database is
+    migrated), `migrate --status --json` each migration's state; `policy show` prints JSON
+    with or without --json."""
+    assert cli.main(["migrate", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"applied": []}
+    assert cli.main(["migrate", "--status", "--json"]) == 0
+    states = json.loads(capsys.readouterr().out)
+    assert states and {s["state"] for s in states} == {"applied"}
+    assert cli.main(["policy", "show", "--tenant", "alice"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert cli.main(["policy", "show", "--tenant", "alice", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == plain and "effective" in plain

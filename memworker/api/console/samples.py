@@ -132,14 +132,14 @@ class RecallSampler:
             await anyio.to_thread.run_sync(self.recorder.flush)
 
     def _tenant(self, scope: Any) -> UUID | None:
-        header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
-        if not header.lower().startswith("bearer "):
+        key = keys.bearer_token(dict(scope["headers"]).get(b"authorization", b"").decode("latin-1"))
+        if key is None:
             return None
 
         def not_cached(_: str) -> keys.Principal:
             raise LookupError
 
         try:
-            return self.key_cache().get(header[7:].strip(), not_cached).tenant_id
+            return self.key_cache().get(key, not_cached).tenant_id
         except LookupError:
             return None

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from memworker import keys
 from memworker.api.deps import AgentId, principal, tx
-from memworker.api.routes.sessions import SessionId, after_commit
+from memworker.api.routes.sessions import ActingSubject, SessionId, after_commit
 from memworker.schemas import PG_INT_MAX, ArchiveList, ArchiveOut, Restored, Strict
 from memworker.sessions import archive
 
@@ -23,13 +23,17 @@ class RestoreIn(Strict):
 
 @router.post("/v1/agents/{agent_id}/sessions/{session_id}/archive", response_model=ArchiveOut)
 def post_archive(
-    agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
+    agent_id: AgentId,
+    session_id: SessionId,
+    request: Request,
+    subject: ActingSubject = None,
+    p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     """Snapshot (gzip JSONL), close, and distil the session into long-term memory."""
     p.require("memories:write", agent_id)
     with tx(request, p) as conn:
         out, episode_id, deliveries = archive.archive(
-            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject
         )
     after_commit(request, p.tenant_id, episode_id, deliveries)
     return out
@@ -41,6 +45,7 @@ def post_restore(
     session_id: SessionId,
     request: Request,
     body: RestoreIn | None = None,
+    subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     p.require("memories:write", agent_id)
@@ -51,17 +56,24 @@ def post_restore(
             agent_id=agent_id,
             session_id=session_id,
             version=body.version if body else None,
+            subject=subject,
         )
 
 
 @router.get("/v1/agents/{agent_id}/sessions/{session_id}/archives", response_model=ArchiveList)
 def list_archives(
-    agent_id: AgentId, session_id: SessionId, request: Request, p: keys.Principal = Depends(principal)
+    agent_id: AgentId,
+    session_id: SessionId,
+    request: Request,
+    subject: ActingSubject = None,
+    p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
         return {
-            "archives": archive.list_archives(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id)
+            "archives": archive.list_archives(
+                conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject
+            )
         }
 
 
@@ -75,12 +87,15 @@ def download_archive(
     session_id: SessionId,
     version: Annotated[int, Path(ge=1, le=PG_INT_MAX)],
     request: Request,
+    subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
 ) -> Response:
     """The archive as stored: gzip-compressed JSONL."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        data = archive.download(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, version=version)
+        data = archive.download(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, version=version, subject=subject
+        )
     name = f"{agent_id}-{session_id}-v{version}.jsonl.gz"
     return Response(
         data, media_type="application/gzip", headers={"Content-Disposition": f'attachment; filename="{name}"'}

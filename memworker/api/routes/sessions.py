@@ -421,15 +421,7 @@ def post_usage(
     p.require("memories:write", agent_id)
     with tx(request, p) as conn:
         policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-        row = session.load(
-            conn,
-            tenant_id=p.tenant_id,
-            agent_id=agent_id,
-            session_id=session_id,
-            lock=True,
-            open_only=True,
-            subject=subject,
-        )
+        row = session.load_open(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
         use, flush_episode = session.record_use(conn, row, policy=policy, reported=_use(body), context_tokens=None)
     after_commit(request, p.tenant_id, flush_episode, [])
     return use
