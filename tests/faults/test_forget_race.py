@@ -18,11 +18,11 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 
 from memworker.sdk import Client
 from tests.conftest import start_api, start_worker, stop_worker
+from tests.probes import marked_rows
 
 TRIALS = 200
 MAX_DELAY_S = 0.12  # about the worker's time from the archive to its commit of the summary
@@ -99,20 +99,8 @@ def _drain(client: Client) -> None:
 def _surviving_markers(stack: dict[str, Any], tenant_id: Any) -> dict[str, list[str]]:
     """Every trial's marker still held by a row of the tenant: marker -> tables."""
     found: dict[str, list[str]] = {}
-    with psycopg.connect(stack["owner_url"]) as conn:
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT table_name FROM information_schema.columns WHERE table_schema = 'memworker' "
-                "AND column_name = 'tenant_id' ORDER BY 1"
-            ).fetchall()
-        ]
-        for t in tables:
-            rows = conn.execute(
-                f"SELECT lower(x::text) FROM memworker.{t} x WHERE x.tenant_id = %s AND x::text ILIKE '%%rk-7%%'",
-                (tenant_id,),
-            ).fetchall()
-            for (text,) in rows:
-                for m in set(_MARKER.findall(text)):
-                    found.setdefault(f"RK-{m}", []).append(t)
+    for table, texts in marked_rows(stack["owner_url"], tenant_id, "rk-7").items():
+        for text in texts:
+            for m in set(_MARKER.findall(text)):
+                found.setdefault(f"RK-{m}", []).append(table)
     return found

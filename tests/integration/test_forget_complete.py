@@ -16,11 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
 from memworker.sdk import ApiError, Client
 from tests.conftest import start_worker, stop_worker
+from tests.probes import marked_counts
 
 MARKER = "ZK-7741-QX-3309"
 AGENT = "fc-bot"
@@ -150,27 +150,6 @@ def leaks(api: str, key: str, c: Client, ids: dict[str, Any]) -> list[str]:
     return [p for p, text in texts_served(api, key, c, ids).items() if MARKER.lower() in text.lower()]
 
 
-def rows_with_marker(stack: dict[str, Any], tenant_id: Any) -> dict[str, int]:
-    """Every row of the tenant, in every table, whose text form holds the marker."""
-    found = {}
-    with psycopg.connect(stack["owner_url"]) as conn:
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT table_name FROM information_schema.columns WHERE table_schema = 'memworker' "
-                "AND column_name = 'tenant_id' ORDER BY 1"
-            ).fetchall()
-        ]
-        for t in tables:
-            row = conn.execute(
-                f"SELECT count(*) FROM memworker.{t} x WHERE x.tenant_id = %s AND strpos(lower(x::text), %s) > 0",
-                (tenant_id, MARKER.lower()),
-            ).fetchone()
-            if row and row[0]:
-                found[t] = int(row[0])
-    return found
-
-
 def test_the_marker_is_everywhere_before_any_forget(
     api: str, tenants: dict[str, Any], clients: dict[str, Client], seeded: dict[str, Any]
 ) -> None:
@@ -196,9 +175,9 @@ def forget_and_check(
     receipt = c.forget(AGENT, **selector)
     assert MARKER.lower() not in str(receipt).lower()  # the receipt names ids and counts, never the text
     assert leaks(api, tenants[name]["key"], c, ids) == []
-    assert rows_with_marker(stack, tenants[name]["id"]) == {}
+    assert marked_counts(stack["owner_url"], tenants[name]["id"], MARKER) == {}
     for other in others:  # the same marker in other tenants is untouched
-        assert rows_with_marker(stack, tenants[other]["id"]), other
+        assert marked_counts(stack["owner_url"], tenants[other]["id"], MARKER), other
         assert any(MARKER in h["text"] for h in clients[other].recall(AGENT, MARKER, k=50)["memories"])
     return receipt
 
@@ -236,7 +215,7 @@ def rearchive_and_check(
         c.wait_for_episode(AGENT, again["distill_episode_id"])
     c.restore_session(AGENT, SID, version=1)
     assert leaks(api, tenants[name]["key"], c, {**ids, "memory_ids": all_memory_ids(c) + ids["memory_ids"]}) == []
-    assert rows_with_marker(stack, tenants[name]["id"]) == {}
+    assert marked_counts(stack["owner_url"], tenants[name]["id"], MARKER) == {}
 
 
 def test_forget_by_session_deletes_the_session_and_everything_it_left(

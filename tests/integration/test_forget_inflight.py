@@ -8,13 +8,11 @@ marker may survive the forget, in any table of the tenant. Another tenant's copy
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-import psycopg
 import pytest
 
 from memworker import memories, reflection
@@ -22,6 +20,7 @@ from memworker.erase import forget
 from memworker.ingest import intake, processing
 from memworker.sessions import archive, hooks, session
 from memworker.storage import db, store
+from tests.probes import marked_counts, wait_until_blocked
 
 MARKER = "RK-71683"
 SUBJECT = "user-rk"
@@ -127,8 +126,9 @@ def test_a_forget_racing_the_ingest_of_its_episode_leaves_nothing(
     outcome, receipt = _race(stack, pool, embedder, tenant, f"agent-{kind}", episode, request)
     assert outcome.stored == [episode]  # the worker committed first ...
     assert str(episode) in receipt["episodes"]["ids"]  # ... and the forget erased the episode
-    assert _marked(stack, tenant, f"agent-{kind}") == {}  # and everything the worker wrote from it
-    assert _marked(stack, bystander, "agent-subject")["memories"] == 1
+    owner = stack["owner_url"]
+    assert marked_counts(owner, tenant, MARKER, agent_id=f"agent-{kind}") == {}  # and everything the worker wrote
+    assert marked_counts(owner, bystander, MARKER, agent_id="agent-subject")["memories"] == 1
 
 
 def test_a_memory_confirmed_mid_forget_takes_the_confirming_episode_along(
@@ -167,9 +167,11 @@ def _race(
     """The worker stores the episode and is held before its commit; the forget starts and,
     once it waits for the worker's transaction, the worker is let go. Both answers."""
     inside, go = threading.Event(), threading.Event()
+    pids: dict[str, int] = {}  # the backends of the worker's and the forget's transactions
 
     def held(conn: db.Conn, **kw: Any) -> list[UUID]:
         out = hooks.episode_stored(conn, **kw)
+        pids["worker"] = conn.info.backend_pid
         inside.set()  # everything of the episode written, not committed
         assert go.wait(HOLD_S)
         return out
@@ -189,55 +191,24 @@ def _race(
         thread.start()
         return thread
 
+    erasing = threading.Event()
+
     def erase() -> dict[str, Any]:
         with db.tenant_tx(pool, tenant) as conn:
+            pids["forget"] = conn.info.backend_pid
+            erasing.set()
             return forget.forget(conn, tenant_id=tenant, agent_id=agent, request=request, actor="t")
 
     worker = run(lambda: _ingest(pool, stack["settings"], embedder, tenant, episode, held), outcomes)
     try:
         assert inside.wait(HOLD_S), failed
         eraser = run(erase, receipts)
-        _wait_for_a_waiter(stack)  # the forget now waits for the worker's transaction
+        assert erasing.wait(HOLD_S), failed
+        # the forget's own backend now waits for the worker's transaction (no other waiter counts)
+        wait_until_blocked(stack["owner_url"], pids["forget"], pids["worker"], HOLD_S)
     finally:
         go.set()
     worker.join(HOLD_S)
     eraser.join(HOLD_S)
     assert not failed, failed
     return outcomes[0], receipts[0]
-
-
-def _marked(stack: dict[str, Any], tenant: UUID, agent: str) -> dict[str, int]:
-    """Every row of the agent (of the tenant, in a table without agents) whose text form
-    holds the marker, by table."""
-    found = {}
-    with psycopg.connect(stack["owner_url"]) as conn:
-        tables = conn.execute(
-            "SELECT table_name, bool_or(column_name = 'agent_id') FROM information_schema.columns"
-            " WHERE table_schema = 'memworker' GROUP BY 1"
-            " HAVING bool_or(column_name = 'tenant_id') ORDER BY 1"
-        ).fetchall()
-        for t, by_agent in tables:
-            row = conn.execute(
-                f"SELECT count(*) FROM memworker.{t} x WHERE x.tenant_id = %s"
-                + (" AND x.agent_id = %s" if by_agent else " AND %s::text IS NOT NULL")
-                + " AND strpos(lower(x::text), %s) > 0",
-                (tenant, agent, MARKER.lower()),
-            ).fetchone()
-            if row and row[0]:
-                found[t] = int(row[0])
-    return found
-
-
-def _wait_for_a_waiter(stack: dict[str, Any]) -> None:
-    """Until a transaction of this database waits for a lock (the forget, for the worker)."""
-    deadline = time.monotonic() + HOLD_S
-    with psycopg.connect(stack["owner_url"]) as conn:
-        while time.monotonic() < deadline:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
-                " WHERE NOT l.granted AND a.datname = current_database()"
-            ).fetchone()
-            if row and row[0]:
-                return
-            time.sleep(0.02)
-    raise AssertionError("the forget never waited for the worker")
