@@ -36,6 +36,10 @@ search for what they left, which is repeated until it finds no episode not yet h
 (_settle), so an ingest of one of them has committed before the search or stores nothing.
 An ingest of another episode confirming a forgotten memory after that search shows in the
 deleted row's provenance: the erase is undone to a savepoint and planned again (_Overtaken).
+So is an erase Postgres chose to end a deadlock (or a serialization failure): the episodes
+are held in two batches (named ones, then those found), each in id order, so a forget can
+close a wait-for cycle with another writer. Every search of a plan, across all re-plans,
+counts against one budget (MAX_PLAN_SEARCHES); past it nothing is erased (503).
 
 Audit rows stay: they carry ids and reasons, never text. The receipt names no erased text:
 only ids and counts per place."""
@@ -47,6 +51,8 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from psycopg.errors import DeadlockDetected, SerializationFailure
+
 from memworker import errors, memories, rules
 from memworker.fleet import pools
 from memworker.lifecycle import governance, needles
@@ -57,9 +63,14 @@ from memworker.storage.db import Conn
 MAX_IDS = 1_000
 MAX_DERIVED_ROUNDS = 5  # insights of insights: a handful of levels at most
 LOCK_WAIT_S = 30.0
-MAX_SETTLE_ROUNDS = 5  # searches of one forget's plan while ingest commits what it erases
+# Searches of one forget's plan, over every re-plan (new episodes to hold, an overtaking
+# ingest, a deadlock): a forget needs 1 or 2, each re-plan usually 2 more.
+MAX_PLAN_SEARCHES = 8
 SELECTORS = ("provenance", "memory_ids", "session_id", "subject", "before")
-_MOVING = "the agent's episodes kept changing while they were being erased; retry shortly"
+_MOVING = (
+    "the agent's episodes kept changing, or were held by other writers, while they were being erased;"
+    " nothing was erased; retry shortly"
+)
 
 
 @dataclass(frozen=True)
@@ -137,8 +148,9 @@ def forget(
     """Erase what the request names (see the module docstring) and return the receipt.
 
     Raises NotFound for an unknown agent, InvalidInput for a bad request, Unavailable when
-    the agent stays locked by a consolidation pass for LOCK_WAIT_S or ingest keeps changing
-    what the request erases for MAX_SETTLE_ROUNDS plans (nothing is erased then)."""
+    the agent stays locked by a consolidation pass for LOCK_WAIT_S, or when ingest keeps
+    changing what the request erases (or deadlocks keep ending the erase) past
+    MAX_PLAN_SEARCHES searches of its plan (nothing is erased then)."""
     request.validate()
     store.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
     _lock(conn, tenant_id, agent_id)
@@ -146,13 +158,30 @@ def forget(
     base: dict[str, Any] = dict(tenant_id=tenant_id, agent_id=agent_id)
     ids = list(request.memory_ids or ())
     resolved = [governance.resolve(conn, **base, memory_id=i) for i in ids]
-    for _ in range(MAX_SETTLE_ROUNDS):
+    searches = _Budget(MAX_PLAN_SEARCHES)
+    while searches.left:
+        # a savepoint: an erase overtaken by an ingest, or ended by Postgres to break a deadlock
+        # (its row locks go with it), is undone, then planned again
         try:
-            with conn.transaction():  # a savepoint: an erase overtaken by an ingest is undone, then planned again
-                return _erase(conn, base, request, actor, now, ids, resolved)
-        except _Overtaken:
+            with conn.transaction():
+                return _erase(conn, base, request, actor, now, ids, resolved, searches)
+        except (_Overtaken, DeadlockDetected, SerializationFailure):
             continue
     raise errors.Unavailable(_MOVING)
+
+
+@dataclass
+class _Budget:
+    """The searches of its plan a forget may still make, shared by every re-plan."""
+
+    left: int
+
+    def take(self) -> bool:
+        """Spend one search; False when none is left."""
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
 
 
 class _Overtaken(Exception):
@@ -168,11 +197,12 @@ def _erase(
     now: datetime,
     ids: list[UUID],
     resolved: list[UUID],
+    searches: _Budget,
 ) -> dict[str, Any]:
     """Carry out the request's plan; the receipt. _Overtaken when a forgotten memory, as
     deleted, came from an episode the plan does not erase."""
     tenant_id, agent_id = base["tenant_id"], base["agent_id"]
-    plan = _settle(conn, base, request, resolved)
+    plan = _settle(conn, base, request, resolved, searches)
     # episodes before any memory row: ingest locks its episode, then the memories it confirms,
     # so taking memory rows first could wait on an ingest that waits on us
     erased = lifecycle_db.forget_delete_episodes(conn, **base, ids=list(plan.episodes | plan.copy_episodes))
@@ -228,7 +258,7 @@ def _ids(ids: set[UUID]) -> dict[str, Any]:
     return {"count": len(ids), "ids": sorted(str(i) for i in ids)}
 
 
-def _settle(conn: Conn, base: dict[str, Any], request: Request, resolved: list[UUID]) -> _Plan:
+def _settle(conn: Conn, base: dict[str, Any], request: Request, resolved: list[UUID], searches: _Budget) -> _Plan:
     """The plan, found while every episode it erases is held. Ingest writes an episode's
     memories and turns in a transaction that holds the episode's row; a search made before
     forget holds that row misses what such a transaction commits afterwards. So the plan is
@@ -236,9 +266,9 @@ def _settle(conn: Conn, base: dict[str, Any], request: Request, resolved: list[U
     found, until a search finds no new one: then an ingest of any of them has committed
     before the search (which saw its writes) or waits for this transaction and finds its
     episode gone. Unavailable when the plan keeps moving (ingest writing faster than it
-    settles); nothing is changed then."""
+    settles) until the searches are spent; nothing is changed then."""
     held: set[UUID] = set()
-    for _ in range(MAX_SETTLE_ROUNDS):
+    while searches.take():
         plan = _find(conn, base, request, resolved)
         held |= plan.named
         wanted = plan.episodes | plan.copy_episodes
