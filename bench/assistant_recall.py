@@ -85,7 +85,7 @@ from _common import (  # noqa: E402
     write_report,
 )
 
-from memworker import Client  # noqa: E402
+from memworker import Client, recall  # noqa: E402
 from memworker.sdk import ApiError  # noqa: E402
 
 BEAM = Path("/work/shared/benchdata/beam/100K")
@@ -617,7 +617,7 @@ def latency_row(label: str, answers: Sequence[Answer]) -> list[Any]:
     ]
 
 
-def single_section(convs: Sequence[Conv], systems: dict[str, list[Answer]], agent: str) -> list[str]:
+def single_section(convs: Sequence[Conv], systems: dict[str, list[Answer]], agent: str, *, swept: bool) -> list[str]:
     own = [a for a in systems["memworker"] if a.corpus == "BEAM"]
     one = systems["memworker, one agent"]
     ratio = percentile([a.wall_ms for a in one], 50) / percentile([a.wall_ms for a in own], 50)
@@ -627,7 +627,12 @@ def single_section(convs: Sequence[Conv], systems: dict[str, list[Answer]], agen
     return [
         f"## One agent holding all {len(beam)} BEAM conversations (`{agent}`)",
         "",
-        "Each question asked of its conversation's own agent and of the one agent, one after the other.",
+        "Each question asked of its conversation's own agent and of the one agent, one after the other"
+        + (
+            "; every agent's retention sweep ran first (the one agent is served from the HNSW index)."
+            if swept
+            else "; no sweep ran first (an agent past the exact-scan size is served exactly until its first sweep)."
+        ),
         "",
         md_table(
             ["agent", "questions", "R@5", "R@10", "NDCG@10", "client p50 ms", "p95", "server took p50 ms", "p95"],
@@ -699,6 +704,7 @@ class Run:
     markers: Counter[str] = field(default_factory=Counter)
     baseline_s: float = math.nan
     commit: str = ""  # the code the stack started on (others may commit while it runs)
+    sweep: bool = False  # each agent's retention sweep ran before the questions
 
 
 def write_and_ask(client: Client, run: Run, timeout: float, *, ask: bool = True) -> None:
@@ -723,6 +729,11 @@ def write_and_ask(client: Client, run: Run, timeout: float, *, ask: bool = True)
         )
     if not ask:
         return
+    if run.sweep:  # what a large agent is served after its first scheduled sweep: the HNSW index
+        agents = dict.fromkeys([agent for plan in plans.values() for agent, _ in plan])
+        for agent in progress(agents, desc="retention sweep", unit="agent"):
+            client.run_retention(agent)
+        time.sleep(recall.STATS_TTL_S + 1)  # the API reads an agent's size and index state once a minute
     run.reflector = reflector_name(client, run.prefix + run.convs[0].name)
     run.systems = ask_all(client, run.convs, run.mapper, run.prefix, run.single)
 
@@ -756,7 +767,7 @@ def report(run: Run, args: argparse.Namespace, load_before: str, stack: Stack) -
     for corpus in corpora:
         out += corpus_section(corpus, run.convs, run.systems)
     if run.single:
-        out += single_section(run.convs, run.systems, run.single)
+        out += single_section(run.convs, run.systems, run.single, swept=run.sweep)
     own = run.systems["memworker"]
     out += [
         "## Recall latency (one agent per conversation)",
@@ -799,6 +810,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", type=Path, default=BEAM, help="the BEAM size folder holding <n>/chat.json")
     p.add_argument("--save", type=Path, help="also pickle the measured run here")
     p.add_argument(
+        "--sweep",
+        action="store_true",
+        help="after the ingests, run each agent's retention sweep (POST .../retention/run) before asking: "
+        "an agent past the exact-scan size is then served from the HNSW index, as after its first scheduled sweep",
+    )
+    p.add_argument(
         "--ingest-only",
         action="store_true",
         help="write and wait, print the ingest lines, ask nothing and write no report (for bench/ab.py)",
@@ -812,7 +829,14 @@ def main(argv: list[str] | None = None) -> int:
     with stack_from_args(args) as stack:
         key, tag = run_key(stack, "assistant")
         prefix = "" if stack.process is not None else f"{tag}-"  # a shared stack: fresh agent ids
-        run = Run(convs, prefix, f"{prefix}beam-all" if args.single_agent else None, markers=markers, commit=commit)
+        run = Run(
+            convs,
+            prefix,
+            f"{prefix}beam-all" if args.single_agent else None,
+            markers=markers,
+            commit=commit,
+            sweep=args.sweep,
+        )
         with Client(stack.api_url, key, timeout=600) as client:
             write_and_ask(client, run, args.timeout, ask=not args.ingest_only)
     if args.ingest_only:
