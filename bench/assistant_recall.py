@@ -84,6 +84,7 @@ from _common import (  # noqa: E402
     stack_from_args,
     write_report,
 )
+from locomo_recall import BM25, minmax  # noqa: E402
 
 from memworker import Client, recall  # noqa: E402
 from memworker.sdk import ApiError  # noqa: E402
@@ -450,34 +451,6 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
-class BM25:
-    """Okapi BM25 with Lucene's IDF, k1 1.2, b 0.75."""
-
-    def __init__(self, docs: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
-        toks = [tokens(d) for d in docs]
-        lens = np.array([len(t) for t in toks], dtype=np.float64)
-        self.norm = k1 * (1 - b + b * lens / max(float(lens.mean()), 1e-9))
-        self.postings: dict[str, list[tuple[int, int]]] = {}
-        for i, t in enumerate(toks):
-            for term, tf in Counter(t).items():
-                self.postings.setdefault(term, []).append((i, tf))
-        n = len(docs)
-        self.idf = {t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self.postings.items()}
-        self.k1, self.n = k1, n
-
-    def scores(self, query: str) -> np.ndarray:
-        out = np.zeros(self.n)
-        for term in set(tokens(query)):
-            for i, tf in self.postings.get(term, ()):
-                out[i] += self.idf[term] * tf * (self.k1 + 1) / (tf + self.norm[i])
-        return out
-
-
-def minmax(x: np.ndarray) -> np.ndarray:
-    lo, hi = float(x.min()), float(x.max())
-    return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
-
-
 def embedder() -> Any:
     from memworker.models.embeddings import for_settings
     from memworker.settings import Settings
@@ -493,11 +466,11 @@ def baselines(
     out: dict[str, list[Answer]] = {}
     for convs, suffix in pools:
         keys = [k for c in convs for k in c.texts]
-        bm25 = BM25([c.texts[k] for c in convs for k in c.texts])
+        bm25 = BM25([tokens(c.texts[k]) for c in convs for k in c.texts])
         matrix = np.vstack([vectors[k] for k in keys])
         for conv in convs:
             for q in conv.questions:
-                b, d = bm25.scores(q.text), matrix @ queries[q.text]
+                b, d = bm25.scores(tokens(q.text)), matrix @ queries[q.text]
                 ranked = {"BM25": b, "dense": d} | {
                     f"fused w={w}": w * minmax(b) + (1 - w) * minmax(d) for w in WEIGHTS
                 }
