@@ -5,7 +5,7 @@ memory_events row (ids, reason, actor; never text). The caller owns the transact
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any
@@ -178,6 +178,7 @@ def check_new(
     policy: Policy,
     actor: str,
     now: datetime | None = None,
+    decided: Collection[tuple[UUID, UUID]] = frozenset(),
 ) -> list[rules.Verdict]:
     """Compare just-written memories (their postings already stored) with the live memories
     that share their rarest terms: an older one a new memory contradicts with enough
@@ -185,7 +186,8 @@ def check_new(
     what was decided. One candidate query for the whole list (a batch write pays one round
     trip, not one per memory), and index lookups only, so it stays cheap on a large agent.
     Within the list, a memory is judged against the ones written before it, as if they had
-    been checked one at a time."""
+    been checked one at a time. decided: (new, old) pairs an LLM has already judged (ingest's
+    reflector): the rules leave them as it decided."""
     stateful = [(mid, d) for mid, d in written if d.kind in rules.STATEFUL_KINDS]
     if not stateful:
         return []
@@ -205,7 +207,7 @@ def check_new(
     verdicts = []
     for mid, draft in stateful:
         new = rules.Fact(str(mid), draft.text, draft.kind, draft.tier, draft.confidence, now)
-        for old in (olds[p.b] for p in found if p.a == mid and p.b in olds):
+        for old in (olds[p.b] for p in found if p.a == mid and p.b in olds and (mid, p.b) not in decided):
             verdict = rules.judge(old, new, policy)
             if verdict is None:
                 continue

@@ -293,6 +293,17 @@ insert_event = _sql.Run("insert_event")
 # probe_terms rarest terms (BM25 terms).
 find_duplicate = _sql.Row("find_duplicate", Duplicate, subject=None)
 
+
+@dataclass(frozen=True, slots=True)
+class NearMemory:
+    id: UUID
+    text: str
+    kind: str
+
+
+# An episode's nearest live memories of one subject and of some kinds, nearest first.
+nearest_live = _sql.Rows("nearest_live", NearMemory, subject=None)
+
 get_memory = _sql.Row("get_memory", _MEMORY)
 
 

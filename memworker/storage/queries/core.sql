@@ -646,3 +646,40 @@ FROM peers p CROSS JOIN LATERAL (
   ORDER BY x.embedding <=> %(embedding)s, x.id
   LIMIT %(per_peer)s) o
 ORDER BY o.similarity DESC, p.id, o.id;
+
+-- name: nearest_live
+-- The agent's live memories of one subject (NULL: the general ones) nearest an episode's
+-- vector, of the given kinds: what an LLM reflector is shown to decide updates. An agent in
+-- the HNSW index (past EXACT_MAX, agents.ann) is not scanned: its candidates are the memories
+-- sharing one of the episode's rarest terms, probed as find_duplicate does, so the cost per
+-- episode stays bounded; a smaller agent gets the exact scan recall's exact statement makes.
+-- Each branch sits behind a one-time filter, so only one of them runs.
+WITH agent AS (
+  SELECT coalesce((SELECT a.ann FROM agents a
+                   WHERE a.tenant_id = %(tenant_id)s AND a.id = %(agent_id)s), false) AS ann
+), probes AS (
+  SELECT q.term FROM unnest(%(terms)s::text[]) AS q(term)
+  CROSS JOIN LATERAL (SELECT count(*) AS df FROM (
+    SELECT 1 FROM memory_terms t
+    WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = q.term
+    LIMIT %(df_cap)s) x) d
+  WHERE d.df > 0 AND (SELECT ann FROM agent)
+  ORDER BY d.df, q.term LIMIT %(probe_terms)s
+), near AS (
+  SELECT DISTINCT p.memory_id AS id FROM probes CROSS JOIN LATERAL (
+    SELECT t.memory_id FROM memory_terms t
+    WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = probes.term
+    LIMIT %(per_term)s) p
+)
+(SELECT m.id, m.text, m.kind FROM memories m
+ WHERE NOT (SELECT ann FROM agent)
+   AND m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
+   AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
+   AND m.kind = ANY(%(kinds)s::text[]) AND m.subject IS NOT DISTINCT FROM %(subject)s::text
+ ORDER BY m.embedding <=> %(embedding)s, m.id LIMIT %(k)s)
+UNION ALL
+(SELECT m.id, m.text, m.kind FROM near JOIN memories m ON m.tenant_id = %(tenant_id)s AND m.id = near.id
+ WHERE m.agent_id = %(agent_id)s
+   AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
+   AND m.kind = ANY(%(kinds)s::text[]) AND m.subject IS NOT DISTINCT FROM %(subject)s::text
+ ORDER BY m.embedding <=> %(embedding)s, m.id LIMIT %(k)s);
