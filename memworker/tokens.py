@@ -114,7 +114,8 @@ _local = threading.local()
 
 
 @lru_cache(maxsize=65_536)
-def _stem(word: str) -> str:
+def stem_word(word: str) -> str:
+    """The word's snowball stem (English)."""
     stemmer = getattr(_local, "stemmer", None)
     if stemmer is None:
         stemmer = _local.stemmer = snowballstemmer.stemmer("english")
@@ -132,7 +133,7 @@ def tokenize(text: str, *, stem: bool = True) -> list[str]:
         tok = tok.replace("’", "'").split("'")[0]
         if not tok or tok in STOP_WORDS:
             continue
-        out.append(_stem(tok) if stem and not tok.isdigit() else tok)
+        out.append(stem_word(tok) if stem and not tok.isdigit() else tok)
     return out
 
 

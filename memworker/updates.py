@@ -27,6 +27,8 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
+from memworker import statements
+
 _TOKEN = re.compile(r"\d+(?:[.:/,-]\d+)*[A-Za-z%]*|[^\W_]+")
 _NEGATIONS = frozenset({"not", "no", "never", "cannot", "nobody", "nothing", "neither", "nor"})
 # Adverbs that change how a thing is said, not what ("now uses", "officially uses"); the
@@ -297,4 +299,99 @@ def _value_changed(words_a: tuple[_Word, ...], words_b: tuple[_Word, ...]) -> bo
         return len(changed) <= _MAX_VALUE_WORDS and all(x.value and y.value for x, y in changed)
     return (
         max(len(mid_a), len(mid_b)) <= _MAX_VALUE_WORDS and all(w.value for w in mid_a) and all(w.value for w in mid_b)
+    )
+
+
+# --- everyday updates ---------------------------------------------------------------------------
+#
+# People rarely restate a fact in the same words when it changes: "Our on-call number is
+# 555-0134" becomes "New on-call number: 555-0188", "We use Datadog for monitoring" becomes
+# "Monitoring moved over to Grafana". revision() reads both as statements (memworker.statements)
+# and calls the newer an update when it speaks of the same subject and attribute and gives it
+# another value; it stays silent for what looks alike but is also true: another subject, an
+# addition, a plan, a question, a statement of what was.
+
+_MIN_SHARED = 0.5  # of the shorter statement's attribute words, for a change said in other words
+
+
+def revision(older: str, newer: str) -> str | None:
+    """How newer revises older ('replaced', 'retracted', 'value', 'restated value'), or None."""
+    if apart(older, newer):
+        return None
+    a, b = statements.parse(older), statements.parse(newer)
+    attr_a, attr_b = a.content(generic=False), b.content(generic=False)
+    # what both speak of: their attribute words and the names both use ("the API")
+    shared = attr_a & attr_b | {w.form for w in a.words if w.name or w.value and not w.literal} & b.forms
+    alike = a.content() - attr_a == b.content() - attr_b or not (a.content() ^ b.content()) - (attr_a ^ attr_b)
+    new_values, old_values = b.named - a.forms, a.named - b.forms
+    # newer names older's value as the one given up: "switched from Jenkins", "no longer Slack"
+    given_up = (b.olds - a.olds) & (a.named | attr_a) if b.change or b.negated else frozenset()
+    if given_up and (new_values or b.negated or attr_b - attr_a):
+        return "replaced"
+    if b.negated and not a.negated:
+        # "We no longer use Jenkins" retracts "We use Jenkins for CI" when it says nothing else
+        return "retracted" if _covers(b, a) and (b.olds - a.olds) & (a.named | a.content()) else None
+    if not shared and not (attr_a == attr_b == frozenset() and alike):
+        return None
+    overlap = len(shared) / max(1, min(len(attr_a | a.named - old_values), len(attr_b | b.named - new_values)))
+    if new_values and old_values and (overlap >= _MIN_SHARED or b.change and shared):
+        return "value"
+    if b.change and overlap >= _MIN_SHARED and (attr_b - attr_a or new_values) and (attr_a - attr_b or old_values):
+        return "restated value"
+    return None
+
+
+def apart(older: str, newer: str) -> bool:
+    """Whatever their words, the two can both be true: one is a question, a plan beside a
+    fact, an addition ("we also use Redis"), what was beside what is ("in 2023 we used
+    Jenkins"), about another subject, or differs from the other in two places at once."""
+    a, b = statements.parse(older), statements.parse(newer)
+    if a.question or b.question or a.plan != b.plan or b.addition and not b.olds:
+        return True
+    if (a.history or b.history) and not b.change:
+        return True
+    return _other_subject(a, b) or _slots(a, b) > 1 and _slots(b, a) > 1
+
+
+def _other_subject(a: statements.Statement, b: statements.Statement) -> bool:
+    """The two statements are about different things: their subjects name different values
+    ("Alice's office" / "Bob's office", "customer in Europe" / "in Asia"), newer's subject is
+    what older said its subject relates to ("Jonas reports to Elena" / "Elena reports to
+    ..."), each subject has a word the other statement never uses ("the frontend team" / "the
+    backend team"), or newer's subject adds one without saying anything changed ("Sam" /
+    "Sam's sister")."""
+    if a.verb >= len(a.words) or b.verb >= len(b.words):
+        return False  # no verb found: which words are the subject is not known
+    named_a = {w.form for w in a.subject() if w.value}
+    named_b = {w.form for w in b.subject() if w.value}
+    if named_a and named_b and not named_a & named_b:
+        return True
+    said_b = {w.form for w in b.subject() if not w.light}
+    said_of_a = {w.form for w in a.words[a.verb :] if w.value}
+    said_a = {w.form for w in a.subject() if not w.light}
+    if a.verb and said_b & said_of_a and not said_b & said_a and not said_a & b.forms:
+        return True
+    only_a = {w.form for w in a.subject() if not w.light} - b.forms
+    only_b = {w.form for w in b.subject() if not w.light} - a.forms
+    return bool(only_b) and (bool(only_a) or not b.change)
+
+
+def _slots(s: statements.Statement, other: statements.Statement) -> int:
+    """How many separate stretches of names and values s has that other lacks."""
+    runs, inside = 0, False
+    for w in s.words:
+        differs = (w.value or w.name) and w.form not in other.forms
+        runs += differs and not inside
+        inside = bool(differs) or (inside and w.light)
+    return runs
+
+
+def _covers(b: statements.Statement, a: statements.Statement) -> bool:
+    """b's words of substance are all in a (values and most attribute words)."""
+    vals = b.values
+    attrs = b.content(generic=False)
+    return (
+        vals <= a.values
+        and (not attrs or len(attrs & a.content(generic=False)) * 2 >= len(attrs))
+        and bool(vals | attrs)
     )

@@ -47,6 +47,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memworker.redact",
             "memworker.rules",
             "memworker.updates",
+            "memworker.statements",
             "memworker.episodic",
             "memworker.schemas",
             "memworker.settings",

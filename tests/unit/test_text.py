@@ -96,13 +96,13 @@ def test_stemming_is_safe_from_many_threads() -> None:
     stems = ("connect", "running", "generously", "relational", "hopefulness", "agreement")
     words = [f"{stem}{'x' * (i % 7)}{chr(97 + i % 26)}{stem}" for i in range(600) for stem in stems]
     expected = {w: snowballstemmer.stemmer("english").stemWord(w) for w in words}
-    tokens._stem.cache_clear()
+    tokens.stem_word.cache_clear()
     results: list[dict[str, str]] = []
     errors: list[BaseException] = []
 
     def work(offset: int) -> None:
         try:
-            results.append({w: tokens._stem(w) for w in words[offset:] + words[:offset]})
+            results.append({w: tokens.stem_word(w) for w in words[offset:] + words[:offset]})
         except BaseException as exc:  # noqa: BLE001 - collected and asserted below
             errors.append(exc)
 

@@ -1,0 +1,279 @@
+"""One statement read for what it says about the world: which words are values (numbers,
+dates, names, addresses), which part is its subject (the words before its verb), and how it
+is said (a question, a plan, history, an addition, a change, a negation, which value it names
+as the old one). Pure, lexical and deterministic: memworker.updates compares two of these to
+tell a knowledge update from two statements that are both true."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+
+from memworker import tokens
+
+_TOKEN = re.compile(
+    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # an address
+    r"|\bv(?=\d)"  # the v of a version ("v2.4"), dropped below
+    r"|[$€£]?\+?\d+(?:[.:/,-]\d+)*(?:\s?(?:am|pm|k|m|%))?(?![\w])"  # a number, time, price, date
+    r"|[^\W_]+(?:-[^\W_]+)+"  # a compound ("on-call", "in-progress")
+    r"|[^\W_]+(?:['’][^\W_]+)?"
+    r"|[:?]",
+    re.I,
+)
+_NEGATIONS = frozenset({"not", "no", "never", "nobody", "nothing", "neither", "nor", "none"})
+_CONTRACTED = {
+    "can't": "can not",
+    "cannot": "can not",
+    "won't": "will not",
+    "isn't": "is not",
+    "aren't": "are not",
+    "wasn't": "was not",
+    "weren't": "were not",
+    "doesn't": "does not",
+    "don't": "do not",
+    "didn't": "did not",
+    "hasn't": "has not",
+    "haven't": "have not",
+    "it's": "it is",
+    "that's": "that is",
+    "we're": "we are",
+    "they're": "they are",
+    "i'm": "i am",
+    "she's": "she is",
+    "he's": "he is",
+    "we've": "we have",
+    "i've": "i have",
+    "they've": "they have",
+    "we'll": "we will",
+    "i'll": "i will",
+    "i'd": "i would",
+    "we'd": "we would",
+}
+_CALENDAR = frozenset(
+    "january february march april may june july august september october november december "
+    "jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday "
+    "saturday sunday mondays tuesdays wednesdays thursdays fridays saturdays sundays weekday "
+    "weekdays weekend weekends noon midnight morning mornings afternoon afternoons evening evenings "
+    "night nights".split()
+)
+# Words a sentence often starts with that are not names ("Update: ...", "Our office ...").
+_STARTERS = frozenset(
+    "update updated correction actually please just so also from starting as since after before "
+    "heads fyi note btw ok okay quick good sorry hey hi hello now today tonight tomorrow yesterday "
+    "going new our your their his her its my we i they she he it this that these those there here "
+    "the a an all any every each some no not never scratch small minor reminder moving effective "
+    "following per yes yeah well oh".split()
+)
+# Verbs after which the rest of the sentence is what is said of its subject. Base, -s and -ed
+# forms of the verbs everyday facts are stated with; any other word ending in -ed after the
+# subject counts too ("relocated", "rescheduled").
+_VERBS = frozenset(
+    "is are was were be been am 's has have had use uses used using work works worked live lives "
+    "lived stay stays stayed prefer prefers preferred like likes liked love loves want wants wanted "
+    "need needs needed handle handles handled own owns owned manage manages managed lead leads led "
+    "run runs ran cost costs take takes took go goes went get gets got sit sits sat report reports "
+    "reported start starts started begin begins began end ends ended meet meets met moved move moves "
+    "switched switch switches changed change changes became become becomes is_now pay pays paid "
+    "charge charges charged earn earns earned drive drives drove eat eats ate drink drinks drank "
+    "speak speaks spoke weigh weighs call calls called email emails emailed reach reaches "
+    "host hosts hosted ship ships shipped sell sells sold buy buys bought hold holds held "
+    "keep keeps kept belong belongs belonged cover covers covered support supports supported "
+    "runs_on lives_in is_in located based scheduled set sets due expires expire expired "
+    "include includes included contain contains consists count counts counted rose fell grew "
+    "went dropped raised lowered increased decreased cut doubled tripled halved bumped "
+    "picked chose chosen decided opted settled hired joined left quit stopped dropped replaced "
+    "upgraded downgraded migrated renamed relocated rescheduled postponed pushed delayed "
+    "takes_over took_over goes_to go_to can could will would should must may might do does did".split()
+)
+# How a statement says that something changed (a value replaced, raised, moved ...).
+_CHANGE = frozenset(
+    "now currently anymore longer instead switched switch switching moved moving changed change "
+    "changing replaced replacing replace became become becomes update updated updating correction "
+    "corrected actually migrated migrating upgraded downgraded renamed relocated rescheduled "
+    "postponed pushed delayed raised lowered increased decreased cut bumped dropped doubled "
+    "halved tripled rose fell promoted demoted transferred reassigned handed took taken over "
+    "effective starting going forward henceforth lately nowadays days new newer latest revised "
+    "scratch turns out".split()
+)
+# Words that say the new thing is beside the old one, not instead of it.
+_ADDITION = frozenset("also too additionally addition another additional second extra besides".split())
+_ADDITION_PHRASES = ("as well", "in addition", "on top of", "along with", "plus we", "as a second")
+# Words that say a thing may or is meant to happen, not that it is.
+_PLAN = frozenset(
+    "plan plans planning planned thinking considering consider might could maybe perhaps "
+    "hope hoping hopefully want wants wanted wish would should intend intends intending "
+    "exploring evaluating discussing proposed proposal idea ideas if whether".split()
+)
+# Words that set a statement in the past, beside what is true now.
+_HISTORY = frozenset("formerly former previously ex back ago originally initially earlier".split())
+_HISTORY_YEAR = re.compile(r"\b(?:in|during|until|till|through) (?:19|20)\d\d\b", re.I)
+_HISTORY_PHRASES = ("used to", "in the past", "back in", "at the time", "years ago", "when i was", "last year")
+# Words after which the value named is the old one ("from Jenkins to ...", "instead of Slack").
+_OLD_MARKERS = frozenset("from instead replaced replacing replace than longer anymore not no never".split())
+_CUE_OPENERS = frozenset("update correction actually scratch change".split())
+_PRONOUNS = frozenset("it she he they we i you this that which who someone everyone".split())
+_DETERMINERS = frozenset("the our my their his her your its".split())
+_GENERIC_VERBS = frozenset(
+    "use used using have has had get got do does did make made go went take took be is are was were "
+    "am been can could will would should must may might need needs want wants keep kept".split()
+)
+# States a thing is in: values of a status, compared like names and numbers.
+_STATUSES = frozenset(
+    "open closed done blocked resolved pending active inactive paused cancelled canceled live shipped "
+    "delayed approved rejected merged deprecated available unavailable complete completed finished "
+    "enabled disabled online offline on-track at-risk in-progress on-hold off-track draft archived "
+    "postponed scheduled confirmed tentative full empty vegan vegetarian remote hybrid onsite on-site "
+    "single married engaged divorced retired unemployed employed".split()
+)
+_PHRASES = re.compile(r"\b(on|at|in|off) (track|risk|progress|hold)\b", re.I)
+_LIGHT = tokens.STOP_WORDS | _CHANGE | _NEGATIONS | _ADDITION | {":", "?", "v", "please", "pls", "kindly"}
+_PREPOSITIONS = frozenset("on in at to from for with by within about over under after before per into".split())
+_QUESTION_START = frozenset(
+    "who what when where which why how is are do does did can could will would should has have".split()
+)
+
+
+@dataclass(frozen=True)
+class Word:
+    raw: str  # as written
+    form: str  # case-folded, stemmed: what is compared
+    value: bool  # a number, date, time, address or name
+    light: bool  # a stop word, cue word, negation or punctuation: no content of its own
+    name: bool  # capitalised (a sentence's first word too, unless a common opener)
+    literal: bool  # a number, date, time or address (written with digits or an @)
+
+
+@dataclass(frozen=True)
+class Statement:
+    words: tuple[Word, ...]
+    verb: int  # index of the first verb (len(words) when none): the subject is what comes before
+    question: bool
+    negated: bool
+    plan: bool
+    history: bool
+    addition: bool
+    change: bool  # says that something changed (a cue word)
+    olds: frozenset[str]  # forms named as the old value ("from X", "instead of X", "no longer X")
+
+    @property
+    def forms(self) -> frozenset[str]:
+        return frozenset(w.form for w in self.words)
+
+    @property
+    def values(self) -> frozenset[str]:
+        return frozenset(w.form for w in self.words if w.value)
+
+    @property
+    def named(self) -> frozenset[str]:
+        """The forms of its values and capitalised words."""
+        return frozenset(w.form for w in self.words if w.value or w.name)
+
+    def content(self, *, generic: bool = True) -> frozenset[str]:
+        """The words that carry meaning: no stop words, cue words, negations or values
+        (nor the most generic verbs, with generic=False)."""
+        return frozenset(
+            w.form
+            for w in self.words
+            if not w.value and not w.light and (generic or w.raw.casefold() not in _GENERIC_VERBS)
+        )
+
+    def subject(self) -> tuple[Word, ...]:
+        return self.words[: self.verb]
+
+
+# An opening word or two that announces the sentence ("Heads up, ...", "FYI: ...").
+_OPENER = re.compile(
+    r"^\s*(?:heads[- ]up|fyi|psa|btw|note|reminder|quick (?:update|note)|update|small change|correction|"
+    r"ok so|okay so|so|well|actually|scratch that|oh)\s*[,:!.\-\u2013\u2014]+\s*",
+    re.I,
+)
+
+
+def _normalise(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).replace("\N{RIGHT SINGLE QUOTATION MARK}", "'")
+    text = _PHRASES.sub(lambda m: f"{m.group(1)}-{m.group(2)}", _OPENER.sub("", text))
+    text = re.sub(r"\bcannot\b", "can not", text, flags=re.I)
+    return re.sub(r"\b\w+'\w+\b", lambda m: _CONTRACTED.get(m.group(0).casefold(), m.group(0)), text)
+
+
+@lru_cache(maxsize=16_384)
+def parse(text: str) -> Statement:
+    opened = _OPENER.match(text)
+    norm = _normalise(text)
+    raws = _TOKEN.findall(norm)
+    words: list[Word] = []
+    for i, raw in enumerate(raws):
+        folded = raw.casefold()
+        initial = i == 0 or raws[i - 1] == ":"
+        name = raw[:1].isupper() and folded not in _STARTERS and folded not in _PRONOUNS
+        literal = any(c.isdigit() for c in folded) or "@" in folded
+        # a capitalised first word may be a name or just the first word: compared, not a value
+        value = literal or folded in _CALENDAR or folded in _STATUSES or (name and not initial)
+        light = folded in _LIGHT and not name
+        words.append(Word(raw, folded if literal or light else tokens.stem_word(folded), value, light, name, literal))
+    forms = [w.raw.casefold() for w in words]
+    joined = " " + " ".join(forms) + " "
+    verb = next(
+        (
+            i
+            for i, f in enumerate(forms)
+            if i > 0
+            and forms[i - 1] not in _DETERMINERS | {"a", "an"}  # "my work number": not a verb
+            and (f in _VERBS or f == ":" or (f.endswith("ed") and len(f) > 4 and not words[i].value))
+        ),
+        None,
+    )
+    if verb is None:  # a verb not listed: a third-person -s after the subject ("the SLA requires")
+        verb = next(
+            (
+                i
+                for i, f in enumerate(forms)
+                if i > 0
+                and f.endswith("s")
+                and not f.endswith("ss")
+                and not words[i].value
+                and (
+                    words[i - 1].name or i > 1 and not words[i - 1].light and forms[i - 2] in _DETERMINERS | {"a", "an"}
+                )
+            ),
+            None,
+        )
+    if verb is None:  # else the word before the first preposition ("deploys happen on")
+        verb = next((i - 1 for i, f in enumerate(forms) if i > 1 and f in _PREPOSITIONS), len(words))
+    olds = frozenset(
+        words[j].form
+        for i, f in enumerate(forms)
+        if f in _OLD_MARKERS
+        for j in range(i + 1, min(i + 4, len(words)))
+        if not words[j].light and forms[j] not in _OLD_MARKERS
+    )
+    question = text.rstrip().endswith("?") or (bool(forms) and forms[0] in _QUESTION_START and "?" in forms)
+    return Statement(
+        words=tuple(words),
+        verb=_copula_subject(words, verb),
+        question=question,
+        negated=any(f in _NEGATIONS for f in forms),
+        plan=any(f in _PLAN for f in forms) or " going to " in joined and " now " not in joined,
+        history=any(f in _HISTORY for f in forms)
+        or any(f" {p} " in joined for p in _HISTORY_PHRASES)
+        or bool(_HISTORY_YEAR.search(norm)),
+        addition=any(f in _ADDITION for f in forms) or any(f" {p} " in joined for p in _ADDITION_PHRASES),
+        change=any(f in _CHANGE for f in forms)
+        or bool(opened and set(re.findall(r"[a-z]+", opened.group(0).casefold())) & _CUE_OPENERS),
+        olds=olds,
+    )
+
+
+def _copula_subject(words: list[Word], verb: int) -> int:
+    """'Bob is the on-call engineer' says who the on-call engineer is: its subject is the
+    description after the copula, so the name before it is the value (subject empty)."""
+    if (
+        0 < verb < len(words) - 1
+        and words[verb].form in ("is", "are")
+        and words[verb + 1].form in _DETERMINERS
+        and all(w.value or w.name for w in words[:verb])
+    ):
+        return 0
+    return verb
