@@ -39,6 +39,11 @@ TASK_SECONDS = Histogram(
 LLM_CALLS = Counter("memworker_llm_calls_total", "LLM calls by tenant and step", ["tenant", "step"])
 LLM_TOKENS = Counter("memworker_llm_tokens_total", "LLM tokens by tenant and direction", ["tenant", "direction"])
 MEMORIES_WRITTEN = Counter("memworker_memories_written_total", "Memories written by ingest", ["how"])
+LLM_UPDATE_DECISIONS = Counter(
+    "memworker_llm_update_decisions_total",
+    "The LLM reflector's decisions on known memories applied by ingest (dropped: invalid, the rules decided)",
+    ["relation"],
+)
 # sleep (consolidation): pass latency, what a pass reads and writes (their
 # ratio is the compression), and agents flagged after repeated failures
 CONSOLIDATION_PASSES = Counter(

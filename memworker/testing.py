@@ -36,7 +36,8 @@ class FakeEmbedder:
 class FakeLLM:
     """A real HTTP server speaking POST /chat/completions with scripted answers.
 
-    script() queues answers: a string (the message content), ('status', code),
+    script() queues answers: a string (the message content), a function of the request body
+    returning the content (an answer that depends on the prompt), ('status', code),
     ('sleep', seconds, content) or ('garbage', body). With nothing queued it answers
     `default`. Every request is recorded in .requests.
 
@@ -78,6 +79,8 @@ class FakeLLM:
                     answer = (
                         fake.answers.popleft() if fake.answers else (fake._echo(body) if fake.echo else fake.default)
                     )
+                if callable(answer):
+                    answer = answer(body)
                 time.sleep(chaos[0])
                 if chaos[1] == "fail":
                     self._send(500, b'{"error": "injected failure"}')

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from memworker import episodic, errors, memories, reflection, tracing
+from memworker.ingest import decisions, neighbours
 from memworker.lifecycle import governance
 from memworker.models.embeddings import Embedder
 from memworker.policy import Policy
@@ -68,6 +70,7 @@ class Outcome:
     tokens_in: int = 0
     tokens_out: int = 0
     deliveries: list[UUID] = field(default_factory=list)  # post_turn webhooks to send
+    decisions: Counter[str] = field(default_factory=Counter)  # the LLM's, by relation (decisions.py)
 
 
 @dataclass
@@ -184,6 +187,7 @@ def _prepare(
         # the claim (attempts spent) is committed before any payload is read: an episode that
         # cannot be read fails alone, counts its attempt and ends dead, never stalling the rest
         claimed, saved = _load_claimed(pool, tenant_id, tokens, layered)
+    _attach_known(pool, embedder, reflector, tenant_id, [c for c in claimed if c.error is None and c.id not in saved])
     for c in claimed:
         if c.error is not None:
             continue
@@ -227,6 +231,26 @@ def _prepare(
             c.error = c.error or f"embedding failed: {type(exc).__name__}: {exc}"
         vectors = None
     return _Batch(claimed, vectors)
+
+
+def _attach_known(
+    pool: Pool, embedder: Embedder, reflector: reflection.Reflector, tenant_id: UUID, claimed: list[_Claimed]
+) -> None:
+    """The agent's nearest live memories on each episode about to be reflected, when the
+    reflector decides against them (an LLM); nothing is fetched for the offline one."""
+    if not claimed or not neighbours.wanted(reflector):
+        return
+    asked = [(c.agent_id, c.subject, c.episode) for c in claimed]
+    try:
+        with tracing.span("ingest.known", episodes=len(asked)):
+            episodes = neighbours.attach(pool, embedder, tenant_id=tenant_id, episodes=asked)
+    except errors.Unavailable:
+        raise
+    except Exception:  # the LLM reflects without them, as before they existed; the rules decide
+        logger.exception("fetching known memories failed; reflecting without them")
+        return
+    for c, episode in zip(claimed, episodes, strict=True):
+        c.episode = episode
 
 
 def _load_claimed(
@@ -339,14 +363,37 @@ def _store_one(
         for turn, vec in zip(c.turns, turn_vectors, strict=True):
             _store_turn(conn, tenant_id, c, turn, vec)
             outcome.memories_written += 1
-        memory_ids, written = _store_items(conn, tenant_id, c, item_vectors, policy, expires_at, outcome)
-        # a fact a new memory changes is superseded, or the contradiction queued for review
+        stored = _store_items(conn, tenant_id, c, item_vectors, policy, expires_at, outcome)
+        # a fact a new memory changes is superseded, or the contradiction queued for review;
+        # the pairs the LLM reflector has decided are left as it decided
         governance.check_new(
-            conn, tenant_id=tenant_id, agent_id=c.agent_id, written=written, policy=policy, actor="ingest"
+            conn,
+            tenant_id=tenant_id,
+            agent_id=c.agent_id,
+            written=stored.written,
+            policy=policy,
+            actor="ingest",
+            decided=stored.decided,
         )
-        deliveries = _finish_episode(conn, settings, tenant_id, c, memory_ids, post_turn)
+        deliveries = _finish_episode(conn, settings, tenant_id, c, stored.memory_ids, post_turn)
     outcome.stored.append(c.id)
     outcome.deliveries += deliveries
+    outcome.decisions.update(stored.decisions)
+    decisions.count(stored.decisions)
+
+
+@dataclass
+class _Stored:
+    """What storing an episode's items did."""
+
+    memory_ids: list[UUID] = field(default_factory=list)  # the episode's memories
+    written: list[tuple[UUID, memories.Draft]] = field(default_factory=list)  # new in this attempt
+    decided: set[tuple[UUID, UUID]] = field(default_factory=set)  # (new, known) pairs the LLM judged
+    decisions: Counter[str] = field(default_factory=Counter)  # the LLM's decisions, by relation
+
+    def add(self, memory_id: UUID) -> None:
+        if memory_id not in self.memory_ids:
+            self.memory_ids.append(memory_id)
 
 
 def _store_items(
@@ -357,52 +404,83 @@ def _store_items(
     policy: Policy,
     expires_at: datetime | None,
     outcome: Outcome,
-) -> tuple[list[UUID], list[tuple[UUID, memories.Draft]]]:
-    """The reflected items as L1 memories, a near-duplicate confirming the memory it restates.
-    Returns the episode's memory ids and the memories new in this attempt."""
+) -> _Stored:
+    """The reflected items as L1 memories, a near-duplicate confirming the memory it restates,
+    the LLM reflector's decisions applied (memworker/ingest/decisions.py)."""
     assert c.result is not None
-    memory_ids: list[UUID] = []
-    written: list[tuple[UUID, memories.Draft]] = []
+    out = _Stored()
+    out.decisions["dropped"] += c.result.dropped
+    now = governance.clock(conn) if any(i.relation for i in c.result.items) else None
     for i, (item, vec) in enumerate(zip(c.result.items, vectors, strict=True)):
         source = f"episode:{c.id}" + (f"#m{','.join(map(str, item.messages))}" if item.messages else "")
         # whom the item is about: its messages' subject, else the episode's; governance
         # (dedup here, supersede and review in check_new) stays within that subject
         subject = memories.subject_of(c.episode.messages, item.messages, c.subject)
+        agent = c.agent_id
+        relation = None if now is None else decisions.usable(conn, tenant_id, agent, item, subject, now)
+        if item.relation is not None and relation is None:
+            out.decisions["dropped"] += 1  # its memory is gone or another subject's: the rules decide
+        if relation == "same":
+            outcome.duplicates += 1
+            out.decisions["same"] += 1
+            out.add(decisions.confirm(conn, tenant_id, agent, item, source, policy))
+            continue
         dup = _confirm_duplicate(conn, tenant_id, c, item, vec, subject, source, policy)
         if dup is not None:  # confirmed by a later episode: confidence, TTL, promotion
             outcome.duplicates += 1
-            if dup not in memory_ids:
-                memory_ids.append(dup)
+            if relation is not None:  # the rules found it said already: their confirmation stands
+                out.decisions["dropped"] += 1
+            out.add(dup)
             continue
-        draft = memories.Draft(
-            text=item.text,
-            kind=item.kind,
-            confidence=item.confidence,
-            tier=memories.Tier.L1,
-            entities=item.entities,
-            topics=item.topics,
-            provenance=(source,),
-            metadata=c.metadata,
-            expires_at=expires_at,
-            flags=memories.flags_for(item.text),
-            subject=subject,
-            parts=episodic.item_parts(c.parts, item.messages, content_only=not c.episode.messages),
-        )
-        mid, new = store.write_memory(
-            conn,
-            tenant_id=tenant_id,
-            agent_id=c.agent_id,
-            draft=draft,
-            embedding=vec,
-            source_key=f"ep:{c.id}:{i}",
-            session_id=c.session_id,
-            reason=f"episode:{c.id}",
-        )
+        mid, new, draft = _write_item(conn, tenant_id, c, i, item, vec, subject, source, expires_at)
         if new:  # else written by an earlier attempt that did commit
-            written.append((mid, draft))
-        memory_ids.append(mid)
+            out.written.append((mid, draft))
+            if relation is not None and now is not None:
+                decisions.apply(conn, tenant_id, agent, relation, item, mid, source, policy, now)
+                out.decided |= {(mid, known) for known in c.result.shown}
+                out.decisions[relation] += 1
+        out.add(mid)
         outcome.memories_written += 1
-    return memory_ids, written
+    return out
+
+
+def _write_item(
+    conn: Conn,
+    tenant_id: UUID,
+    c: _Claimed,
+    index: int,
+    item: reflection.Item,
+    vec: Any,
+    subject: str | None,
+    source: str,
+    expires_at: datetime | None,
+) -> tuple[UUID, bool, memories.Draft]:
+    """One reflected item as an L1 memory: its id, whether this attempt wrote it, its draft."""
+    draft = memories.Draft(
+        text=item.text,
+        kind=item.kind,
+        confidence=item.confidence,
+        tier=memories.Tier.L1,
+        entities=item.entities,
+        topics=item.topics,
+        provenance=(source,),
+        metadata=c.metadata,
+        expires_at=expires_at,
+        flags=memories.flags_for(item.text),
+        subject=subject,
+        parts=episodic.item_parts(c.parts, item.messages, content_only=not c.episode.messages),
+    )
+    mid, new = store.write_memory(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=c.agent_id,
+        draft=draft,
+        embedding=vec,
+        source_key=f"ep:{c.id}:{index}",
+        session_id=c.session_id,
+        reason=f"episode:{c.id}",
+    )
+    return mid, new, draft
 
 
 def _confirm_duplicate(
