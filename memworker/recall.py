@@ -74,6 +74,9 @@ class Query:
     # whom the recall is for: that subject's memories and the agent's general ones, never
     # another subject's; None: the general ones only
     subject: str | None = None
+    # an audit: the superseded memories still kept for history are ranked too, each hit of
+    # them marked with its valid_to and superseded_by; never what recall serves as current
+    include_superseded: bool = False
 
     def validate(self) -> None:
         if not self.text.strip():
@@ -97,31 +100,45 @@ def recall(
     query: Query,
     policy: Policy,
     path: Plan = "auto",
+    history_since: datetime | None = None,
 ) -> list[dict[str, Any]]:
     """The agent's top-k live memories for the query, best first, with their signals, inside
     the caller's transaction. qvec is the query's embedding (the caller embeds it before it
     takes a connection, so no pooled connection waits on the model). A read only (a replica
     can run it): serve() counts the hits as accessed. path: "auto" picks the exact or the
-    bounded statement by the agent's size (EXACT_MAX); the others force one (tests, benches)."""
-    return _found(conn, qvec, tenant_id, agent_id, query, policy, path)[0]
+    bounded statement by the agent's size (EXACT_MAX); the others force one (tests, benches).
+    history_since (the context packer's): each hit also says what it replaced since then and
+    what it conflicts with (`previously`, `newer`: see `current`)."""
+    return _found(conn, qvec, tenant_id, agent_id, query, policy, path, history_since)[0]
 
 
 def _found(
-    conn: Conn, qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy, path: Plan = "auto"
+    conn: Conn,
+    qvec: np.ndarray,
+    tenant_id: UUID,
+    agent_id: str,
+    query: Query,
+    policy: Policy,
+    path: Plan = "auto",
+    history_since: datetime | None = None,
 ) -> tuple[list[dict[str, Any]], list[UUID]]:
     """The hits, and the memories the recall counts as accessed: the agent's own hits and the
     memories collapsed into them (their slot went to a memory that names their messages, so
     they were found too and retention keeps them); a pool's memories are not the agent's."""
     if policy.pools_read:  # the agent's memories and its pools' (memworker/fleet/pools.py), one ranked list
-        return _with_pools(conn, qvec, tenant_id, agent_id, query, policy)
+        return _with_pools(conn, qvec, tenant_id, agent_id, query, policy, history_since)
     rows = _rows(conn, _params(qvec, tenant_id, agent_id, query, policy), path=path)
-    return _hits(rows, query.explain), [i for r in rows for i in [r.id, *(r.collapsed or [])]]
+    hits = current(conn, tenant_id, _hits(rows, query.explain), history_since, audit=query.include_superseded)
+    # a superseded hit (an audit's) is history, not use: it is not counted as accessed
+    retired = {h["id"] for h in hits if "valid_to" in h}
+    return hits, [i for r in rows if str(r.id) not in retired for i in [r.id, *(r.collapsed or [])]]
 
 
 def _rows(conn: Conn, params: dict[str, Any], *, path: Plan = "auto") -> list[core_db.RecallRow]:
     bounded = _bounded(conn, params, path)
     if bounded is None:
         return core_db.recall(conn, **params)
+    params = {k: v for k, v in params.items() if k != "retired"}  # the bounded path reads live rows only
     return core_db.recall_bounded(conn, **params, **bounded)
 
 
@@ -132,6 +149,8 @@ def _bounded(conn: Conn, params: dict[str, Any], path: Plan) -> dict[str, Any] |
     from the HNSW index, which holds an agent once large_agents.index has put it in
     (ann_ready); until then it keeps the exact statement."""
     if path == "exact" or any(params[f] is not None for f in ("kinds", "since", "until", "metadata")):
+        return None
+    if params["retired"]:  # an audit: the HNSW index holds live memories only
         return None
     stats = agent_stats(conn, params["tenant_id"], params["agent_id"], params["subject"])
     if path == "auto" and (stats.rows <= EXACT_MAX or not stats.ann_ready):
@@ -228,7 +247,13 @@ def serve(
 
 
 def _with_pools(
-    conn: Conn, qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy
+    conn: Conn,
+    qvec: np.ndarray,
+    tenant_id: UUID,
+    agent_id: str,
+    query: Query,
+    policy: Policy,
+    history_since: datetime | None = None,
 ) -> tuple[list[dict[str, Any]], list[UUID]]:
     """The agent's recall with the pools it reads: the statement over several agents (BM25
     over the union), each pool hit naming its pool and every hit its holders (a text the
@@ -240,7 +265,15 @@ def _with_pools(
         if r.agent_id != agent_id:
             hit["pool"] = pools.name_of(r.agent_id)
         hit["holders"] = _holders(r)
-    own = [i for r in rows for a, i in zip(r.holder_agents, r.holder_ids, strict=True) if a == agent_id]
+    hits = current(conn, tenant_id, hits, history_since, audit=query.include_superseded)
+    retired = {h["id"] for h in hits if "valid_to" in h}
+    own = [
+        i
+        for r in rows
+        if str(r.id) not in retired
+        for a, i in zip(r.holder_agents, r.holder_ids, strict=True)
+        if a == agent_id
+    ]
     return hits, own
 
 
@@ -263,10 +296,11 @@ def serve_agents(
     params = _union_params(qvec, tenant_id, agent_ids, query, policy)
     with db.tenant_tx(pool, tenant_id) as conn:
         rows = core_db.recall_agents(conn, agent_ids=agent_ids, **params)
-    return [
-        {**_owner(r.agent_id), **hit, "holders": _holders(r)}
-        for r, hit in zip(rows, _hits(list(rows), query.explain), strict=True)
-    ]
+        hits = [
+            {**_owner(r.agent_id), **hit, "holders": _holders(r)}
+            for r, hit in zip(rows, _hits(list(rows), query.explain), strict=True)
+        ]
+        return current(conn, tenant_id, hits, audit=query.include_superseded)
 
 
 def _union_params(
@@ -319,6 +353,7 @@ def _params(qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, poli
         pool=query.k * 3 if policy.recall_collapse else query.k,
         collapse=policy.recall_collapse,
         subject=query.subject,
+        retired=query.include_superseded,
     )
 
 
@@ -353,3 +388,83 @@ def _hits(rows: list[core_db.RecallRow], explain: bool) -> list[dict[str, Any]]:
             hit["collapsed"] = [str(c) for c in r.collapsed or []]
         hits.append(hit)
     return hits
+
+
+# --- what is true now: conflicts under review ---------------------------------------------------
+
+
+def current(
+    conn: Conn,
+    tenant_id: UUID,
+    hits: list[dict[str, Any]],
+    history_since: datetime | None = None,
+    *,
+    audit: bool = False,
+) -> list[dict[str, Any]]:
+    """The hits with their open conflicts (one query for all of them, queries/core.sql:
+    recall_related): a hit in an open review with another live memory names it
+    (conflicts_with) and says since when it holds (valid_from), and of two such hits the newer
+    ranks directly above the older, whatever their scores: until a person settles the review
+    the later statement is the better guess at what is true now (docs/recall.md).
+    With history_since (never from the API: the context packer's), a hit also gets
+    `previously`: the memories it superseded since then and the older ones it conflicts with
+    ({"id", "text", "kind", "relation"}, newest first), and `newer`: the newest live memory
+    it conflicts with that came after it. With audit (include_superseded), a superseded hit
+    gets valid_from, valid_to and superseded_by (None: retired as derived from a superseded
+    memory, lifecycle/derived.py)."""
+    if not hits:
+        return hits
+    rows = core_db.recall_related(
+        conn, tenant_id=tenant_id, ids=[UUID(h["id"]) for h in hits], replaced_since=history_since, audit=audit
+    )
+    by_id = {h["id"]: h for h in hits}
+    for r in rows:
+        if r.relation == "retired" and str(r.memory_id) in by_id:
+            by_id[str(r.memory_id)].update(
+                valid_from=r.valid_from.isoformat(),
+                valid_to=r.other_valid_from.isoformat(),
+                superseded_by=None if r.other_id is None else str(r.other_id),
+            )
+    if history_since is not None:
+        _histories(hits, rows)
+    return mark_conflicts(hits, rows)
+
+
+def _histories(hits: list[dict[str, Any]], rows: list[core_db.RelatedRow]) -> None:
+    by_id = {h["id"]: h for h in hits}
+    for r in rows:
+        hit = by_id.get(str(r.memory_id))
+        if hit is None or r.relation == "retired":
+            continue
+        other = {"id": str(r.other_id), "text": r.other_text, "kind": r.other_kind, "relation": r.relation}
+        if r.newer:
+            hit.setdefault("previously", []).append(other)
+        elif "newer" not in hit:  # rows come newest other first
+            hit["newer"] = {**other, "created_at": r.other_valid_from.isoformat()}
+
+
+def mark_conflicts(hits: list[dict[str, Any]], rows: list[core_db.RelatedRow]) -> list[dict[str, Any]]:
+    """Pure: each conflict row's hit gets valid_from and conflicts_with (the other memories'
+    ids, newest first), and every hit that is the newer side of a review with another hit is
+    moved directly above it (the order of the rest is kept)."""
+    by_id = {h["id"]: h for h in hits}
+    newer_than: list[tuple[str, str]] = []  # (newer, older), both hits
+    for r in rows:
+        if r.relation != "conflict" or str(r.memory_id) not in by_id:
+            continue
+        hit, other = by_id[str(r.memory_id)], str(r.other_id)
+        hit["valid_from"] = r.valid_from.isoformat()
+        hit.setdefault("conflicts_with", []).append(other)
+        if other in by_id and r.newer:
+            newer_than.append((hit["id"], other))
+    order = [h["id"] for h in hits]
+    for _ in range(len(newer_than)):  # each pass settles one more pair; a chain needs at most this many
+        moved = False
+        for newer, older in newer_than:
+            i, j = order.index(newer), order.index(older)
+            if i > j:
+                order.insert(j, order.pop(i))
+                moved = True
+        if not moved:
+            break
+    return [by_id[i] for i in order]

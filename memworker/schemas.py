@@ -194,6 +194,11 @@ class RecallIn(Strict):
     metadata: dict[str, MetaValue] | None = None
     explain: bool = False
     subject: str | None = subject_field()
+    include_superseded: bool = Field(
+        default=False,
+        description="an audit: superseded memories still kept for history are ranked too, each with its "
+        "valid_to and superseded_by",
+    )
 
 
 AgentIdText = Annotated[str, StringConstraints(pattern=memories.AGENT_ID.pattern)]
@@ -343,6 +348,13 @@ class Hit(TypedDict):
     holders: NotRequired[list[Holder]]
     signals: NotRequired[Signals]
     collapsed: NotRequired[list[str]]
+    # since when it holds: on a hit in conflict and on a superseded hit (include_superseded)
+    valid_from: NotRequired[str]
+    # the other live memories it is in an open review with, newest first; the newer of two
+    # such hits ranks directly above the older
+    conflicts_with: NotRequired[list[str]]
+    valid_to: NotRequired[str]  # include_superseded: when it stopped being current
+    superseded_by: NotRequired[str | None]  # include_superseded: the memory that replaced it, if one did
 
 
 @with_config(_OPEN)

@@ -239,7 +239,9 @@ class Client:
 
     def recall(self, agent_id: str, query: str, k: int = 5, **options: Any) -> dict[str, Any]:
         """{"memories": [...], "took_ms": ...}; options: tiers, kinds, since, until, metadata, explain,
-        subject (that subject's memories and the agent's general ones, never another subject's)."""
+        subject (that subject's memories and the agent's general ones, never another subject's),
+        include_superseded (an audit: superseded memories too, each with valid_to and
+        superseded_by). A hit in an open review names the other memory (conflicts_with)."""
         return self._obj("POST", f"/v1/agents/{_seg(agent_id)}/recall", json={"query": query, "k": k, **options})
 
     def recall_agents(self, agents: list[str], query: str, k: int = 5, **options: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from memworker import errors, memories, rules
+from memworker.lifecycle import derived
 from memworker.policy import Policy
 from memworker.storage import core_db, lifecycle_db, store
 from memworker.storage.db import Conn
@@ -286,6 +287,7 @@ def supersede(
         actor=actor,
         related_ids=[newer_id],
     )
+    derived.on_superseded(conn, tenant_id=tenant_id, agent_id=agent_id, older_id=older_id, newer_id=newer_id, now=now)
     return True
 
 

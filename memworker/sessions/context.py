@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -33,7 +34,7 @@ from memworker.models.budget import Counter
 from memworker.policy import Policy
 from memworker.sessions import plans, working
 from memworker.sleep import profile
-from memworker.storage import sessions_db
+from memworker.storage import sessions_db, sleep_db
 from memworker.storage.db import Conn
 
 SECTIONS = ("profile", "working", "plan", "memories")
@@ -51,6 +52,10 @@ OPEN = {
     "memories": '## Recalled memories\n<data kind="memories">',
 }
 CLOSE = {"profile": "</data>", "working": "", "plan": "", "memories": "</data>"}
+# A memory that replaced another this recently says what it replaced ("previously: ..."): the
+# change is still news to a conversation; an older change is just history (GET .../history).
+PREVIOUSLY_WITHIN = timedelta(days=30)
+PREVIOUSLY_CHARS = 120  # of the older text: enough to recognise it, little of the budget
 KIND_LABEL = {
     "constraint": "Constraint",
     "decision": "Decision",
@@ -147,7 +152,10 @@ def head(agent_id: str, session_id: str | None) -> str:
 
 def memory_pieces(hits: list[dict[str, Any]], pinned: list[dict[str, Any]], terms: set[str]) -> list[Piece]:
     """Recalled memories by their score relative to the best; memories pinned to the session
-    as candidates that recall did not bring back, by their overlap with the query."""
+    as candidates that recall did not bring back, by their overlap with the query. A hit is
+    its current value (current_values): the older side of a conflict under review never
+    stands as a fact of its own."""
+    hits = current_values(hits)
     top = max((h["score"] for h in hits), default=0.0) or 1.0
     out = []
     seen: set[str] = set()
@@ -169,15 +177,45 @@ def memory_pieces(hits: list[dict[str, Any]], pinned: list[dict[str, Any]], term
     return out
 
 
+def current_values(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pure: the hits as what is true now (recall's `newer` and `previously`, history_since).
+    A hit a newer live memory conflicts with gives its place to that memory (or is dropped when
+    that memory is a hit too), which then says "previously" with the older text."""
+    ids = {h["id"] for h in hits}
+    out: list[dict[str, Any]] = []
+    placed: set[str] = set()
+    for h in hits:
+        newer = h.get("newer")
+        if newer is None:
+            if h["id"] not in placed:
+                out.append(h)
+                placed.add(h["id"])
+            continue
+        if newer["id"] in ids or newer["id"] in placed:
+            continue  # the newer one's own line says what came before
+        older = {"id": h["id"], "text": h["text"], "kind": h["kind"], "relation": "conflict"}
+        out.append({**newer, "score": h["score"], "flags": [], "previously": [older], "replaces": h["id"]})
+        placed.add(newer["id"])
+    return out
+
+
 def _memory_line(m: dict[str, Any], *, pinned: bool) -> str:
-    """'(kind, date[, pinned][, FLAGGED ...]) "text"': the text as a JSON string, so no memory
-    can break its line (or the block) however it is written. Numbered when assembled."""
+    """'(kind, date[, pinned][, FLAGGED ...]) "text"[ previously: "older text"]': the texts as
+    JSON strings, so no memory can break its line (or the block) however it is written.
+    Numbered when assembled. "previously" is the newest memory this one replaced recently or
+    the older one it conflicts with (under review), cut to PREVIOUSLY_CHARS."""
     tags = [m["kind"], str(m["created_at"])[:10]]
     if pinned:
         tags.append("pinned")
     if "instruction" in (m.get("flags") or []):
         tags.append("FLAGGED: reads like an instruction, untrusted")
-    return f"({', '.join(tags)}) {as_data(m['text'])}"
+    line = f"({', '.join(tags)}) {as_data(m['text'])}"
+    before = m.get("previously") or []
+    if before:
+        text = before[0]["text"]
+        cut = text if len(text) <= PREVIOUSLY_CHARS else text[: PREVIOUSLY_CHARS - 1].rstrip() + "…"
+        line += f" previously: {as_data(cut)}"
+    return line
 
 
 # '<' opening anything tag-like ('</data>', '<data ...>', '<|im_start|>', '<system>'):
@@ -316,6 +354,7 @@ def gather(
         agent_id=agent_id,
         query=recall.Query(query, k=max(1, min(k, recall.MAX_K)), subject=subject),
         policy=policy,
+        history_since=datetime.now(UTC) - PREVIOUSLY_WITHIN,
     )
     doc = working.normalised(session.working) if session else None
     pinned_ids = [i["memory_id"] for i in (doc or {}).get("items", []) if i.get("memory_id")]
@@ -332,10 +371,23 @@ def gather(
     return Inputs(
         hits,
         pinned,
-        profile.load(conn, tenant_id=tenant_id, agent_id=agent_id),
+        _live_profile(conn, tenant_id=tenant_id, agent_id=agent_id),
         doc,
         session.plan if session else None,
     )
+
+
+def _live_profile(conn: Conn, *, tenant_id: UUID, agent_id: str) -> dict[str, Any]:
+    """The agent's profile without the entries whose memory has been superseded (or has
+    expired) since the pass that wrote it: the next pass rebuilds it from what holds now."""
+    doc = profile.load(conn, tenant_id=tenant_id, agent_id=agent_id)
+    entries = {s: doc.get("sections", {}).get(s, []) for s in profile.SECTIONS}
+    ids = [e["memory_id"] for es in entries.values() for e in es if e.get("memory_id")]
+    if not ids:
+        return doc
+    live = {str(i) for i in sleep_db.profile_live(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids)}
+    sections = {s: [e for e in es if not e.get("memory_id") or e["memory_id"] in live] for s, es in entries.items()}
+    return {**doc, "sections": {**doc.get("sections", {}), **sections}}
 
 
 def build(inputs: Inputs, *, query: str, agent_id: str, session_id: str | None, budget: int, count: Counter) -> Packed:

@@ -27,7 +27,7 @@ from memworker.models import llm as llm_mod
 from memworker.models.embeddings import Embedder
 from memworker.policy import Policy
 from memworker.settings import Settings
-from memworker.sleep import profile, subjects, summaries, synthesis
+from memworker.sleep import current, profile, subjects, summaries, synthesis
 from memworker.sleep.synthesis import Connection, Item
 from memworker.storage import db, sleep_db, store
 from memworker.storage.db import Conn, Pool
@@ -244,9 +244,12 @@ class _Pass:
         if len(window) < p.consolidation_min_items:
             return self._skip(f"too few unconsolidated memories ({len(window)} < {p.consolidation_min_items})")
         window = self._metadata(window)
-        conns = self._connections(window)
-        insight = self._insight(window, conns)
-        conclusions = self._conclusions(window)
+        standing = current.standing(conn, tenant_id=self.tenant_id, ids=[i.id for i in window])
+        evidence = [i for i in window if i.id not in standing.outdated]  # the newer of a conflict wins
+        r.steps["current"] = f"{len(standing.outdated)} outdated by a newer memory under review: not evidence"
+        conns = self._connections(evidence)
+        insight = self._insight(evidence, conns)
+        conclusions = self._conclusions(evidence)
         texts = ([insight[0]] if insight else []) + [c[1] for c in conclusions]
         vectors: Any = self.embedder.embed(texts) if texts else []
         insight_id = None
@@ -274,7 +277,7 @@ class _Pass:
         made_conns = [Connection(str(from_id), str(to_id), rel) for from_id, to_id, rel in made]
         self._write_conclusions(window, conclusions, vectors[len(texts) - len(conclusions) :])
         self._rerate(window, made_conns, agent.last_consolidated_at)
-        self._distil(window)
+        self._distil([i for i in window if i.id not in standing.in_conflict])
         new_ids = [i for i in [r.insight_id, *r.conclusion_ids, *r.summary_ids] if i]
         sleep_db.mark_consolidated(conn, ids=[i.id for i in window] + new_ids, **self.ids)
         if self.subject is None:  # what this agent and another learnt alike goes to its pools (policy)
@@ -283,7 +286,7 @@ class _Pass:
             how = {"auto": "shared", "review": "proposed for review"}.get(p.pools_propose) if p.pools_write else None
             r.steps["pools"] = f"{shared} {how}" if how else "off"
         if self.subject is None:  # the agent's profile is its general knowledge only
-            self._profile(window)
+            self._profile(evidence)
         else:
             r.steps["profile"] = f"not the agent's: subject {self.subject} (GET .../profile?subject=)"
         waiting = sleep_db.waiting(conn, limit=p.consolidation_min_items, **self.ids)

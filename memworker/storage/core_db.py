@@ -323,7 +323,8 @@ delete_memory = _sql.Row[UUID]("delete_memory", _sql.first)
 
 # The hybrid recall statement (see queries/core.sql), best first. It only reads: a replica can
 # run it, and recall.serve queues the hits' access bumps (storage/bumps.py).
-recall = _sql.Rows("recall", RecallRow, subject=None)
+# retired: the superseded memories still kept for history too (an audit).
+recall = _sql.Rows("recall", RecallRow, subject=None, retired=False)
 
 # A large agent's recall over a bounded candidate set (queries/core.sql: recall_bounded), in
 # one statement.
@@ -374,7 +375,27 @@ class AgentsRecallRow(RecallRow):
 
 
 # One ranked list over the agents' memories (see queries/core.sql); best first.
-recall_agents = _sql.Rows("recall_agents", AgentsRecallRow)
+recall_agents = _sql.Rows("recall_agents", AgentsRecallRow, retired=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RelatedRow:
+    """A recall hit's standing with another memory (queries/core.sql: recall_related)."""
+
+    memory_id: UUID  # the hit
+    # 'conflict': an open review between two live memories; 'superseded': the hit replaced the
+    # other; 'retired' (audit): the hit is superseded, by the other if it names one
+    relation: str
+    other_id: UUID | None
+    other_text: str
+    other_kind: str
+    newer: bool  # the hit is the newer statement of the two
+    valid_from: datetime
+    other_valid_from: datetime  # 'retired': the hit's valid_to
+
+
+# The hits' open conflicts, and with replaced_since the memories they superseded since then.
+recall_related = _sql.Rows("recall_related", RelatedRow, replaced_since=None, audit=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,3 +89,19 @@ profile = _sql.Row[dict[str, Any]]("profile", _sql.first, version=None)
 profile_insert = _sql.Run("profile_insert")
 profile_prune_versions = _sql.Run("profile_prune_versions")
 profile_sources = _sql.Rows("profile_sources", WindowMemory)
+
+
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """A live memory sleep built from another (queries/sleep.sql: derived_of)."""
+
+    id: UUID
+    kind: str  # insight | conclusion | summary
+    evidence: list[str]  # an insight's or conclusion's evidence ids (a summary: empty)
+
+
+derived_of = _sql.Rows("derived_of", Derived)  # locked, oldest first
+derived_retire = _sql.Rows[UUID]("derived_retire", _sql.first)
+derived_mark = _sql.Rows[UUID]("derived_mark", _sql.first)  # mark: a Jsonb list of one entry
+derived_requeue = _sql.Rows[UUID]("derived_requeue", _sql.first)
+profile_live = _sql.Rows[UUID]("profile_live", _sql.first)

@@ -65,6 +65,7 @@ def _query(body: RecallIn) -> recall.Query:
         body.metadata,
         body.explain,
         body.subject,
+        include_superseded=body.include_superseded,
     )
     q.validate()
     return q

@@ -366,7 +366,9 @@ ORDER BY top.score DESC, top.id;
 WITH live AS MATERIALIZED (
 -- include: recall_live
   WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
-    AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
+    -- live memories only; `retired` (an audit's include_superseded) adds the superseded ones
+    -- still kept for history (their expires_at ends that window); recall_related marks them
+    AND (m.valid_to IS NULL OR %(retired)s) AND (m.expires_at IS NULL OR m.expires_at > now())
     -- subjects: the asked subject's memories and the general ones, never another subject's
     -- (no subject asked: the general ones only); BM25's statistics are over these rows too
     AND (m.subject IS NULL OR m.subject = %(subject)s::text)
@@ -381,6 +383,41 @@ WITH live AS MATERIALIZED (
 ),
 -- include: recall_fusion
 -- include: recall_tail
+
+-- name: recall_related
+-- The hits' standing with other memories, one statement for all of them (ids): each open
+-- review between a hit and another live memory (two live statements in conflict,
+-- governance.add_review; a review whose other side has been superseded since is no conflict
+-- any more); with `replaced_since` each memory a hit superseded at or after that time (its
+-- recent history; NULL: none); with `audit` each hit that is itself retired (an audit's
+-- include_superseded). A row is the hit, the other memory with its text and kind, how they
+-- relate ('conflict', 'superseded' or 'retired'), whether the hit is the newer statement of
+-- the two (a review's memory_id is its newer side: two written in one transaction share
+-- created_at), and both valid_from, so the caller ranks the newer of a conflict first and
+-- says what came before. A 'retired' row's other is what superseded the hit (NULL: a memory
+-- sleep derived from a superseded one, lifecycle/derived.py) and its other_valid_from the
+-- hit's valid_to: the recall statement itself stays under psycopg's 4 KB conversion cache.
+SELECT x.memory_id, x.other_id, 'conflict' AS relation, o.text AS other_text, o.kind AS other_kind,
+       x.memory_id = r.memory_id AS newer, h.valid_from, o.valid_from AS other_valid_from
+FROM memory_reviews r
+CROSS JOIN LATERAL (VALUES (r.memory_id, r.other_id), (r.other_id, r.memory_id)) AS x(memory_id, other_id)
+JOIN memories h ON h.tenant_id = r.tenant_id AND h.id = x.memory_id
+JOIN memories o ON o.tenant_id = r.tenant_id AND o.id = x.other_id
+WHERE r.tenant_id = %(tenant_id)s AND r.status = 'open'
+  AND (r.memory_id = ANY(%(ids)s::uuid[]) OR r.other_id = ANY(%(ids)s::uuid[]))
+  AND x.memory_id = ANY(%(ids)s::uuid[])
+  AND h.valid_to IS NULL AND o.valid_to IS NULL AND (o.expires_at IS NULL OR o.expires_at > now())
+UNION ALL
+SELECT o.superseded_by, o.id, 'superseded', o.text, o.kind, true, h.valid_from, o.valid_from
+FROM memories o JOIN memories h ON h.tenant_id = o.tenant_id AND h.id = o.superseded_by
+WHERE %(replaced_since)s::timestamptz IS NOT NULL
+  AND o.tenant_id = %(tenant_id)s AND o.superseded_by = ANY(%(ids)s::uuid[])
+  AND o.valid_to >= %(replaced_since)s::timestamptz
+UNION ALL
+SELECT h.id, h.superseded_by, 'retired', '', h.kind, false, h.valid_from, h.valid_to
+FROM memories h
+WHERE %(audit)s AND h.tenant_id = %(tenant_id)s AND h.id = ANY(%(ids)s::uuid[]) AND h.valid_to IS NOT NULL
+ORDER BY 1, 3, 8 DESC, 2;
 
 -- name: access_apply
 -- The access bumps of recalls (queued in Redis, storage/bumps.py), one
@@ -536,7 +573,7 @@ UPDATE agents SET ann_ready = true WHERE tenant_id = %(tenant_id)s AND id = %(ag
 WITH live AS MATERIALIZED (
 -- include: recall_live
   WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = ANY(%(agent_ids)s::text[])
-    AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > now())
+    AND (m.valid_to IS NULL OR %(retired)s) AND (m.expires_at IS NULL OR m.expires_at > now())  -- as in `recall`
     AND (m.subject IS NULL OR m.subject = %(subject)s::text)
 ), stats AS MATERIALIZED (  -- documents are the rows with postings, as in `recall`
   SELECT count(*) FILTER (WHERE doc_len > 0)::float8 AS n,

@@ -211,3 +211,71 @@ FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now());
 
+
+-- name: derived_of
+-- The live memories sleep derived from one memory (older_id), which a supersede of it makes
+-- stale: insights and conclusions whose evidence (metadata.evidence: the memory ids they were
+-- built from) names it, and summaries naming one of the episode messages it came from (they
+-- say in their words what it said). Only memories written after it can be built from it, so
+-- the scan of the agent starts at its created_at (memories_agent).
+WITH older AS MATERIALIZED (
+  SELECT created_at, provenance FROM memories
+  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(older_id)s
+), said AS MATERIALIZED (  -- its (episode, message) pairs: 'episode:<id>#m1,2' names messages 1 and 2
+  SELECT split_part(p.entry, '#', 1) AS episode, msg
+  FROM older o CROSS JOIN LATERAL unnest(o.provenance) AS p(entry)
+  CROSS JOIN LATERAL unnest(string_to_array(split_part(p.entry, '#m', 2), ',')) AS msg
+  WHERE p.entry LIKE 'episode:%%#m%%'
+)
+SELECT m.id, m.kind,
+       ARRAY(SELECT jsonb_array_elements_text(CASE WHEN jsonb_typeof(m.metadata -> 'evidence') = 'array'
+                                                   THEN m.metadata -> 'evidence' ELSE '[]'::jsonb END)) AS evidence
+FROM older o JOIN memories m
+  ON m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.created_at >= o.created_at
+WHERE m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)
+  AND ((m.kind IN ('insight', 'conclusion') AND m.metadata -> 'evidence' ? %(older_id)s::text)
+       OR (m.kind = 'summary' AND EXISTS (
+             SELECT 1 FROM unnest(m.provenance) AS q(entry)
+             CROSS JOIN LATERAL unnest(string_to_array(split_part(q.entry, '#m', 2), ',')) AS qm
+             JOIN said s ON s.episode = split_part(q.entry, '#', 1) AND s.msg = qm
+             WHERE q.entry LIKE 'episode:%%#m%%')))
+ORDER BY m.created_at, m.id
+FOR UPDATE OF m;
+
+-- name: derived_retire
+-- Stale derived memories out of recall (valid_to), as their evidence was: kept for history as
+-- long as the superseded memory is (its expires_at, set by the supersede), no superseded_by
+-- (a newer statement of a fact is not a newer version of what was concluded from it).
+UPDATE memories m
+SET valid_to = %(now)s, updated_at = %(now)s,
+    expires_at = (SELECT o.expires_at FROM memories o WHERE o.tenant_id = %(tenant_id)s AND o.id = %(older_id)s)
+WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.id = ANY(%(ids)s::uuid[])
+  AND m.valid_to IS NULL
+RETURNING m.id;
+
+-- name: derived_mark
+-- A summary that said what a superseded memory said keeps its place (it is a dated record of
+-- the conversation and carries its turns) and names what changed: metadata.outdated gains
+-- {"memory_id", "superseded_by", "at"}.
+UPDATE memories m
+SET metadata = jsonb_set(m.metadata, '{outdated}', coalesce(m.metadata -> 'outdated', '[]'::jsonb) || %(mark)s),
+    updated_at = %(now)s
+WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.id = ANY(%(ids)s::uuid[])
+RETURNING m.id;
+
+-- name: derived_requeue
+-- Live evidence back into sleep's window (consolidated_at NULL), so the next pass builds
+-- again from what is true now; turns stay out: they were distilled once already.
+UPDATE memories
+SET consolidated_at = NULL
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
+  AND valid_to IS NULL AND kind NOT IN ('turn', 'insight', 'conclusion', 'summary')
+  AND consolidated_at IS NOT NULL
+RETURNING id;
+
+-- name: profile_live
+-- Which of the profile entries' memories are still live (ids only): what the context packer
+-- may show as the agent's profile until the next pass rebuilds it.
+SELECT id FROM memories
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
+  AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now());
