@@ -31,6 +31,9 @@ DERIVED_KINDS = (memories.Kind.INSIGHT, memories.Kind.CONCLUSION)  # written by 
 # Kinds that state how things are (one current value): the only ones a newer memory can
 # contradict. Two events on different dates are both true; insights are derived.
 STATEFUL_KINDS = (memories.Kind.FACT, memories.Kind.PREFERENCE, memories.Kind.DECISION, memories.Kind.METHOD)
+# ... and an event that says one of them changed ("Sam moved to Porto", "the launch slipped to
+# May 2"): judged only by the everyday rule, and only when it says something changed.
+CHANGING_KINDS = (*STATEFUL_KINDS, memories.Kind.EVENT)
 
 
 # --- confidence -------------------------------------------------------------------------
@@ -221,9 +224,12 @@ def ordered(a: Fact, b: Fact) -> tuple[Fact, Fact]:
 def judge(older: Fact, newer: Fact, policy: Policy) -> Verdict | None:
     """Supersede when the newer contradicts the older and is sure enough; a contradiction
     it cannot resolve (unsure, or the older is canonical L3) goes to review; else None."""
-    if older.kind not in STATEFUL_KINDS or newer.kind not in STATEFUL_KINDS:
+    if older.kind in STATEFUL_KINDS and newer.kind in STATEFUL_KINDS:
+        how = changed(older.text, newer.text)
+    elif older.kind in CHANGING_KINDS and newer.kind in CHANGING_KINDS:
+        how = updates.told_change(older.text, newer.text)
+    else:
         return None
-    how = changed(older.text, newer.text)
     if how is None:
         return None
     if older.tier == memories.Tier.L3:

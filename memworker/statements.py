@@ -95,24 +95,35 @@ _CHANGE = frozenset(
     "postponed pushed delayed raised lowered increased decreased cut bumped dropped doubled "
     "halved tripled rose fell promoted demoted transferred reassigned handed took taken over "
     "effective starting going forward henceforth lately nowadays days new newer latest revised "
-    "scratch turns out".split()
+    "scratch turns out slipped slid shifted passed reached hit grew climbed crossed topped exceeded "
+    "fixed repaired broke retired decommissioned started joined left quit graduated hired resigned "
+    "engaged married divorced".split()
 )
 # Words that say the new thing is beside the old one, not instead of it.
+_NOW = frozenset("now currently anymore longer nowadays days lately".split())
 _ADDITION = frozenset("also too additionally addition another additional second extra besides".split())
 _ADDITION_PHRASES = ("as well", "in addition", "on top of", "along with", "plus we", "as a second")
 # Words that say a thing may or is meant to happen, not that it is.
 _PLAN = frozenset(
     "plan plans planning planned thinking considering consider might could maybe perhaps "
-    "hope hoping hopefully want wants wanted wish would should intend intends intending "
+    "hope hoping hopefully want wants wanted wish intend intends intending "
     "exploring evaluating discussing proposed proposal idea ideas if whether".split()
 )
 # Words that set a statement in the past, beside what is true now.
-_HISTORY = frozenset("formerly former previously ex back ago originally initially earlier".split())
+_HISTORY = frozenset("formerly former previously ex ago originally initially earlier".split())
 _HISTORY_YEAR = re.compile(r"\b(?:in|during|until|till|through) (?:19|20)\d\d\b", re.I)
 _HISTORY_PHRASES = ("used to", "in the past", "back in", "at the time", "years ago", "when i was", "last year")
 # Words after which the value named is the old one ("from Jenkins to ...", "instead of Slack").
 _OLD_MARKERS = frozenset("from instead replaced replacing replace than longer anymore not no never".split())
 _CUE_OPENERS = frozenset("update correction actually scratch change".split())
+_REQUEST = re.compile(r"^\s*(?:please\s+)?(?:can|could|would|will)\s+(?:you|we)\s+(?:please\s+)?\w+", re.I)
+# Nouns that name someone (or something) by their relation to another: "Sam's sister" is not Sam.
+RELATIONS = frozenset(
+    "sister brother mother father mom mum dad parent parents wife husband partner son daughter kid kids "
+    "child children friend boss manager colleague coworker neighbour neighbor roommate assistant cousin "
+    "uncle aunt grandma grandpa grandmother grandfather girlfriend boyfriend fiance fiancee dog cat "
+    "team deputy replacement family".split()
+)
 _PRONOUNS = frozenset("it she he they we i you this that which who someone everyone".split())
 _DETERMINERS = frozenset("the our my their his her your its".split())
 _GENERIC_VERBS = frozenset(
@@ -125,9 +136,10 @@ _STATUSES = frozenset(
     "delayed approved rejected merged deprecated available unavailable complete completed finished "
     "enabled disabled online offline on-track at-risk in-progress on-hold off-track draft archived "
     "postponed scheduled confirmed tentative full empty vegan vegetarian remote hybrid onsite on-site "
-    "single married engaged divorced retired unemployed employed".split()
+    "single married engaged divorced retired unemployed employed down broken fixed working back-up "
+    "back-online signed".split()
 )
-_PHRASES = re.compile(r"\b(on|at|in|off) (track|risk|progress|hold)\b", re.I)
+_PHRASES = re.compile(r"\b(on|at|in|off|back) (track|risk|progress|hold|up|online)\b", re.I)
 _LIGHT = tokens.STOP_WORDS | _CHANGE | _NEGATIONS | _ADDITION | {":", "?", "v", "please", "pls", "kindly"}
 _PREPOSITIONS = frozenset("on in at to from for with by within about over under after before per into".split())
 _QUESTION_START = frozenset(
@@ -155,6 +167,7 @@ class Statement:
     history: bool
     addition: bool
     change: bool  # says that something changed (a cue word)
+    now: bool  # says what is true now ("now", "these days", "no longer")
     olds: frozenset[str]  # forms named as the old value ("from X", "instead of X", "no longer X")
 
     @property
@@ -169,6 +182,12 @@ class Statement:
     def named(self) -> frozenset[str]:
         """The forms of its values and capitalised words."""
         return frozenset(w.form for w in self.words if w.value or w.name)
+
+    @property
+    def objects(self) -> frozenset[str]:
+        """The content words after its verb that are not verbs themselves: what is said of
+        the subject ("Jenkins" and "CI" in "We use Jenkins for CI")."""
+        return frozenset(w.form for w in self.words[self.verb + 1 :] if not w.light and w.raw.casefold() not in _VERBS)
 
     def content(self, *, generic: bool = True) -> frozenset[str]:
         """The words that carry meaning: no stop words, cue words, negations or values
@@ -208,6 +227,13 @@ def parse(text: str) -> Statement:
         folded = raw.casefold()
         initial = i == 0 or raws[i - 1] == ":"
         name = raw[:1].isupper() and folded not in _STARTERS and folded not in _PRONOUNS
+        if name and initial:  # a first word is a name only when it reads as one
+            name = (
+                raw.endswith(("'s", "’s"))
+                or raw.isupper()
+                and len(raw) > 1
+                or (i + 1 < len(raws) and raws[i + 1] in ("'s", "’s"))
+            )
         literal = any(c.isdigit() for c in folded) or "@" in folded
         # a capitalised first word may be a name or just the first word: compared, not a value
         value = literal or folded in _CALENDAR or folded in _STATUSES or (name and not initial)
@@ -219,8 +245,8 @@ def parse(text: str) -> Statement:
         (
             i
             for i, f in enumerate(forms)
-            if i > 0
-            and forms[i - 1] not in _DETERMINERS | {"a", "an"}  # "my work number": not a verb
+            if (i > 0 or not words[0].name)  # "Bumped pool size to 50": the subject left unsaid
+            and (i == 0 or forms[i - 1] not in _DETERMINERS | {"a", "an"})  # "my work number": not a verb
             and (f in _VERBS or f == ":" or (f.endswith("ed") and len(f) > 4 and not words[i].value))
         ),
         None,
@@ -249,17 +275,23 @@ def parse(text: str) -> Statement:
         for j in range(i + 1, min(i + 4, len(words)))
         if not words[j].light and forms[j] not in _OLD_MARKERS
     )
-    question = text.rstrip().endswith("?") or (bool(forms) and forms[0] in _QUESTION_START and "?" in forms)
+    question = (text.rstrip().endswith("?") or bool(forms) and forms[0] in _QUESTION_START and "?" in forms) and not (
+        _REQUEST.match(norm)  # "Can you send it as a Sheet going forward?" asks for a change
+    )
     return Statement(
         words=tuple(words),
         verb=_copula_subject(words, verb),
         question=question,
         negated=any(f in _NEGATIONS for f in forms),
-        plan=any(f in _PLAN for f in forms) or " going to " in joined and " now " not in joined,
+        plan=any(f in _PLAN for f in forms)
+        or "may" in (w.raw for w in words)
+        or " going to " in joined
+        and " now " not in joined,
         history=any(f in _HISTORY for f in forms)
         or any(f" {p} " in joined for p in _HISTORY_PHRASES)
         or bool(_HISTORY_YEAR.search(norm)),
         addition=any(f in _ADDITION for f in forms) or any(f" {p} " in joined for p in _ADDITION_PHRASES),
+        now=any(f in _NOW for f in forms),
         change=any(f in _CHANGE for f in forms)
         or bool(opened and set(re.findall(r"[a-z]+", opened.group(0).casefold())) & _CUE_OPENERS),
         olds=olds,

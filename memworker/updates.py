@@ -314,8 +314,33 @@ def _value_changed(words_a: tuple[_Word, ...], words_b: tuple[_Word, ...]) -> bo
 _MIN_SHARED = 0.5  # of the shorter statement's attribute words, for a change said in other words
 
 
+_CLAUSE = re.compile(
+    r"\s*(?:[,;()?!]|(?<=\.)\s|\s[\u2013\u2014-]\s|\b(?:so|but|because|and then|since|which|while)\b)\s*", re.I
+)
+_MIN_CLAUSE_WORDS = 3
+
+
+def clauses(text: str) -> list[str]:
+    """The statement, then its clauses when it has several ("Priya started at Adyen, she left
+    Stripe in January"): an update is often one clause of a longer sentence."""
+    parts = [p for p in _CLAUSE.split(text) if len(p.split()) >= _MIN_CLAUSE_WORDS]
+    return [text, *parts] if len(parts) > 1 else [text]
+
+
 def revision(older: str, newer: str) -> str | None:
-    """How newer revises older ('replaced', 'retracted', 'value', 'restated value'), or None."""
+    """How newer, or one of its clauses, revises older or one of its clauses ('replaced',
+    'retracted', 'value', 'restated value'); None when none does."""
+    if statements.parse(newer).question:
+        return None
+    for a in clauses(older):
+        for b in clauses(newer):
+            how = _revision(a, b)
+            if how is not None:
+                return how
+    return None
+
+
+def _revision(older: str, newer: str) -> str | None:
     if apart(older, newer):
         return None
     a, b = statements.parse(older), statements.parse(newer)
@@ -325,12 +350,12 @@ def revision(older: str, newer: str) -> str | None:
     alike = a.content() - attr_a == b.content() - attr_b or not (a.content() ^ b.content()) - (attr_a ^ attr_b)
     new_values, old_values = b.named - a.forms, a.named - b.forms
     # newer names older's value as the one given up: "switched from Jenkins", "no longer Slack"
-    given_up = (b.olds - a.olds) & (a.named | attr_a) if b.change or b.negated else frozenset()
+    given_up = (b.olds - a.olds) & (a.named | a.objects) if b.change or b.negated else frozenset()
     if given_up and (new_values or b.negated or attr_b - attr_a):
         return "replaced"
     if b.negated and not a.negated:
         # "We no longer use Jenkins" retracts "We use Jenkins for CI" when it says nothing else
-        return "retracted" if _covers(b, a) and (b.olds - a.olds) & (a.named | a.content()) else None
+        return "retracted" if _covers(b, a) and (b.olds - a.olds) & (a.named | a.objects) else None
     if not shared and not (attr_a == attr_b == frozenset() and alike):
         return None
     overlap = len(shared) / max(1, min(len(attr_a | a.named - old_values), len(attr_b | b.named - new_values)))
@@ -341,6 +366,12 @@ def revision(older: str, newer: str) -> str | None:
     return None
 
 
+def told_change(older: str, newer: str) -> str | None:
+    """revision(), for a newer statement that says in so many words that something changed
+    ("moved to", "slipped to", "now"): the one way an event revises a fact or another event."""
+    return revision(older, newer) if statements.parse(newer).change else None
+
+
 def apart(older: str, newer: str) -> bool:
     """Whatever their words, the two can both be true: one is a question, a plan beside a
     fact, an addition ("we also use Redis"), what was beside what is ("in 2023 we used
@@ -348,8 +379,8 @@ def apart(older: str, newer: str) -> bool:
     a, b = statements.parse(older), statements.parse(newer)
     if a.question or b.question or a.plan != b.plan or b.addition and not b.olds:
         return True
-    if (a.history or b.history) and not b.change:
-        return True
+    if a.history or b.history and not b.now:
+        return True  # what was beside what is: both true
     return _other_subject(a, b) or _slots(a, b) > 1 and _slots(b, a) > 1
 
 
@@ -369,11 +400,28 @@ def _other_subject(a: statements.Statement, b: statements.Statement) -> bool:
     said_b = {w.form for w in b.subject() if not w.light}
     said_of_a = {w.form for w in a.words[a.verb :] if w.value}
     said_a = {w.form for w in a.subject() if not w.light}
-    if a.verb and said_b & said_of_a and not said_b & said_a and not said_a & b.forms:
+    if said_a and said_b and said_b <= said_of_a and not said_a & b.forms:
         return True
-    only_a = {w.form for w in a.subject() if not w.light} - b.forms
-    only_b = {w.form for w in b.subject() if not w.light} - a.forms
-    return bool(only_b) and (bool(only_a) or not b.change)
+    # words of one subject the other statement never uses: another subject when they name a
+    # relation ("Sam" / "Sam's sister") or someone, or qualify the same head ("the frontend
+    # team" / "the backend team"); else the same subject said otherwise ("our email provider" /
+    # "newsletters")
+    only_a = {w for w in a.subject() if not w.light and w.form not in b.forms}
+    only_b = {w for w in b.subject() if not w.light and w.form not in a.forms}
+    marked_b = any(w.name or w.raw.casefold() in statements.RELATIONS for w in only_b)
+    if not only_a:
+        return marked_b or bool(only_b) and not b.change
+    if not only_b:
+        return False
+    marked_a = any(w.name or w.raw.casefold() in statements.RELATIONS for w in only_a)
+    return marked_a or marked_b or _head(a) == _head(b) or not b.change
+
+
+def _head(s: statements.Statement) -> str | None:
+    """The last word of substance before the verb: what the subject is ("team" in "the
+    frontend team")."""
+    heads = [w.form for w in s.subject() if not w.light]
+    return heads[-1] if heads else None
 
 
 def _slots(s: statements.Statement, other: statements.Statement) -> int:

@@ -19,6 +19,8 @@ from memworker.storage.db import Conn
 
 PROBE_TERMS = 6  # a memory's rarest terms, through which merge/contradiction candidates are found
 PAIRS_PER_MEMORY = 12  # the most candidates one memory is judged against (most probes shared first)
+UPDATE_NEIGHBOURS = 8  # ... and the nearest ones sharing a rare term, for a change said in other words
+UPDATE_MIN_COSINE = 0.3  # below this two statements are about different things whatever words they share
 
 
 def pairs(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], now: datetime) -> list[lifecycle_db.Pair]:
@@ -189,12 +191,31 @@ def check_new(
     Within the list, a memory is judged against the ones written before it, as if they had
     been checked one at a time. decided: (new, old) pairs an LLM has already judged (ingest's
     reflector): the rules leave them as it decided."""
-    stateful = [(mid, d) for mid, d in written if d.kind in rules.STATEFUL_KINDS]
+    stateful = [(mid, d) for mid, d in written if d.kind in rules.CHANGING_KINDS]
     if not stateful:
         return []
     now = now or clock(conn)
     order = {mid: i for i, (mid, _) in enumerate(written)}
-    found = pairs(conn, tenant_id=tenant_id, agent_id=agent_id, ids=[mid for mid, _ in stateful], now=now)
+    ids = [mid for mid, _ in stateful]
+    found = pairs(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids, now=now)
+    known = {(p.a, p.b) for p in found}
+    found += [
+        p
+        for p in lifecycle_db.update_candidates(
+            conn,
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            ids=ids,
+            now=now,
+            kinds=list(rules.CHANGING_KINDS),
+            probe_terms=PROBE_TERMS,
+            per_term=store.CANDIDATE_POSTINGS,
+            df_cap=store.DF_CAP,
+            min_cosine=UPDATE_MIN_COSINE,
+            k=UPDATE_NEIGHBOURS,
+        )
+        if (p.a, p.b) not in known
+    ]
     # a later memory of the same list is not "older": it gets its own turn as the newer one
     found = [p for p in found if order.get(p.b, -1) < order[p.a]]
     rows = (

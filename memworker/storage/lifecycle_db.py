@@ -242,6 +242,7 @@ retention_promote_candidates = _sql.Rows("retention_promote_candidates", Promote
 retention_promote = _sql.Rows[UUID]("retention_promote", _sql.first)
 retention_fresh = _sql.Rows[UUID]("retention_fresh", _sql.first)
 memory_pairs = _sql.Rows("memory_pairs", Pair)
+update_candidates = _sql.Rows("update_candidates", Pair)
 retention_facts = _sql.Rows("retention_facts", FactRow)
 
 # --- forget ----------------------------------------------------------------------------------------

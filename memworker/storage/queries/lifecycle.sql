@@ -538,6 +538,45 @@ WHERE 2 * (SELECT count(*) FROM unnest(ba.terms) x WHERE x = ANY(bb.terms))
   -- subject's, nor the agent's general ones (NULL) with a subject's
   AND ma.subject IS NOT DISTINCT FROM mb.subject;
 
+-- name: update_candidates
+-- The live memories a just-written one may change, said in other words than memory_pairs'
+-- (which needs most words shared): for each given memory, the nearest of its subject's live
+-- memories of the given kinds among those sharing one of its rarest terms ("We use Datadog
+-- for monitoring" / "Monitoring moved over to Grafana" share one). Probed as find_duplicate
+-- probes: a few terms, each through at most per_term postings, so the cost per memory is
+-- bounded whatever the agent's size.
+WITH mine AS (
+  SELECT m.id, m.subject, m.embedding FROM memories m
+  WHERE m.tenant_id = %(tenant_id)s AND m.id = ANY(%(ids)s::uuid[])
+), probes AS (
+  SELECT x.memory_id, x.term FROM (
+    SELECT t.memory_id, t.term,
+           row_number() OVER (PARTITION BY t.memory_id ORDER BY d.df, t.term) AS r
+    FROM memory_terms t CROSS JOIN LATERAL (SELECT count(*) AS df FROM (
+      SELECT 1 FROM memory_terms o
+      WHERE o.tenant_id = %(tenant_id)s AND o.agent_id = %(agent_id)s AND o.term = t.term
+      LIMIT %(df_cap)s) c) d
+    WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.memory_id = ANY(%(ids)s::uuid[])
+      AND d.df > 1) x
+  WHERE x.r <= %(probe_terms)s
+), near AS (
+  SELECT DISTINCT pr.memory_id AS a, p.memory_id AS b FROM probes pr CROSS JOIN LATERAL (
+    SELECT t.memory_id FROM memory_terms t
+    WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = pr.term
+    LIMIT %(per_term)s) p
+  WHERE p.memory_id <> pr.memory_id
+)
+SELECT a, b, cosine FROM (
+  SELECT n.a, n.b, 1 - (me.embedding <=> m.embedding) AS cosine,
+         row_number() OVER (PARTITION BY n.a ORDER BY me.embedding <=> m.embedding, m.id) AS r
+  FROM near n
+  JOIN mine me ON me.id = n.a
+  JOIN memories m ON m.tenant_id = %(tenant_id)s AND m.id = n.b
+  WHERE m.agent_id = %(agent_id)s AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)
+    AND m.kind = ANY(%(kinds)s::text[]) AND m.subject IS NOT DISTINCT FROM me.subject
+    AND 1 - (me.embedding <=> m.embedding) >= %(min_cosine)s) x
+WHERE r <= %(k)s;
+
 -- name: retention_facts
 SELECT id, text, kind, tier, confidence, access_count, created_at FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
