@@ -186,7 +186,7 @@ def test_a_contradiction_opens_a_review_and_nobody_wins(alice: Client, llm: Fake
 def test_a_decision_that_does_not_validate_leaves_the_item_to_the_rules(
     alice: Client, llm: FakeLLM, llm_worker: Any, agent: str, decision: dict[str, Any]
 ) -> None:
-    seed = alice.add_memory(agent, "The user has a cat named Tom.", kind="fact")
+    seed = alice.add_memory(agent, "The user's favourite colour is blue.", kind="fact")
     llm.script(json.dumps([{**item("The user adopted a dog named Rex."), **decision}]))
 
     ep = ingest(alice, agent, "We adopted a dog called Rex on Saturday.")
@@ -194,9 +194,9 @@ def test_a_decision_that_does_not_validate_leaves_the_item_to_the_rules(
     assert ep["reflector"] == LLM_NAME, "the answer parsed: only the decision is dropped"
     (new_id,) = ep["memory_ids"]
     assert alice.get_memory(agent, new_id)["text"] == "The user adopted a dog named Rex.", "the item is kept"
-    assert alice.get_memory(agent, seed["id"])["superseded_by"] is None
-    assert alice.reviews(agent) == []
+    # whatever the offline rules make of the pair, nothing was done on the LLM's word
     assert llm_events(alice, agent, seed["id"]) == []
+    assert not [r for r in alice.reviews(agent) if r["reason"].startswith("llm reflector")]
 
 
 def test_an_invalid_decision_on_a_restatement_is_the_rules_confirmation(
