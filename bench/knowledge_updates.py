@@ -17,9 +17,11 @@ back from the memories, their supersession and the open reviews. Then a sleep pa
 
 - update, handled: every stale item of the older episode (its reflected items holding
   old_value) superseded or in an open review, and a live memory holding new_value in recall's
-  top 3 above any holding only old_value; of those, superseded outright. Merged: a live
-  memory holding both values, or the newer episode confirmed the older memory. After sleep, a
-  live summary, conclusion or insight holding old_value is a failure (stale derived).
+  top 3 above any holding only old_value; of those, superseded outright. Merged: a live fact
+  holding both values that is not a newer message's own sentence ("Loki instead of
+  Elasticsearch"), or the newer episode confirmed the older memory. After sleep, a live
+  summary, conclusion or insight holding old_value (and not new_value) is a failure (stale
+  derived).
 - both_true: a false alarm when a memory of either episode is superseded or put in review.
 - contradiction: right when a review is opened; a winner (one superseded) is counted apart.
 
@@ -133,6 +135,7 @@ def look(c: Client, agent: str, case: Case, eps: tuple[dict[str, Any], dict[str,
     stale = [i for i in old_ids if has(texts_by_id.get(states[i][1], ""), old) or states[i][0] != "live"]
     stale = stale or list(old_ids)
     facts = [m for m in live if m["kind"] != "turn" and m["kind"] not in DERIVED]
+    said_later = " ".join(case["newer"])  # a newer statement that names the old value is not a merge
     hits = c.recall(agent, case["question"], k=K, **({"subject": case["subject"]} if case.get("subject") else {}))
     texts = [h["text"] for h in hits["memories"]]
     first_new = next((i for i, t in enumerate(texts) if has(t, new)), None)
@@ -144,9 +147,12 @@ def look(c: Client, agent: str, case: Case, eps: tuple[dict[str, Any], dict[str,
         and all(states[i][0] != "live" or i in in_review or states[i][1] in in_review for i in stale),
         reviews=len(reviews),
         superseded_any=any(state == "superseded" for state, _ in states.values()),
-        merged=any(has(m["text"], old) and has(m["text"], new) for m in facts) or any(i in new_ids for i in old_ids),
+        merged=any(has(m["text"], old) and has(m["text"], new) and m["text"] not in said_later for m in facts)
+        or any(i in new_ids for i in old_ids),
         new_first=first_new is not None and (first_old is None or first_new < first_old),
-        stale_derived=[m["text"] for m in live if m["kind"] in DERIVED and has(m["text"], old)],
+        stale_derived=[
+            m["text"] for m in live if m["kind"] in DERIVED and has(m["text"], old) and not has(m["text"], new)
+        ],
         top=texts,
     )
 

@@ -17,8 +17,8 @@ Sections (in this order; the default sizes are the full ones):
                   layers), ingest vs the embedder
   lifecycle       bench/lifecycle.py: LoCoMo, 60 simulated days of sleep and retention beside a
                   frozen twin (rows kept, R@10 of asked and never-asked questions)
-  knowledge_updates bench/knowledge_updates.py: swaps, negations, changed values, paraphrases
-                  and near misses, by the rules and through the API (superseded/reviewed/confirmed)
+  knowledge_updates bench/knowledge_updates.py: 451 update, look-alike and contradiction cases
+                  through the API (stale superseded/reviewed, recall, false alarms, after sleep)
   fleet_memory    bench/fleet_memory.py: 40 agents x 20 subjects x 20 conflicting facts (the
                   size one 2-core machine ingests in about 25 minutes): isolation, per-subject
                   R@5 vs single-subject agents, updates within subjects, recall over 10 agents
@@ -176,8 +176,19 @@ def _right_at_ingest(md: str, after: str) -> str:
 
 
 def _knowledge_updates_headline(md: str) -> str:
-    rates = _right_at_ingest(md, "## Through the API")
-    return f"right at ingest: {rates}" if rates else ""
+    """Each split's "all" row of the three tables: updates handled, false alarms, reviews."""
+    parts = []
+    for title, what in (
+        ("## Updates", "updates handled"),
+        ("## Look-alikes", "false alarms"),
+        ("## Contradictions", "reviewed"),
+    ):
+        tail = md.split(title, 1)[1] if title in md else ""
+        for split in ("dev", "test"):
+            row = re.search(rf"^\| {split} \| all \| \d+ \| ([\d.]+ %)", tail, re.M)
+            if row:
+                parts.append(f"{what} ({split}) {row.group(1)}")
+    return ", ".join(parts)
 
 
 def _fleet_headline(md: str) -> str:
@@ -296,10 +307,10 @@ SECTIONS = [
     ),
     Section(
         "knowledge_updates",
-        "Knowledge updates: changes are never confirmations",
+        "Knowledge updates: stale facts superseded, look-alikes kept",
         "knowledge_updates.py",
         full=(),
-        quick=(),
+        quick=("--limit", "20"),
         result="knowledge_updates.md",
         headline=_knowledge_updates_headline,
     ),
