@@ -76,7 +76,8 @@ class Policy:
     promote_min_confidence: float = 0.8  # ... or confirmed by a later episode and this confident
     merge_similarity: float = 0.85  # near-duplicates: cosine at or above this ...
     merge_min_jaccard: float = 0.5  # ... and at least this share of their words in common
-    supersede_min_confidence: float = 0.9  # a contradicting newer memory this sure retires the older
+    # a newer memory this sure retires the one it changes: a plain statement is 0.7, a hedged one 0.5
+    supersede_min_confidence: float = 0.7
     superseded_keep_days: float | None = 90.0  # retired versions stay for history this long
     retention_batch: int = 500  # rows per short transaction in the retention sweep
     retention_statement_timeout_s: int = 60  # a sweep statement running longer is cancelled (0: no limit)

@@ -101,7 +101,12 @@ _CHANGE = frozenset(
 )
 # Words that say the new thing is beside the old one, not instead of it.
 _NOW = frozenset("now currently anymore longer nowadays days lately".split())
-_ADDITION = frozenset("also too additionally addition another additional second extra besides".split())
+# Words that say the new thing is beside the old one, not instead of it (one more pet, one more
+# office: "adopted a dog" keeps the cat).
+_ADDITION = frozenset(
+    "also too additionally addition another additional second extra besides adopted bought purchased "
+    "acquired welcomed".split()
+)
 _ADDITION_PHRASES = ("as well", "in addition", "on top of", "along with", "plus we", "as a second")
 # Words that say a thing may or is meant to happen, not that it is.
 _PLAN = frozenset(
@@ -140,7 +145,9 @@ _STATUSES = frozenset(
     "back-online signed".split()
 )
 _PHRASES = re.compile(r"\b(on|at|in|off|back) (track|risk|progress|hold|up|online)\b", re.I)
-_LIGHT = tokens.STOP_WORDS | _CHANGE | _NEGATIONS | _ADDITION | {":", "?", "v", "please", "pls", "kindly"}
+# Words that say how, not what: "just", "really", "finally".
+_FILLERS = frozenset("just really still already simply basically finally officially definitely truly".split())
+_LIGHT = tokens.STOP_WORDS | _CHANGE | _NEGATIONS | _ADDITION | _FILLERS | {":", "?", "v", "please", "pls", "kindly"}
 _PREPOSITIONS = frozenset("on in at to from for with by within about over under after before per into".split())
 _QUESTION_START = frozenset(
     "who what when where which why how is are do does did can could will would should has have".split()
@@ -247,7 +254,7 @@ def parse(text: str) -> Statement:
             for i, f in enumerate(forms)
             if (i > 0 or not words[0].name)  # "Bumped pool size to 50": the subject left unsaid
             and (i == 0 or forms[i - 1] not in _DETERMINERS | {"a", "an"})  # "my work number": not a verb
-            and (f in _VERBS or f == ":" or (f.endswith("ed") and len(f) > 4 and not words[i].value))
+            and (f in _VERBS or f == ":" or (f.endswith("ed") and len(f) > 4 and not words[i].literal))
         ),
         None,
     )

@@ -21,6 +21,7 @@ PROBE_TERMS = 6  # a memory's rarest terms, through which merge/contradiction ca
 PAIRS_PER_MEMORY = 12  # the most candidates one memory is judged against (most probes shared first)
 UPDATE_NEIGHBOURS = 8  # ... and the nearest ones sharing a rare term, for a change said in other words
 UPDATE_MIN_COSINE = 0.3  # below this two statements are about different things whatever words they share
+UPDATE_RECENT = 300  # ... and the nearest among the subject's newest memories, sharing a word or not
 
 
 def pairs(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], now: datetime) -> list[lifecycle_db.Pair]:
@@ -213,6 +214,7 @@ def check_new(
             df_cap=store.DF_CAP,
             min_cosine=UPDATE_MIN_COSINE,
             k=UPDATE_NEIGHBOURS,
+            recent=UPDATE_RECENT,
         )
         if (p.a, p.b) not in known
     ]

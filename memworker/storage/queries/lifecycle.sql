@@ -542,9 +542,11 @@ WHERE 2 * (SELECT count(*) FROM unnest(ba.terms) x WHERE x = ANY(bb.terms))
 -- The live memories a just-written one may change, said in other words than memory_pairs'
 -- (which needs most words shared): for each given memory, the nearest of its subject's live
 -- memories of the given kinds among those sharing one of its rarest terms ("We use Datadog
--- for monitoring" / "Monitoring moved over to Grafana" share one). Probed as find_duplicate
--- probes: a few terms, each through at most per_term postings, so the cost per memory is
--- bounded whatever the agent's size.
+-- for monitoring" / "Monitoring moved over to Grafana" share one), and among the subject's
+-- (or the agent's general) `recent` newest memories, where a change often shares no word at
+-- all ("Our email provider is Mailchimp" / "Newsletters go out through Buttondown"). Both
+-- are bounded (a few terms through at most per_term postings each; an index range of
+-- `recent` rows), so the cost per memory stays flat whatever the agent's size.
 WITH mine AS (
   SELECT m.id, m.subject, m.embedding FROM memories m
   WHERE m.tenant_id = %(tenant_id)s AND m.id = ANY(%(ids)s::uuid[])
@@ -560,11 +562,16 @@ WITH mine AS (
       AND d.df > 1) x
   WHERE x.r <= %(probe_terms)s
 ), near AS (
-  SELECT DISTINCT pr.memory_id AS a, p.memory_id AS b FROM probes pr CROSS JOIN LATERAL (
+  SELECT pr.memory_id AS a, p.memory_id AS b FROM probes pr CROSS JOIN LATERAL (
     SELECT t.memory_id FROM memory_terms t
     WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = pr.term
     LIMIT %(per_term)s) p
-  WHERE p.memory_id <> pr.memory_id
+  UNION
+  SELECT me.id, r.id FROM mine me CROSS JOIN LATERAL (
+    SELECT s.id FROM memories s
+    WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s
+      AND s.subject IS NOT DISTINCT FROM me.subject
+    ORDER BY s.created_at DESC LIMIT %(recent)s) r
 )
 SELECT a, b, cosine FROM (
   SELECT n.a, n.b, 1 - (me.embedding <=> m.embedding) AS cosine,
@@ -572,7 +579,8 @@ SELECT a, b, cosine FROM (
   FROM near n
   JOIN mine me ON me.id = n.a
   JOIN memories m ON m.tenant_id = %(tenant_id)s AND m.id = n.b
-  WHERE m.agent_id = %(agent_id)s AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)
+  WHERE n.a <> n.b AND m.agent_id = %(agent_id)s
+    AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)
     AND m.kind = ANY(%(kinds)s::text[]) AND m.subject IS NOT DISTINCT FROM me.subject
     AND 1 - (me.embedding <=> m.embedding) >= %(min_cosine)s) x
 WHERE r <= %(k)s;

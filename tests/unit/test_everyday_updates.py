@@ -1,0 +1,119 @@
+"""Knowledge updates said as people say them (memworker.updates.revision through
+rules.changed): a changed value, a replacement, a retraction, in other words than the old
+statement; and statements that look alike but are both true (another subject, an addition,
+history, a plan, a question) left alone."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from memworker import rules, statements, updates
+from memworker.policy import Policy
+
+UPDATES = [
+    ("Our on-call number is 555-0134.", "New on-call number: 555-0188."),
+    ("We use Datadog for monitoring.", "Monitoring moved over to Grafana last sprint."),
+    (
+        "The customer prefers to be contacted by email, never by phone.",
+        "Update: the customer now prefers to be contacted by phone, never by email.",
+    ),
+    ("Dana handles billing questions.", "Billing questions now go to Marcus."),
+    ("The team has 8 engineers.", "We're down to 6 engineers after the reorg."),
+    ("Our CI runs on Jenkins.", "We switched CI from Jenkins to GitHub Actions."),
+    ("The standup is at 9:30 every morning.", "Standup got moved to 10:15."),
+    ("Priya is the account manager for Globex.", "Globex's account manager is Tom now."),
+    ("Sam lives in Lisbon.", "Sam moved to Porto in the spring."),
+    ("The launch date is March 3.", "Launch slipped to March 17."),
+    ("Project Atlas is on track.", "Atlas is blocked on the security review."),
+    ("The API is at version 2.3.", "We shipped v2.4 of the API yesterday."),
+    ("The marketing budget is $40k per quarter.", "Marketing budget was raised to $55k a quarter."),
+    ("I'm vegetarian.", "I eat fish again these days, so I'm not vegetarian anymore."),
+    ("We're on the Starter plan.", "We upgraded to the Business plan."),
+    ("Maria works at Acme Corp.", "Maria left Acme and joined Initech."),
+    ("The office is on the 3rd floor.", "Heads up, we're on the 5th floor now."),
+    ("I prefer meetings in the morning.", "Actually, afternoons work better for me for meetings."),
+    ("The repo is hosted on GitLab.", "The repo lives on GitHub now."),
+    ("Rent is 1200 a month.", "The landlord bumped the rent to 1350."),
+    ("Jonas reports to Elena.", "Jonas now reports to Farid."),
+    ("The password rotation policy is every 90 days.", "Passwords now have to be rotated every 60 days."),
+    ("We deploy on Tuesdays.", "Deploys happen on Thursdays from now on."),
+    ("My phone number is 415-555-0101.", "Please use my new number, 415-555-0199."),
+    ("Our main vendor for laptops is Dell.", "We replaced Dell with Lenovo for laptops."),
+    ("The kids' school starts at 8.", "School starts at 8:30 this year."),
+    ("Ticket 4411 is open.", "Ticket 4411 was closed this morning."),
+    ("The primary database is Postgres 14.", "We upgraded the primary database to Postgres 16."),
+    ("The meeting room is Orion.", "The meeting is in Vega instead of Orion."),
+]
+
+BOTH_TRUE = [
+    ("Alice's office is in room 4.", "Bob's office is in room 7."),
+    ("The frontend team has 5 engineers.", "The backend team has 9 engineers."),
+    ("We use Postgres for the main database.", "We also use Redis for caching."),
+    ("In 2023 we used Jenkins for CI.", "We use GitHub Actions for CI."),
+    ("We're on AWS.", "We're thinking about moving to GCP next year."),
+    ("Our main customer in Europe is Acme.", "Our main customer in Asia is Globex."),
+    ("The standup is at 9:30.", "Is the standup still at 9:30?"),
+    ("Sam lives in Lisbon.", "Sam's sister lives in Porto."),
+    ("The API is at version 2.3.", "The SDK is at version 1.8."),
+    ("Priya is the account manager for Globex.", "Tom is the account manager for Initech."),
+    ("We have an office in Berlin.", "We have another office in London."),
+    ("The launch date is March 3.", "The beta date is February 10."),
+    ("I like hiking.", "I also love swimming."),
+    ("Ticket 4411 is about SSO.", "Ticket 4412 is about SSO."),
+    ("The marketing budget is $40k per quarter.", "The sales budget is $60k per quarter."),
+    ("Maria works at Acme Corp.", "Maria's husband works at Initech."),
+    ("Our CI runs on Jenkins.", "Our CD pipeline runs on Argo."),
+    ("Jonas reports to Elena.", "Elena reports to the CTO."),
+    ("I used to live in Paris.", "I live in Berlin."),
+    ("We might switch to Slack.", "We use Teams for chat."),
+    ("The office is on the 3rd floor.", "The kitchen is on the 2nd floor."),
+    ("My phone number is 415-555-0101.", "My work number is 415-555-0777."),
+    ("We deploy on Tuesdays.", "We release the mobile app on Fridays."),
+    ("Rent is 1200 a month.", "Parking is 150 a month."),
+    ("The repo is hosted on GitLab.", "The docs are hosted on Netlify."),
+]
+
+
+@pytest.mark.parametrize(("older", "newer"), UPDATES)
+def test_an_everyday_update_is_a_change(older: str, newer: str) -> None:
+    assert rules.changed(older, newer) is not None
+
+
+@pytest.mark.parametrize(("older", "newer"), BOTH_TRUE)
+def test_look_alikes_that_are_both_true_are_no_change(older: str, newer: str) -> None:
+    assert rules.changed(older, newer) is None
+
+
+def test_a_change_told_as_an_event_supersedes_a_fact() -> None:
+    old = rules.Fact("a", "Sam lives in Lisbon.", "fact", "L1", 0.7, datetime(2026, 1, 1))
+    new = rules.Fact("b", "Sam moved to Porto in the spring.", "event", "L1", 0.7, datetime(2026, 2, 1))
+    verdict = rules.judge(old, new, Policy())
+    assert verdict is not None and verdict.action == "supersede"
+
+
+def test_an_event_without_a_word_of_change_revises_nothing() -> None:
+    old = rules.Fact("a", "Met Anna on Monday.", "event", "L1", 0.7, datetime(2026, 1, 1))
+    new = rules.Fact("b", "Met Anna on Tuesday.", "event", "L1", 0.7, datetime(2026, 2, 1))
+    assert rules.judge(old, new, Policy()) is None
+
+
+def test_a_clause_of_a_longer_sentence_can_carry_the_update() -> None:
+    assert updates.clauses("Priya started at Adyen, she left Stripe in January.")[1:] == [
+        "Priya started at Adyen",
+        "she left Stripe in January.",
+    ]
+    assert rules.changed("Priya works at Stripe.", "Priya started at Adyen, she left Stripe in January.")
+
+
+def test_a_statement_reads_its_subject_values_and_cues() -> None:
+    s = statements.parse("Heads up: the standup moved to 10:15 on Mondays.")
+    assert [w.raw for w in s.subject()] == ["the", "standup"]
+    assert {"10:15", "monday"} <= s.values
+    assert s.change and not s.question and not s.plan
+    assert statements.parse("Is the standup still at 9:30?").question
+    assert statements.parse("We might move the standup to 10.").plan
+    assert statements.parse("In 2023 we used Jenkins.").history
+    assert statements.parse("We also use Redis.").addition
+    assert statements.parse("We switched from Jenkins to Buildkite.").olds >= {"jenkin"}
