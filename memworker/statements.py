@@ -117,7 +117,23 @@ _PLAN = frozenset(
 # Words that set a statement in the past, beside what is true now.
 _HISTORY = frozenset("formerly former previously ex ago originally initially earlier".split())
 _HISTORY_YEAR = re.compile(r"\b(?:in|during|until|till|through) (?:19|20)\d\d\b", re.I)
-_HISTORY_PHRASES = ("used to", "in the past", "back in", "at the time", "years ago", "when i was", "last year")
+_HISTORY_PHRASES = (
+    "used to",
+    "in the past",
+    "back in",
+    "at the time",
+    "years ago",
+    "when i was",
+    "last year",
+    "when i joined",
+    "when we moved",
+    "when we started",
+    "when i started",
+    "before going",
+    "before that",
+    "before i",
+    "before we",
+)
 # Words after which the value named is the old one ("from Jenkins to ...", "instead of Slack").
 _OLD_MARKERS = frozenset("from instead replaced replacing replace than longer anymore not no never".split())
 _CUE_OPENERS = frozenset("update correction actually scratch change".split())

@@ -330,8 +330,9 @@ def clauses(text: str) -> list[str]:
 def revision(older: str, newer: str) -> str | None:
     """How newer, or one of its clauses, revises older or one of its clauses ('replaced',
     'retracted', 'value', 'restated value'); None when none does."""
-    if statements.parse(newer).question:
-        return None
+    whole = statements.parse(newer)
+    if whole.question or whole.history and not whole.now:
+        return None  # a question, or what was ("when we moved in, rent was 950"), in any clause
     for a in clauses(older):
         for b in clauses(newer):
             how = _revision(a, b)

@@ -300,6 +300,9 @@ def supersede(
     )
     if retired is None:
         return False
+    lifecycle_db.supersede_turns(
+        conn, tenant_id=tenant_id, agent_id=agent_id, older_id=older_id, newer_id=newer_id, keep_until=keep, now=now
+    )
     store.event(
         conn,
         tenant_id=tenant_id,
@@ -309,6 +312,17 @@ def supersede(
         reason=reason,
         actor=actor,
         related_ids=[newer_id],
+    )
+    # the newer memory's own history names what it replaced
+    store.event(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        memory_id=newer_id,
+        event="supersedes",
+        reason=reason,
+        actor=actor,
+        related_ids=[older_id],
     )
     derived.on_superseded(conn, tenant_id=tenant_id, agent_id=agent_id, older_id=older_id, newer_id=newer_id, now=now)
     return True

@@ -50,7 +50,8 @@ def distil_window(
 ) -> Distilled:
     """Summarise the window's turns, mark what they carry, absorb what they repeat. `ask` is
     the pass's one LLM call (None offline)."""
-    turns = [t for t in (_turn(i) for i in window if i.kind == memories.Kind.TURN) if t is not None]
+    said = [i for i in window if i.kind == memories.Kind.TURN]
+    turns = [t for t in (_turn(i) for i in _current(conn, ids, said)) if t is not None]
     if not turns:
         return Distilled("none: no turns in the window")
     made, how = distil.with_llm(turns, ask) if ask is not None else (distil.distil(turns), "rules")
@@ -70,6 +71,23 @@ def distil_window(
     out.turns_distilled = sleep_db.distil_carry(conn, turn_ids=carried_turns, summary_ids=carried_by, **ids)
     out.items_absorbed = _absorb(conn, ids, window, written)
     return out
+
+
+def _current(conn: Conn, ids: dict[str, Any], said: list[Item]) -> list[Item]:
+    """The turns whose reflected items are not all superseded: a summary never restates as
+    current what a later statement changed (the turn itself stays, with its history)."""
+    if not said:
+        return said
+    changed = set(
+        sleep_db.superseded_sources(
+            conn,
+            sources=sorted({p for t in said for p in t.provenance}),
+            since=min(t.created_at for t in said),
+            until=max(t.created_at for t in said),
+            **ids,
+        )
+    )
+    return [t for t in said if not changed & set(t.provenance)]
 
 
 def _turn(item: Item) -> distil.Turn | None:

@@ -197,6 +197,7 @@ set_tier = _sql.Row("set_tier", _sql.via(memories.Memory.from_row))
 
 # The retired id; None when the older memory was no longer live.
 supersede = _sql.Row[UUID]("supersede", _sql.first)
+supersede_turns = _sql.Rows[UUID]("supersede_turns", _sql.first)
 # The new review's id; None when the pair is on the list already.
 add_review = _sql.Row[UUID]("add_review", _sql.first)
 reviews = _sql.Rows("reviews", Review)

@@ -60,6 +60,7 @@ class WindowMemory(core_db.PoolSource):  # a memory as a pass reads it
 
 claim_due_agents = _sql.Rows[tuple[UUID, str, UUID, str]]("claim_due_agents", tuple_row)  # tenant, agent, run, trigger
 flagged_count = _sql.One[int]("flagged_count", _sql.first)
+superseded_sources = _sql.Rows[str]("superseded_sources", _sql.first)
 run_insert = _sql.Row[UUID]("run_insert", _sql.first)  # None: run_key was used before
 run_by_key = _sql.Row[UUID]("run_by_key", _sql.first)
 run_start = _sql.Row[UUID]("run_start", _sql.first)  # None: finished already

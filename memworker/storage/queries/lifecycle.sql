@@ -40,6 +40,24 @@ SET valid_to = %(now)s, superseded_by = %(newer_id)s, expires_at = %(keep_until)
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(older_id)s AND valid_to IS NULL
 RETURNING id;
 
+-- name: supersede_turns
+-- The turns a superseded memory was reflected from, retired with it when it said most of
+-- what they said and no live item of theirs remains: what was said stays in the history, but
+-- recall no longer serves a changed fact through the sentence that stated it. A turn of a
+-- long message (more in it than the memory, or other live items) stays.
+UPDATE memories t
+SET valid_to = %(now)s, superseded_by = %(newer_id)s, expires_at = %(keep_until)s, updated_at = %(now)s
+FROM memories o
+WHERE o.tenant_id = %(tenant_id)s AND o.id = %(older_id)s
+  AND t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s
+  AND t.created_at = o.created_at AND t.kind = 'turn' AND t.valid_to IS NULL
+  AND t.provenance[1] = ANY(o.provenance) AND 2 * length(o.text) + 32 >= length(t.text)  -- 32: "user (date): "
+  AND NOT EXISTS (SELECT 1 FROM memories x
+                  WHERE x.tenant_id = %(tenant_id)s AND x.agent_id = %(agent_id)s
+                    AND x.created_at = o.created_at AND x.kind <> 'turn' AND x.valid_to IS NULL
+                    AND t.provenance[1] = ANY(x.provenance))
+RETURNING t.id;
+
 -- name: add_review
 INSERT INTO memory_reviews (tenant_id, agent_id, memory_id, other_id, reason, created_at)
 SELECT %(tenant_id)s, %(agent_id)s, %(memory_id)s, %(other_id)s, %(reason)s, %(now)s

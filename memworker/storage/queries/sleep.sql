@@ -279,3 +279,18 @@ RETURNING id;
 SELECT id FROM memories
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
   AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > now());
+
+-- name: superseded_sources
+-- Of the given message sources ('episode:<id>#m<i>'), those whose reflected items have all
+-- been superseded: what was said there is no longer true, so no summary restates it. Items
+-- are written in their turns' transaction, so the turns' time range bounds the lookup to an
+-- index range of the agent's memories.
+SELECT p FROM memories m CROSS JOIN LATERAL unnest(m.provenance) AS p
+WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
+  AND m.created_at BETWEEN %(since)s AND %(until)s
+  AND m.kind <> 'turn' AND m.superseded_by IS NOT NULL AND p = ANY(%(sources)s::text[])
+EXCEPT
+SELECT p FROM memories m CROSS JOIN LATERAL unnest(m.provenance) AS p
+WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
+  AND m.created_at BETWEEN %(since)s AND %(until)s
+  AND m.kind <> 'turn' AND m.valid_to IS NULL AND p = ANY(%(sources)s::text[]);
