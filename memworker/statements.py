@@ -59,6 +59,7 @@ _CALENDAR = frozenset(
     "night nights".split()
 )
 # Words a sentence often starts with that are not names ("Update: ...", "Our office ...").
+CALENDAR_FORMS = _CALENDAR  # dates and times: compared with dates and times, not with names
 _STARTERS = frozenset(
     "update updated correction actually please just so also from starting as since after before "
     "heads fyi note btw ok okay quick good sorry hey hi hello now today tonight tomorrow yesterday "
@@ -135,7 +136,12 @@ _HISTORY_PHRASES = (
     "before we",
 )
 # Words after which the value named is the old one ("from Jenkins to ...", "instead of Slack").
-_OLD_MARKERS = frozenset("from instead replaced replacing replace than longer anymore not no never".split())
+_OLD_MARKERS = frozenset(
+    "from instead replaced replacing replace than longer anymore not no never deleted dropped left quit "
+    "stopped cancelled canceled removed ditched sold lost uninstalled".split()
+)
+# Verbs of someone or something moving on ("Raj moved over to security", "Ana joined Globex").
+MOVES = frozenset("moved move moves relocated transferred switched joined went started".split())
 _CUE_OPENERS = frozenset("update correction actually scratch change".split())
 _REQUEST = re.compile(r"^\s*(?:please\s+)?(?:can|could|would|will)\s+(?:you|we)\s+(?:please\s+)?\w+", re.I)
 # Nouns that name someone (or something) by their relation to another: "Sam's sister" is not Sam.
@@ -158,9 +164,9 @@ _STATUSES = frozenset(
     "enabled disabled online offline on-track at-risk in-progress on-hold off-track draft archived "
     "postponed scheduled confirmed tentative full empty vegan vegetarian remote hybrid onsite on-site "
     "single married engaged divorced retired unemployed employed down broken fixed working back-up "
-    "back-online signed".split()
+    "back-online signed under-review in-negotiation".split()
 )
-_PHRASES = re.compile(r"\b(on|at|in|off|back) (track|risk|progress|hold|up|online)\b", re.I)
+_PHRASES = re.compile(r"\b(on|at|in|off|back|under) (track|risk|progress|hold|up|online|review|negotiation)\b", re.I)
 # Words that say how, not what: "just", "really", "finally".
 _FILLERS = frozenset("just really still already simply basically finally officially definitely truly".split())
 _LIGHT = tokens.STOP_WORDS | _CHANGE | _NEGATIONS | _ADDITION | _FILLERS | {":", "?", "v", "please", "pls", "kindly"}

@@ -357,12 +357,19 @@ def _revision(older: str, newer: str) -> str | None:
     if b.negated and not a.negated:
         # "We no longer use Jenkins" retracts "We use Jenkins for CI" when it says nothing else
         return "retracted" if _covers(b, a) and (b.olds - a.olds) & (a.named | a.objects) else None
+    if _same_subject(a, b) and b.verb < len(b.words) and _moved_on(b) and not (a.objects & b.objects):
+        return "moved"  # "Raj moved over to security engineering" / "Raj sits with the SRE team"
     if not shared and not (attr_a == attr_b == frozenset() and alike):
         return None
     overlap = len(shared) / max(1, min(len(attr_a | a.named - old_values), len(attr_b | b.named - new_values)))
-    if new_values and old_values and (overlap >= _MIN_SHARED or b.change and shared):
+    if (
+        new_values
+        and old_values
+        and _kinds(new_values, b) == _kinds(old_values, a)  # a number for a number, a name for a name
+        and (overlap >= _MIN_SHARED or b.change and shared)
+    ):
         return "value"
-    if b.change and overlap >= _MIN_SHARED and (attr_b - attr_a or new_values) and (attr_a - attr_b or old_values):
+    if b.change and overlap > _MIN_SHARED and (attr_b - attr_a or new_values) and (attr_a - attr_b or old_values):
         return "restated value"
     return None
 
@@ -403,26 +410,42 @@ def _other_subject(a: statements.Statement, b: statements.Statement) -> bool:
     said_a = {w.form for w in a.subject() if not w.light}
     if said_a and said_b and said_b <= said_of_a and not said_a & b.forms:
         return True
-    # words of one subject the other statement never uses: another subject when they name a
-    # relation ("Sam" / "Sam's sister") or someone, or qualify the same head ("the frontend
-    # team" / "the backend team"); else the same subject said otherwise ("our email provider" /
-    # "newsletters")
+    # words of one subject the other statement never uses: another subject when each has
+    # some ("the frontend team" / "the backend team", "Bob" / "Alice"), or when newer's name a
+    # relation or someone, or are said without a word of change ("Sam" / "Sam's sister")
     only_a = {w for w in a.subject() if not w.light and w.form not in b.forms}
     only_b = {w for w in b.subject() if not w.light and w.form not in a.forms}
     marked_b = any(w.name or w.raw.casefold() in statements.RELATIONS for w in only_b)
     if not only_a:
         return marked_b or bool(only_b) and not b.change
-    if not only_b:
-        return False
-    marked_a = any(w.name or w.raw.casefold() in statements.RELATIONS for w in only_a)
-    return marked_a or marked_b or _head(a) == _head(b) or not b.change
+    return bool(only_b)
 
 
-def _head(s: statements.Statement) -> str | None:
-    """The last word of substance before the verb: what the subject is ("team" in "the
-    frontend team")."""
-    heads = [w.form for w in s.subject() if not w.light]
-    return heads[-1] if heads else None
+def _same_subject(a: statements.Statement, b: statements.Statement) -> bool:
+    """Both subjects say the same words of substance (none at all: "we", "I", an elided one)."""
+    said_a = {w.form for w in a.subject() if not w.light}
+    said_b = {w.form for w in b.subject() if not w.light}
+    return said_a == said_b
+
+
+def _kinds(forms: frozenset[str], s: statements.Statement) -> str:
+    """What the given words of s are, by the most telling: a number, a date or time, a name."""
+    words = [w for w in s.words if w.form in forms]
+    if any(w.literal for w in words):
+        return "literal"
+    return "time" if any(w.form in statements.CALENDAR_FORMS for w in words) else "name"
+
+
+def _moved_on(s: statements.Statement) -> bool:
+    """Its verb says its subject moved on, to a place or a value: "moved over to", "joined
+    Globex" (not "moved the meeting")."""
+    verb = s.words[s.verb]
+    after = s.words[s.verb + 1] if s.verb + 1 < len(s.words) else None
+    return (
+        verb.raw.casefold() in statements.MOVES
+        and after is not None
+        and (after.value or after.name or after.raw.casefold() in ("to", "over", "into", "back", "from"))
+    )
 
 
 def _slots(s: statements.Statement, other: statements.Statement) -> int:
