@@ -369,7 +369,13 @@ def _revision(older: str, newer: str) -> str | None:
         and (overlap >= _MIN_SHARED or b.change and shared)
     ):
         return "value"
-    if b.change and overlap > _MIN_SHARED and (attr_b - attr_a or new_values) and (attr_a - attr_b or old_values):
+    if (
+        b.change
+        and overlap >= _MIN_SHARED
+        and (attr_b - attr_a or new_values)
+        and (attr_a - attr_b or old_values)
+        and not _moves_another(b, a)
+    ):
         return "restated value"
     return None
 
@@ -434,6 +440,18 @@ def _kinds(forms: frozenset[str], s: statements.Statement) -> str:
     if any(w.literal for w in words):
         return "literal"
     return "time" if any(w.form in statements.CALENDAR_FORMS for w in words) else "name"
+
+
+def _moves_another(b: statements.Statement, a: statements.Statement) -> bool:
+    """newer's subject moved something older never mentions ("Raj moved the retro to
+    Thursday" says nothing of where Raj sits)."""
+    if b.verb >= len(b.words) or b.words[b.verb].raw.casefold() not in statements.MOVES:
+        return False
+    moved = next((w for w in b.words[b.verb + 1 :] if not w.light), None)
+    return moved is not None and b.words[b.verb + 1].form in _DETERMINERS and moved.form not in a.forms
+
+
+_DETERMINERS = frozenset("the a an our my their his her your its this that".split())
 
 
 def _moved_on(s: statements.Statement) -> bool:
