@@ -186,9 +186,13 @@ def changed(older: str, newer: str) -> str | None:
     """contradiction(), or a knowledge update it does not see (memworker.updates:
     roles swapped, a negation or a value changed in a looser sentence). The same words
     reordered as a list ('uses Python and Go' / 'uses Go and Python') change nothing."""
-    if updates.reordered(older, newer) or updates.apart(older, newer):
+    if updates.reordered(older, newer):
         return None
-    return contradiction(older, newer) or updates.change(older, newer) or updates.revision(older, newer)
+    if not updates.apart(older, newer):
+        strict = contradiction(older, newer) or updates.change(older, newer)
+        if strict is not None:
+            return strict
+    return updates.revision(older, newer)  # judges each clause apart
 
 
 @dataclass(frozen=True)

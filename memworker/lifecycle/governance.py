@@ -20,7 +20,7 @@ from memworker.storage.db import Conn
 PROBE_TERMS = 6  # a memory's rarest terms, through which merge/contradiction candidates are found
 PAIRS_PER_MEMORY = 12  # the most candidates one memory is judged against (most probes shared first)
 UPDATE_NEIGHBOURS = 8  # ... and the nearest ones sharing a rare term, for a change said in other words
-UPDATE_MIN_COSINE = 0.3  # below this two statements are about different things whatever words they share
+UPDATE_MIN_COSINE = 0.15  # below this two statements are about different things whatever words they share
 UPDATE_RECENT = 300  # ... and the nearest among the subject's newest memories, sharing a word or not
 
 
