@@ -238,6 +238,8 @@ def judge(older: Fact, newer: Fact, policy: Policy) -> Verdict | None:
         return None
     if older.tier == memories.Tier.L3:
         return Verdict("review", older, newer, f"{how} contradiction with a canonical (L3) memory")
+    if updates.codes_changed(older.text, newer.text):
+        return Verdict("review", older, newer, f"{how}: an identifier changed (another thing, or the same one changed)")
     if newer.confidence >= policy.supersede_min_confidence:
         return Verdict(
             "supersede", older, newer, f"{how} changed by a newer memory (confidence {newer.confidence:.2f})"

@@ -380,6 +380,20 @@ def _revision(older: str, newer: str) -> str | None:
     return None
 
 
+_CODE = re.compile(r"^(?=.*[a-z])(?=.*\d)[a-z0-9-]+$")
+_UNIT = re.compile(r"^\d+(?:st|nd|rd|th|am|pm|k|m|h|s|x|gb|mb|ms|kg|km|%)$")
+
+
+def codes_changed(older: str, newer: str) -> bool:
+    """What differs between the two is an identifier ("INV2024001" / "INV2024002", "OPS-4411"
+    / "OPS-4412"): as likely another thing of the same kind as the same thing changed, so
+    the rules are unsure."""
+    a, b = statements.parse(older), statements.parse(newer)
+    differ = (a.forms - b.forms) | (b.forms - a.forms)
+    literals = {w.form for w in (*a.words, *b.words) if w.literal and w.form in differ}
+    return bool(literals) and all(_CODE.match(f) and not _UNIT.match(f) for f in literals)
+
+
 def told_change(older: str, newer: str) -> str | None:
     """revision(), for a newer statement that says in so many words that something changed
     ("moved to", "slipped to", "now"): the one way an event revises a fact or another event."""
