@@ -125,15 +125,29 @@ _CHITCHAT = re.compile(
     r"how are you|what's up)\b[\s!.,?]*(\w+[!.]?)?$",
     re.IGNORECASE,
 )
+# Wishes, standing instructions and dislikes: how the person wants to be treated, said as a
+# request ("Please always contact me by email.", "Don't call me before 10 am.", "Could you
+# always reply in German?") or as a taste. Checked before every other cue: a wish that also
+# names a plan or a time ("from now on", "before 10 am") is still a preference.
+_WISH = re.compile(
+    r"^(please|pls|kindly)\b|\bplease (always|never|only|don'?t|do not|use|keep|send|contact|call|"
+    r"reply|respond|write|answer|remember|stop|avoid|make sure)\b|"
+    r"^(always|never|only|don'?t|do not|stop|avoid)\b|"
+    r"\b(could|can|would|will) you (please |kindly )?(always|never|only|stop|avoid|not|keep)\b|"
+    r"\b(from now on|going forward|by default|in (the )?future)\b|"
+    r"\b(don'?t|do not|never) (call|contact|email|e-mail|text|message|phone|ping|send|book|schedule|bother)\b|"
+    r"\bi('d| would) (rather|prefer|like you to|appreciate it if)\b|"
+    r"\bi (don'?t|do not) want\b|\bi want (you|it|them|the|my|all|every|answers?|replies|reports?)\b|"
+    r"\b(not a fan of|can'?t stand|cannot stand|fan of|i'?m into|i am into|really into|allergic to)\b|"
+    r"\b(prefer|prefers|preferred|favou?rite|dislike|dislikes|hate|hates)\b|"
+    r"\b(i|we|you|they|he|she)( really| also| just| don'?t| do not)? (like|love|enjoy|adore)\b|"
+    # a name's 'likes' is a taste, 'Moments like these' is not: a name then likes/loves/enjoys
+    r"(?-i:\b[A-Z][a-z]+)( really| also| just| doesn'?t| does not)? (likes|loves|enjoys|adores)\b|"
+    r"喜欢|偏好|讨厌",
+    re.I,
+)
 _CUES: list[tuple[str, re.Pattern[str]]] = [
-    (
-        "preference",
-        re.compile(
-            r"\b(prefer|prefers|like|likes|love|loves|enjoy|enjoys|hate|hates|"
-            r"dislike|dislikes|favou?rite|rather|can't stand|fan of|into)\b|喜欢|偏好|讨厌",
-            re.I,
-        ),
-    ),
+    ("preference", _WISH),
     (
         "decision",
         re.compile(
@@ -145,7 +159,7 @@ _CUES: list[tuple[str, re.Pattern[str]]] = [
     (
         "method",
         re.compile(
-            r"\b(how to|by using|steps?|run |install|configure|workaround|fix(ed)? (it )?by|"
+            r"^to \w+\b[^,]{0,80},|\b(how to|by using|steps?|run |install|configure|workaround|fix(ed)? (it )?by|"
             r"use .+ to|recipe|command|procedure)\b|方法|步骤",
             re.I,
         ),
@@ -250,42 +264,107 @@ _FILLER = frozenset(
 )
 
 
-def _informative(sentence: str) -> float:
-    """A score for how much a sentence says; 0 for chit-chat."""
-    s = sentence.strip()
-    if len(s) < 12 or _CHITCHAT.match(s):
+# Small talk: greetings, thanks, farewells, wishes, praise, agreement and the feelings people
+# trade in passing. The episodic layer keeps every message as a turn, so small talk is never
+# lost; it is never a reflected item, which would say nothing and crowd recall. A sentence is
+# small talk when, once its social formulas and the names it addresses are taken out, every
+# word left is a social word (no number, no other content word).
+_SOCIAL_PHRASE = re.compile(
+    r"\b(let me know|feel free|(it |that |this )?makes? (total |perfect )?sense|on the right track|"
+    r"(a |such a )?big deal|means? (a lot|so much)|keep (that|it|this) in mind|catch(ing)? up|for now|"
+    r"(late|quick|fast) (reply|response|answer)|(the )?rest of (your|the) (day|evening|week|weekend)|"
+    r"good one|kind words|any (other|more|further) questions?|anything else|great question|gotta (run|go)|"
+    r"rooting for you|long time no see|sounds like a plan|(for )?letting me know|how it goes|count me in|"
+    r"happy (birthday|holidays?|new year|anniversary)|fingers crossed|no rush|worked out|enjoy (your|the) \w+|"
+    r"gets? better|catch you (later|soon|tomorrow)|good luck with (your|the|everything)( \w+)?|"
+    r"(been|was|it's) a (busy|long|crazy) (day|week)|here (is|are) what you asked for|"
+    r"you asked for|(i'?ll|i will|we'?ll) (try|do) (that|it)|will do|of course|no worries|no problem|"
+    r"(i|we) can help( you)?( with that)?|glad to help|happy to help|hope (this|that|it) helps|"
+    r"(it was|it's) (nice|good|great) (talking|chatting|to see you|to hear)|reach out|"
+    r"(sharing|telling me) (that|this)( with me)?|(hear|know) more about it|all the best|good luck)\b",
+    re.I,
+)
+_SOCIAL = frozenset(
+    tokens.stem_word(w)
+    for w in (
+        "thanks thank thx ty appreciate appreciated welcome sorry apologies congrats congratulations "
+        "hope hoping wish wishing luck enjoy care talk talking soon later chat chatting bye goodbye cya "
+        "see seeing tomorrow tonight weekend day evening night morning afternoon time weekend week "
+        "great good nice cool awesome amazing wonderful fantastic perfect lovely sweet kind brilliant "
+        "glad happy proud excited stoked thrilled love loved like agree agreed totally exactly sure "
+        "alright right yes yep yup nope worries problem help helpful helped pleasure idea update "
+        "noted understood got get gonna wait hear heard sounds sound look looks seem seems fun "
+        "really so very too same also just much lot lots well indeed absolutely definitely wow omg "
+        "haha hahaha lol lmao hehe hmm hm ah aw aww yay woah whoa hello hi hey greetings dear "
+        "you your yours yourself doing been done how what there here again anytime always thing "
+        "everything way keep up back best nice one ones things stuff guys buddy friend all have has had "
+        "today take let now say saying said explain explaining listen listening need needed slept sleep "
+        "cheers lovely bunch deserve deserved rock rocks exciting tell everything anyway hilarious funny "
+        "cute gorgeous beautiful adorable incredible impressive inspiring fab kidding seriously honestly "
+        "yay sad bummer shame better feel feeling hug hugs miss missed cheer ha hah xd"
+    ).split()
+)
+_VOCATIVE = re.compile(r"(^|,|\b(?:hi|hey|hello|thanks|bye|dear|thank you))\s*(?-i:[A-Z][a-z]+)(?=\s*[,!.?]|$)", re.I)
+# Code and markup (an assignment, a tag, a call, a URL) are not statements a person made: the
+# turn keeps them verbatim, where a recall for the identifier still finds them.
+_CODE = re.compile(r"[{}<>`]|\|.*\||;\s*$|\w\s*=\s*\S|\w\([^)]*\)|://|^\s*(\$|>>>|import |from \S+ import|def |class )")
+_MARKUP = re.compile(r"^\s*(#{1,6}\s+|[-*+]\s+|\d+[.)]\s+)|\*\*|__")
+
+
+def small_talk(sentence: str, names: frozenset[str] = frozenset()) -> bool:
+    """Whether a sentence is small talk (see _SOCIAL): nothing in it but social words, social
+    formulas and the names of the people it addresses (names: the conversation's speakers)."""
+    rest = _VOCATIVE.sub(r"\1 ", _SOCIAL_PHRASE.sub(" ", sentence))
+    words = [t for t in tokens.tokenize(rest, stem=False) if t not in names]
+    return all(not w.isdigit() and tokens.stem_word(w) in _SOCIAL for w in words)
+
+
+def _informative(sentence: str, names: frozenset[str] = frozenset()) -> float:
+    """A score for how much a sentence says; 0 for small talk, code and markup."""
+    s = _MARKUP.sub("", sentence).strip()
+    if len(s) < 12 or _CHITCHAT.match(s) or _CODE.search(s) or small_talk(s, names):
         return 0.0
     content = [t for t in tokens.tokenize(s, stem=False) if t not in _FILLER]
     if len(content) < 2:
         return 0.0
     score: float = len(set(content)) + 2 * len(entities_of(s))
-    if s.endswith("?"):
-        score *= 0.4  # questions carry less than statements
+    if s.endswith("?") and not _WISH.search(s):
+        score *= 0.4  # questions carry less than statements; a wish asked as a question does not
     return float(score)
 
 
 class OfflineReflector:
-    """Deterministic rules: split into sentences, keep the informative ones, drop chit-chat,
-    type each item and take its confidence from hedges and certainty cues."""
+    """Deterministic rules: split into sentences, keep the informative ones, drop small talk,
+    type each item and take its confidence from hedges and certainty cues.
+
+    Items come from what the agent was told. In a conversation with the user (an episode with
+    a message that is not the assistant's), the assistant's messages yield no item: the rules
+    cannot tell its advice and acknowledgements from facts about the user, and an item is
+    recalled as what the agent knows. Those messages stay as turns (the episodic layer), said
+    by the assistant. An episode of the assistant's messages only (an agent's own log) is
+    reflected like any other."""
 
     name = "offline"
 
     def reflect(self, episode: Episode) -> Reflection:
         candidates: list[tuple[float, int, str, tuple[int, ...]]] = []
+        messages = episode.messages or []
+        told = any(m.get("role", "user") != "assistant" for m in messages)
+        names = frozenset(w for m in messages for w in tokens.tokenize(str(m.get("name") or ""), stem=False))
         sources = (
-            [(i, m.get("role", "user"), m.get("content", "")) for i, m in enumerate(episode.messages)]
-            if episode.messages
+            [(i, m.get("role", "user"), m.get("content", "")) for i, m in enumerate(messages)]
+            if messages
             else [(None, None, episode.content)]
         )
         order = 0
         for index, role, content in sources:
+            if role == "assistant" and told:
+                continue
             for sentence in _SENTENCE.split(content):
-                sentence = sentence.strip()
-                score = _informative(sentence)
+                sentence = _MARKUP.sub("", sentence).strip()
+                score = _informative(sentence, names)
                 if score <= 0:
                     continue
-                if role == "assistant":
-                    score *= 0.6  # what the agent said is weaker evidence than what it was told
                 candidates.append((score, order, sentence, () if index is None else (index,)))
                 order += 1
         best = sorted(candidates, key=lambda c: (-c[0], c[1]))[:MAX_ITEMS]
@@ -298,7 +377,7 @@ class OfflineReflector:
                 continue
             seen.add(key)
             items.append(Item(text, _kind(text), _confidence(text), msgs, entities_of(text), topics_of(text)))
-        if not items and episode.content.strip() and _informative(episode.content) > 0:
+        if not items and not messages and episode.content.strip() and _informative(episode.content) > 0:
             text = memories.clip(episode.content)
             items.append(Item(text, _kind(text), 0.5, (), entities_of(text), topics_of(text)))
         return Reflection(items, self.name)

@@ -1,0 +1,86 @@
+"""The offline reflector: what it keeps as items, how it types them, and what stays a turn."""
+
+from __future__ import annotations
+
+import pytest
+
+from memworker import reflection
+
+
+def _items(text: str, role: str = "user") -> list[reflection.Item]:
+    return reflection.OfflineReflector().reflect(reflection.Episode(text, [{"role": role, "content": text}])).items
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Sounds good, talk soon.",
+        "No worries at all, have a nice weekend!",
+        "Hey! Good to see you! How have you been?",
+        "Thanks so much, that's really helpful!",
+        "Bye! Take care and talk to you later.",
+        "Thanks, Melanie! That's really sweet.",
+        "That makes sense, thanks for explaining.",
+        "Sorry for the late reply, it's been a busy day.",
+    ],
+)
+def test_small_talk_is_never_an_item(text: str) -> None:
+    assert _items(text) == []
+
+
+def test_an_assistant_acknowledgement_is_small_talk_too() -> None:
+    assert _items("Thanks Dana, noted. Let me know if there is anything else I can help with.", "assistant") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Please always contact me by email.",
+        "Don't call me before 10 am.",
+        "Could you always reply in German?",
+        "Never send me marketing newsletters.",
+        "I want the reports in PDF, not Excel.",
+        "I'm not a fan of spicy food.",
+        "I'd rather not get phone calls at work.",
+    ],
+)
+def test_wishes_standing_instructions_and_dislikes_are_preferences(text: str) -> None:
+    (item,) = _items(text)
+    assert (item.text, item.kind) == (text, "preference")
+
+
+def test_like_as_a_preposition_is_no_preference() -> None:
+    assert reflection._kind("Moments like these remind us how important our friends are.") != "preference"
+    assert reflection._kind("Caroline loves painting sunsets.") == "preference"
+
+
+def test_a_sentence_with_content_among_the_small_talk_is_kept() -> None:
+    texts = [i.text for i in _items("Thanks, Mel! I start my new job at Globex on Monday.")]
+    assert texts == ["I start my new job at Globex on Monday."]
+
+
+def test_in_a_conversation_the_assistant_messages_yield_no_item() -> None:
+    episode = reflection.Episode(
+        "",
+        [
+            {"role": "user", "content": "I moved the billing database to Postgres 16 last week."},
+            {
+                "role": "assistant",
+                "content": "Great! You should run VACUUM ANALYZE after the upgrade to refresh the planner statistics.",
+            },
+        ],
+    )
+    items = reflection.OfflineReflector().reflect(episode).items
+    assert [i.messages for i in items] == [(0,)]
+
+
+def test_an_agent_log_of_assistant_messages_is_reflected() -> None:
+    episode = reflection.Episode(
+        "", [{"role": "assistant", "content": "Deployed the billing service v2.3 to production at 14:00."}]
+    )
+    assert [i.messages for i in reflection.OfflineReflector().reflect(episode).items] == [(0,)]
+
+
+def test_code_and_markup_are_not_items() -> None:
+    text = "username = db.Column(db.String(80), unique=True)\n## Setup\nI deploy the budget app on Render every Friday."
+    assert [i.text for i in _items(text)] == ["I deploy the budget app on Render every Friday."]
