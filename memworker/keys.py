@@ -19,7 +19,11 @@ from memworker import errors
 from memworker.storage import core_db, db
 from memworker.storage.db import Conn
 
-SCOPES = ("episodes:write", "memories:read", "memories:write", "admin", "erase")
+SCOPES = ("episodes:write", "memories:read", "memories:write", "admin", "erase", "keys")
+# What a key gets when its scopes are not named (`memworker tenant create`, `memworker up`'s dev
+# key, `memworker key create` without --scopes): every scope but `keys`, the power to mint and
+# revoke keys over HTTP, which a key has only when the operator names it (docs/security.md).
+DEFAULT_SCOPES = tuple(s for s in SCOPES if s != "keys")
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,7 @@ def create(
     *,
     tenant_id: UUID,
     name: str = "",
-    scopes: tuple[str, ...] = SCOPES,
+    scopes: tuple[str, ...] = DEFAULT_SCOPES,
     agent_ids: list[str] | None = None,
     expires_at: datetime | None = None,
 ) -> tuple[str, core_db.ApiKey]:
@@ -167,3 +171,35 @@ class KeyCache:
                 self._entries.clear()
             self._entries[digest] = (now + self.ttl_s, principal, principal.expires_at)
         return principal
+
+
+# --- keys minted, listed and revoked by a key (POST/GET/DELETE /v1/keys) -------------------------
+
+
+def check_mintable(
+    p: Principal, *, scopes: tuple[str, ...], agent_ids: list[str] | None, expires_at: datetime | None
+) -> None:
+    """Raises Forbidden unless a key with these powers is within p's own: its scopes among p's,
+    its agents and pools (agent_ids, pools as 'pool~<name>') among those p reaches, and it
+    expires no later than p. A key that could mint a wider one would be as wide itself."""
+    beyond = sorted(set(scopes) - p.scopes)
+    if beyond:
+        raise errors.Forbidden(f"this key cannot grant scopes it lacks: {beyond}")
+    if p.agent_ids is not None:
+        if agent_ids is None:
+            raise errors.Forbidden("this key reaches only some agents and pools: name the new key's, among its own")
+        outside = sorted(set(agent_ids) - p.agent_ids)
+        if outside:
+            raise errors.Forbidden(f"this key does not reach {outside}, so it cannot grant them")
+    if p.expires_at is not None and (expires_at is None or expires_at > p.expires_at):
+        raise errors.Forbidden(f"this key expires at {p.expires_at.isoformat()}: a key it mints must expire by then")
+
+
+def covers(p: Principal, row: core_db.ApiKey) -> bool:
+    """Whether p's powers include every power of the key in `row`: only such keys does p list
+    and revoke, so a narrower key neither sees nor switches off a wider one."""
+    try:
+        check_mintable(p, scopes=tuple(row.scopes), agent_ids=row.agent_ids, expires_at=row.expires_at)
+    except errors.Forbidden:
+        return False
+    return True

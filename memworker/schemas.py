@@ -680,3 +680,118 @@ class ProposalDecided(TypedDict):
     proposal: ProposalOut
     outcome: NotRequired[str]
     memory: NotRequired[Any]
+
+
+# --- administration within a tenant: agents, subject requests, keys (memworker/fleet/admin.py,
+# memworker/erase/agents.py, memworker/erase/subjects.py) ------------------------------------
+
+
+class KeyIn(Strict):
+    """A key to mint, within the minting key's own powers (its scopes, agents, pools, expiry)."""
+
+    name: str = Field(default="", max_length=200)
+    scopes: list[str] = Field(min_length=1, max_length=16, description="each of memworker.keys.SCOPES")
+    agents: list[AgentIdText] | None = Field(
+        default=None, max_length=1000, description="the agents it may touch; with pools absent too: every one"
+    )
+    pools: list[AgentIdText] | None = Field(
+        default=None, max_length=1000, description="the shared pools it may read or write directly"
+    )
+    expires_at: datetime | None = Field(default=None, description="with a time zone, in the future; absent: never")
+
+
+class SubjectForgetIn(Strict):
+    keep_turns: bool = Field(
+        default=False, description="keep the turns (messages kept verbatim) of the episodes this erases"
+    )
+
+
+@with_config(_OPEN)
+class AgentOut(TypedDict):
+    """An agent with what it holds: live memories (turns apart), episodes, sessions."""
+
+    agent_id: str
+    created_at: str
+    memories: int
+    turns: int
+    episodes: int
+    sessions: int
+    last_activity_at: str
+
+
+@with_config(_OPEN)
+class AgentList(TypedDict):
+    agents: list[AgentOut]
+    next_cursor: str | None
+
+
+@with_config(_OPEN)
+class SubjectOut(TypedDict):
+    """A subject one agent holds anything of, with its counts there."""
+
+    subject: str
+    memories: int
+    turns: int
+    episodes: int
+    sessions: int
+    last_activity_at: str
+
+
+@with_config(_OPEN)
+class SubjectList(TypedDict):
+    subjects: list[SubjectOut]
+    next_cursor: str | None
+
+
+@with_config(_OPEN)
+class AgentErased(TypedDict):
+    """The receipt of an agent's erase: counts per place (and the ids of pool copies and
+    proposals it reached elsewhere), no text."""
+
+    agent_id: str
+    at: str
+    memories: int
+    episodes: int
+    sessions: int
+    pool_copies: dict[str, Any]
+    pool_proposals: dict[str, Any]
+
+
+@with_config(_OPEN)
+class SubjectForgotten(TypedDict):
+    """The receipt of a subject request: each agent's and pool's forget receipt, the totals
+    per place, and whether every holder was reached (else call again)."""
+
+    subject: str
+    at: str
+    agents: list[dict[str, Any]]
+    pools: list[dict[str, Any]]
+    totals: dict[str, Any]
+    complete: bool
+    holders_left: int
+
+
+@with_config(_OPEN)
+class KeyOut(TypedDict):
+    """An API key as listed (never its secret): agents and pools None when it reaches all."""
+
+    id: str
+    prefix: str
+    name: str
+    state: str  # active | expired | revoked
+    scopes: list[str]
+    agents: list[str] | None
+    pools: list[str] | None
+    created_at: str
+    expires_at: str | None
+    revoked_at: str | None
+
+
+@with_config(_OPEN)
+class KeyCreated(KeyOut):
+    api_key: str  # the secret, shown once
+
+
+@with_config(_OPEN)
+class KeyList(TypedDict):
+    keys: list[KeyOut]

@@ -26,6 +26,7 @@ from memworker import errors, keys, metrics, runtime, tracing
 from memworker.api import deps, limits, ratelimit
 from memworker.api.console import pages as console
 from memworker.api.routes import (
+    admin,
     archives,
     consolidation,
     episodes,
@@ -36,6 +37,7 @@ from memworker.api.routes import (
     proposals,
     recall,
     sessions,
+    subjects,
 )
 from memworker.settings import Settings
 from memworker.storage import bumps, console_db, db, replicas
@@ -48,6 +50,7 @@ ROUTERS.append(consolidation.router)  # sleep
 ROUTERS.append(lifecycle.router)  # lifecycle governance
 ROUTERS += [sessions.router, archives.router, hooks.router]  # sessions
 ROUTERS += [pools.router, proposals.router]  # fleet: shared pools, sleep's proposals to them
+ROUTERS += [admin.router, subjects.router]  # administration within a tenant: agents, keys, subject requests
 _STATUS = {
     errors.NotFound: 404,
     errors.InvalidInput: 422,

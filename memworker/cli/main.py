@@ -111,7 +111,11 @@ def _add_access_commands(sub: Any) -> None:
     kc = k.add_parser("create", help="create an API key (shown once)")
     kc.add_argument("--tenant", required=True)
     kc.add_argument("--name", default="")
-    kc.add_argument("--scopes", default=",".join(keys.SCOPES), help=f"comma list of {','.join(keys.SCOPES)}")
+    kc.add_argument(
+        "--scopes",
+        default=",".join(keys.DEFAULT_SCOPES),
+        help=f"comma list of {','.join(keys.SCOPES)} (default: all but keys, which is given only by name)",
+    )
     kc.add_argument("--agents", help="comma list of agent ids this key may touch (default all)")
     kc.add_argument(
         "--pools", help="comma list of shared pools this key may read or write directly (with --agents: limited)"

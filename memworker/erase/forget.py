@@ -416,6 +416,12 @@ def _audit(
         )
 
 
+def lock_agent(conn: Conn, tenant_id: UUID, agent_id: str) -> None:
+    """The agent's advisory lock as forget takes it, for an erase of the whole agent
+    (memworker/erase/agents.py): Unavailable after LOCK_WAIT_S."""
+    _lock(conn, tenant_id, agent_id)
+
+
 def _lock(conn: Conn, tenant_id: UUID, agent_id: str) -> None:
     """Wait (up to LOCK_WAIT_S) for the agent's advisory lock: a consolidation pass must not
     write an insight from memories this call is erasing."""
