@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 
-from memworker import memories, updates
+from memworker import memories, statements, updates
 from memworker.policy import Policy
 
 TIER_RANK: dict[str, int] = {t: i for i, t in enumerate(memories.Tier)}
@@ -206,6 +206,7 @@ class Fact:
     confidence: float
     created_at: datetime
     access_count: int = 0
+    speaker: str | None = None  # who said it, when known
 
     @property
     def protected(self) -> bool:
@@ -228,6 +229,13 @@ def ordered(a: Fact, b: Fact) -> tuple[Fact, Fact]:
 def judge(older: Fact, newer: Fact, policy: Policy) -> Verdict | None:
     """Supersede when the newer contradicts the older and is sure enough; a contradiction
     it cannot resolve (unsure, or the older is canonical L3) goes to review; else None."""
+    if (
+        older.speaker
+        and newer.speaker
+        and older.speaker != newer.speaker
+        and (statements.first_person(older.text) or statements.first_person(newer.text))
+    ):
+        return None  # "I live in Paris" and "I live in Rome", said by two people
     if older.kind in STATEFUL_KINDS and newer.kind in STATEFUL_KINDS:
         how = changed(older.text, newer.text)
     elif older.kind in CHANGING_KINDS and newer.kind in CHANGING_KINDS:

@@ -338,3 +338,12 @@ def _copula_subject(words: list[Word], verb: int) -> int:
     ):
         return 0
     return verb
+
+
+_FIRST_PERSON = frozenset("i me my mine we us our ours myself ourselves".split())
+
+
+def first_person(text: str) -> bool:
+    """The statement speaks of its speaker ("I", "my", "we", "our"): who said it says whom it
+    is about."""
+    return any(w.raw.casefold() in _FIRST_PERSON for w in parse(text).words)

@@ -198,31 +198,12 @@ def check_new(
     now = now or clock(conn)
     order = {mid: i for i, (mid, _) in enumerate(written)}
     ids = [mid for mid, _ in stateful]
-    found = pairs(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids, now=now)
-    known = {(p.a, p.b) for p in found}
-    found += [
-        p
-        for p in lifecycle_db.update_candidates(
-            conn,
-            tenant_id=tenant_id,
-            agent_id=agent_id,
-            ids=ids,
-            now=now,
-            kinds=list(rules.CHANGING_KINDS),
-            probe_terms=PROBE_TERMS,
-            per_term=store.CANDIDATE_POSTINGS,
-            df_cap=store.DF_CAP,
-            min_cosine=UPDATE_MIN_COSINE,
-            k=UPDATE_NEIGHBOURS,
-            recent=UPDATE_RECENT,
-        )
-        if (p.a, p.b) not in known
-    ]
+    found = _candidates(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids, now=now)
     # a later memory of the same list is not "older": it gets its own turn as the newer one
     found = [p for p in found if order.get(p.b, -1) < order[p.a]]
     rows = (
         lifecycle_db.retention_facts(
-            conn, tenant_id=tenant_id, agent_id=agent_id, now=now, ids=list({p.b for p in found})
+            conn, tenant_id=tenant_id, agent_id=agent_id, now=now, ids=list({p.b for p in found} | set(ids))
         )
         if found
         else []
@@ -230,7 +211,7 @@ def check_new(
     olds = {r.id: fact(r) for r in rows}
     verdicts = []
     for mid, draft in stateful:
-        new = rules.Fact(str(mid), draft.text, draft.kind, draft.tier, draft.confidence, now)
+        new = olds.get(mid) or rules.Fact(str(mid), draft.text, draft.kind, draft.tier, draft.confidence, now)
         for old in (olds[p.b] for p in found if p.a == mid and p.b in olds and (mid, p.b) not in decided):
             verdict = rules.judge(old, new, policy)
             if verdict is None:
@@ -262,6 +243,33 @@ def check_new(
     return verdicts
 
 
+def _candidates(
+    conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], now: datetime
+) -> list[lifecycle_db.Pair]:
+    """The live memories each given one may change: those sharing most of its rarest terms
+    (merge's candidates), then its nearest of the subject said in other words."""
+    found = pairs(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids, now=now)
+    known = {(p.a, p.b) for p in found}
+    return found + [
+        p
+        for p in lifecycle_db.update_candidates(
+            conn,
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            ids=ids,
+            now=now,
+            kinds=list(rules.CHANGING_KINDS),
+            probe_terms=PROBE_TERMS,
+            per_term=store.CANDIDATE_POSTINGS,
+            df_cap=store.DF_CAP,
+            min_cosine=UPDATE_MIN_COSINE,
+            k=UPDATE_NEIGHBOURS,
+            recent=UPDATE_RECENT,
+        )
+        if (p.a, p.b) not in known
+    ]
+
+
 def fact(row: lifecycle_db.FactRow) -> rules.Fact:
     return rules.Fact(
         str(row.id),
@@ -271,6 +279,7 @@ def fact(row: lifecycle_db.FactRow) -> rules.Fact:
         float(row.confidence),
         row.created_at,
         int(row.access_count or 0),
+        row.speaker,
     )
 
 

@@ -158,6 +158,7 @@ class FactRow:
     confidence: float
     access_count: int
     created_at: datetime
+    speaker: str | None  # who said it, from the turn it was reflected from (None: not known)
 
 
 @dataclass(frozen=True, slots=True)

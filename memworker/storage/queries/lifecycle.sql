@@ -604,9 +604,16 @@ SELECT a, b, cosine FROM (
 WHERE r <= %(k)s;
 
 -- name: retention_facts
-SELECT id, text, kind, tier, confidence, access_count, created_at FROM memories
-WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s::uuid[])
-  AND valid_to IS NULL AND (expires_at IS NULL OR expires_at > %(now)s);
+-- With who said each one: the speaker of the turn it was reflected from (written in the same
+-- transaction, so an index range of the agent's memories at that instant).
+SELECT m.id, m.text, m.kind, m.tier, m.confidence, m.access_count, m.created_at,
+       (SELECT t.metadata->>'speaker' FROM memories t
+        WHERE t.tenant_id = m.tenant_id AND t.agent_id = m.agent_id AND t.created_at = m.created_at
+          AND t.kind = 'turn' AND t.provenance[1] = ANY(m.provenance)
+        LIMIT 1) AS speaker
+FROM memories m
+WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.id = ANY(%(ids)s::uuid[])
+  AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s);
 
 -- name: forget_match
 -- The memories a forget request names: by source (an exact provenance entry, or the episode
