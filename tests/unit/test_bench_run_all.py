@@ -103,13 +103,15 @@ def test_headlines_read_the_benches_tables() -> None:
 
 def test_headlines_read_the_fleet_and_knowledge_update_tables() -> None:
     updates = (
-        "## The rules\n\n| shape | pairs | right (rules.changed) |\n|---|---|---|\n| swap | 20 | 100.0 % |\n\n"
-        "## Through the API (ingest)\n\n| shape | pairs | right at ingest | right with the sweep |\n"
-        "|---|---|---|---|\n| swap | 20 | 95.0 % | 95.0 % |\n| paraphrase | 25 | 96.0 % | 96.0 % |\n"
-        "| near-miss | 26 | 100.0 % | 100.0 % |\n"
+        "## Updates (after the sweep)\n\n| split | source | updates | handled |\n|---|---|---|---|\n"
+        "| dev | handwritten | 103 | 59.2 % (61) |\n| dev | all | 115 | 54.8 % (63) |\n"
+        "| test | all | 114 | 50.0 % (57) |\n\n"
+        "## Look-alikes that are both true\n\n| split | source | cases | false alarm |\n|---|---|---|---|\n"
+        "| dev | all | 115 | 0.9 % (1) |\n\n"
+        "## Contradictions\n\n| split | source | cases | review |\n|---|---|---|---|\n| dev | all | 10 | 10.0 % (1) |\n"
     )
     assert run_all._knowledge_updates_headline(updates) == (
-        "right at ingest: swap 95.0 %, paraphrase 96.0 %, near-miss 100.0 %"
+        "updates handled (dev) 54.8 %, updates handled (test) 50.0 %, false alarms (dev) 0.9 %, reviewed (dev) 10.0 %"
     )
     assert run_all._knowledge_updates_headline("## The rules only") == ""
     fleet = (
