@@ -37,7 +37,7 @@ def status_of(call: Any) -> tuple[int, Any]:
 def test_a_key_made_without_naming_scopes_has_every_scope_but_keys(clients: dict[str, Client]) -> None:
     assert "keys" in keys.SCOPES and "keys" not in keys.DEFAULT_SCOPES
     assert set(keys.DEFAULT_SCOPES) == set(keys.SCOPES) - {"keys"}
-    code, body = status_of(lambda: clients["alice"].keys())
+    code, body = status_of(lambda: clients["alice"].list_keys())
     assert code == 403 and "keys" in body["error"]
     assert status_of(lambda: clients["alice"].create_key(["memories:read"]))[0] == 403
 
@@ -177,7 +177,7 @@ def test_a_keys_key_mints_lists_and_revokes_within_its_own_powers(
     assert status_of(lambda: expiring.create_key(["memories:read"], agents=["k-agent"], expires_at=later))[0] == 403
 
     # it lists the keys within its powers (itself included), never a wider one nor a secret
-    listed = {k["prefix"]: k for k in admin.keys()}
+    listed = {k["prefix"]: k for k in admin.list_keys()}
     assert {admin_prefix, minted["prefix"]} <= set(listed)
     assert keys.prefix_of(tenants["alice"]["key"]) not in listed  # the tenant's full key is wider
     assert listed[admin_prefix]["agents"] == ["k-agent", "k-other"] and listed[admin_prefix]["pools"] == ["k-pool"]
@@ -200,7 +200,7 @@ def test_keys_of_another_tenant_are_invisible(
     bob_admin, _ = operator_key(api, stack, tenants["bob"]["id"], scopes=keys.SCOPES)
     alice_admin, alice_prefix = operator_key(api, stack, tenants["alice"]["id"], scopes=keys.SCOPES)
     alice_minted = alice_admin.create_key(["memories:read"], name="alice-reader")
-    bob_prefixes = {k["prefix"] for k in bob_admin.keys()}
+    bob_prefixes = {k["prefix"] for k in bob_admin.list_keys()}
     assert alice_prefix not in bob_prefixes and alice_minted["prefix"] not in bob_prefixes
     assert keys.prefix_of(tenants["alice"]["key"]) not in bob_prefixes
     assert status_of(lambda: bob_admin.revoke_key(alice_minted["prefix"]))[0] == 404
@@ -210,4 +210,4 @@ def test_keys_of_another_tenant_are_invisible(
     assert "fleet-a" not in [a["agent_id"] for a in bob_reader.agents()["agents"]]
     assert status_of(lambda: bob_reader.agent_subjects("subj-agent"))[0] == 404
     # an unlimited keys key may mint a keys key with all of its scopes, and list the tenant's full key
-    assert keys.prefix_of(tenants["alice"]["key"]) in {k["prefix"] for k in alice_admin.keys()}
+    assert keys.prefix_of(tenants["alice"]["key"]) in {k["prefix"] for k in alice_admin.list_keys()}
