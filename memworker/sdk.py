@@ -582,49 +582,6 @@ class Client:
         body |= {k: v for k, v in {"agents": agents, "pools": pools, "expires_at": expires_at}.items() if v is not None}
         return self._obj("POST", "/v1/keys", json=body)
 
-    def keys(self) -> list[dict[str, Any]]:
-        """The tenant's keys within this key's powers (prefixes, never secrets)."""
-        return self._list("GET", "/v1/keys", key="keys")
-
-    def revoke_key(self, prefix: str) -> dict[str, Any]:
-        return self._obj("DELETE", f"/v1/keys/{_seg(prefix)}")
-
-    # administration within a tenant: agents, subject requests, keys (README route table)
-    def agents(self, *, limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
-        """A page of the tenant's agents this key reaches, each with its counts and last
-        activity: {"agents": [...], "next_cursor": ...} (None on the last page)."""
-        params: dict[str, Any] = {"limit": limit} | ({"cursor": cursor} if cursor else {})
-        return self._obj("GET", "/v1/agents", params=params)
-
-    def erase_agent(self, agent_id: str) -> dict[str, Any]:
-        """Erase the agent and everything of it; the receipt (counts per place)."""
-        return self._obj("DELETE", f"/v1/agents/{_seg(agent_id)}")
-
-    def agent_subjects(self, agent_id: str, *, limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
-        """A page of the subjects the agent holds, with counts: {"subjects": [...], "next_cursor": ...}."""
-        params: dict[str, Any] = {"limit": limit} | ({"cursor": cursor} if cursor else {})
-        return self._obj("GET", f"/v1/agents/{_seg(agent_id)}/subjects", params=params)
-
-    def forget_subject(self, subject: str, *, keep_turns: bool = False) -> dict[str, Any]:
-        """Erase the subject from every agent and pool of the tenant; the receipt (per agent,
-        per pool, totals; `complete` false: call again for the holders left)."""
-        return self._obj("POST", f"/v1/subjects/{_seg(subject)}/forget", json={"keep_turns": keep_turns})
-
-    def create_key(
-        self,
-        scopes: list[str],
-        *,
-        name: str = "",
-        agents: list[str] | None = None,
-        pools: list[str] | None = None,
-        expires_at: str | None = None,
-    ) -> dict[str, Any]:
-        """Mint a key within this key's own powers (the `keys` scope); the answer's `api_key`
-        is the secret, shown once."""
-        body: dict[str, Any] = {"name": name, "scopes": scopes}
-        body |= {k: v for k, v in {"agents": agents, "pools": pools, "expires_at": expires_at}.items() if v is not None}
-        return self._obj("POST", "/v1/keys", json=body)
-
     def list_keys(self) -> list[dict[str, Any]]:
         """The tenant's keys within this key's powers (prefixes, never secrets)."""
         return self._list("GET", "/v1/keys", key="keys")
