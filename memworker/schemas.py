@@ -795,3 +795,19 @@ class KeyCreated(KeyOut):
 @with_config(_OPEN)
 class KeyList(TypedDict):
     keys: list[KeyOut]
+
+
+# --- export and import (docs/export.md) ------------------------------------------------------
+
+
+@with_config(_OPEN)
+class ImportReport(TypedDict):
+    """What an import wrote: memories new and already there (the same file again writes
+    nothing), vectors computed again (another model, or none in the file), and per record type
+    of a memworker export its <type>_written / <type>_existing counts."""
+
+    format: str  # memworker | jsonl | langgraph
+    lines: int
+    memories_written: int
+    memories_existing: int
+    reembedded: int

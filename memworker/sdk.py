@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, cast
 from urllib.parse import quote
 
@@ -526,6 +528,56 @@ class Client:
         raw = gzip.decompress(self.download_archive(agent_id, session_id, version, subject=subject))
         return [json.loads(line) for line in raw.decode().splitlines() if line]
 
+    # export and import (docs/export.md)
+    def download_export(self, agent_id: str, *, embeddings: bool = False) -> bytes:
+        """The agent's whole export (NDJSON) in memory; export_chunks streams a large one."""
+        with self._reaching():
+            resp = self._http.get(f"/v1/agents/{_seg(agent_id)}/export", params={"embeddings": embeddings})
+        answer(resp) if resp.status_code >= 400 else None
+        return resp.content
+
+    def export_chunks(self, agent_id: str, *, embeddings: bool = False) -> Iterator[bytes]:
+        """The agent's export (NDJSON) as it arrives: write it to a file chunk by chunk."""
+        return self._stream(f"/v1/agents/{_seg(agent_id)}/export", {"embeddings": embeddings})
+
+    def download_subject_export(self, subject: str, *, embeddings: bool = False) -> bytes:
+        """One subject's data across the tenant's agents (NDJSON), in memory."""
+        with self._reaching():
+            resp = self._http.get("/v1/export", params={"subject": subject, "embeddings": embeddings})
+        answer(resp) if resp.status_code >= 400 else None
+        return resp.content
+
+    def subject_export_chunks(self, subject: str, *, embeddings: bool = False) -> Iterator[bytes]:
+        return self._stream("/v1/export", {"subject": subject, "embeddings": embeddings})
+
+    def _stream(self, path: str, params: dict[str, Any]) -> Iterator[bytes]:
+        with self._reaching(), self._http.stream("GET", path, params=params, timeout=None) as resp:
+            if resp.status_code >= 400:
+                resp.read()
+                answer(resp)
+            yield from resp.iter_bytes()
+
+    def import_file(
+        self,
+        agent_id: str,
+        source: str | os.PathLike[str] | bytes,
+        *,
+        format: str = "auto",
+        progress: Callable[[int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Import a file (a path, streamed from disk, or bytes): a memworker export, a JSONL of
+        {"text": ...} lines or LangGraph items. `progress` is called with each chunk's size as
+        it is sent. Answers the import's counts; ApiError 422 names a bad line (nothing written)."""
+        content: bytes | _FileChunks = source if isinstance(source, bytes) else _FileChunks(Path(source), progress)
+        return self._obj(
+            "POST",
+            f"/v1/agents/{_seg(agent_id)}/import",
+            params={"format": format},
+            content=content,
+            headers={"content-type": "application/x-ndjson"},
+            timeout=None,  # a restore of a large file takes as long as it takes
+        )
+
     def add_webhook(
         self, url: str, events: list[str], *, agent_ids: list[str] | None = None, description: str = ""
     ) -> dict[str, Any]:
@@ -588,6 +640,21 @@ class Client:
 
     def revoke_key(self, prefix: str) -> dict[str, Any]:
         return self._obj("DELETE", f"/v1/keys/{_seg(prefix)}")
+
+
+class _FileChunks:
+    """A file's bytes as a request body, read anew each time it is iterated (a retried request
+    sends it again), reporting each chunk's size to `progress`."""
+
+    def __init__(self, path: Path, progress: Callable[[int], None] | None) -> None:
+        self.path, self.progress = path, progress
+
+    def __iter__(self) -> Iterator[bytes]:
+        with self.path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                if self.progress is not None:
+                    self.progress(len(chunk))
+                yield chunk
 
 
 def enqueue_in_cluster(

@@ -34,6 +34,7 @@ from memworker.api.routes import (
     lifecycle,
     memories,
     pools,
+    portability,
     proposals,
     recall,
     sessions,
@@ -50,6 +51,7 @@ ROUTERS.append(consolidation.router)  # sleep
 ROUTERS.append(lifecycle.router)  # lifecycle governance
 ROUTERS += [sessions.router, archives.router, hooks.router]  # sessions
 ROUTERS += [pools.router, proposals.router]  # fleet: shared pools, sleep's proposals to them
+ROUTERS.append(portability.router)  # export and import
 ROUTERS += [admin.router, subjects.router]  # administration within a tenant: agents, keys, subject requests
 _STATUS = {
     errors.NotFound: 404,

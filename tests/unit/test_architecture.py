@@ -67,6 +67,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memworker.fleet",
             "memworker.recall",
             "memworker.ingest",
+            "memworker.portability",  # export and import: storage, models and the domain's schemas
         },
     ),
     ("orchestration rooms", {"memworker.sleep", "memworker.sessions"}),
