@@ -13,7 +13,7 @@ from typing import Any
 
 from memworker import errors, keys, memories
 from memworker import settings as settings_mod
-from memworker.cli import common, consolidation, demo, lifecycle, mcp, portability, proposals, sessions
+from memworker.cli import admin, common, consolidation, demo, lifecycle, mcp, portability, proposals, sessions
 from memworker.fleet import pools
 from memworker.settings import Settings
 from memworker.storage import core_db, db, migrate
@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     demo,  # the fleet simulator
     mcp,  # the Model Context Protocol server
     proposals,  # sleep's proposals to shared pools
+    admin,  # agents, subject requests and memories through the API
     portability,  # export and import
 ]
 

@@ -211,3 +211,37 @@ def test_keys_of_another_tenant_are_invisible(
     assert status_of(lambda: bob_reader.agent_subjects("subj-agent"))[0] == 404
     # an unlimited keys key may mint a keys key with all of its scopes, and list the tenant's full key
     assert keys.prefix_of(tenants["alice"]["key"]) in {k["prefix"] for k in alice_admin.list_keys()}
+
+
+def test_the_cli_drives_these_routes_through_the_sdk(
+    api: str,
+    clients: dict[str, Client],
+    tenants: dict[str, Any],
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import json
+
+    from memworker.cli import main as cli
+
+    monkeypatch.setenv("MEMWORKER_API_KEY", tenants["charlie"]["key"])
+    monkeypatch.setenv("MEMWORKER_API_PORT", api.rsplit(":", 1)[1])
+    monkeypatch.setenv("MEMWORKER_DATA_DIR", str(tmp_path))  # no stack.json: the URL from host and port
+    assert cli.main(["memories", "add", "--agent", "cli-agent", "--subject", "eve", "Eve prefers SMS.", "--json"]) == 0
+    written = json.loads(capsys.readouterr().out)
+    assert cli.main(["memories", "get", "--agent", "cli-agent", written["id"]]) == 0
+    assert json.loads(capsys.readouterr().out)["text"] == "Eve prefers SMS."
+    assert cli.main(["agents", "list", "--json"]) == 0
+    assert [a["agent_id"] for a in json.loads(capsys.readouterr().out)["agents"]] == ["cli-agent"]
+    assert cli.main(["agents", "subjects", "cli-agent", "--json"]) == 0
+    assert [s["subject"] for s in json.loads(capsys.readouterr().out)["subjects"]] == ["eve"]
+    assert cli.main(["subject", "forget", "eve", "--yes"]) == 0
+    assert json.loads(capsys.readouterr().out)["totals"]["memories"] == 1
+    assert cli.main(["memories", "list", "--agent", "cli-agent", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["memories"] == []
+    assert cli.main(["agents", "erase", "cli-agent", "--yes"]) == 0
+    assert json.loads(capsys.readouterr().out)["agent_id"] == "cli-agent"
+    assert cli.main(["agents", "subjects", "cli-agent"]) == 1  # gone: the API's 404, said on stderr
+    assert "not found" in capsys.readouterr().err
+    assert "cli-agent" not in [a["agent_id"] for a in clients["alice"].agents()["agents"]]
