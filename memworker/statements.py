@@ -101,6 +101,12 @@ _CHANGE = frozenset(
     "engaged married divorced".split()
 )
 # Words that say the new thing is beside the old one, not instead of it.
+# The words of change that say it in so many words.
+_CHANGED = frozenset(
+    "switched switch moved changed replaced instead anymore longer updated correction corrected migrated "
+    "upgraded downgraded renamed relocated rescheduled postponed pushed delayed raised lowered increased "
+    "decreased bumped slipped transferred reassigned promoted demoted".split()
+)
 _NOW = frozenset("now currently anymore longer nowadays days lately".split())
 # Words that say the new thing is beside the old one, not instead of it (one more pet, one more
 # office: "adopted a dog" keeps the cat).
@@ -141,7 +147,7 @@ _OLD_MARKERS = frozenset(
     "stopped cancelled canceled removed ditched sold lost uninstalled".split()
 )
 # Verbs of someone or something moving on ("Raj moved over to security", "Ana joined Globex").
-MOVES = frozenset("moved move moves relocated transferred switched joined went started".split())
+MOVES = frozenset("moved move moves relocated transferred switched joined".split())
 _CUE_OPENERS = frozenset("update correction actually scratch change".split())
 _REQUEST = re.compile(r"^\s*(?:please\s+)?(?:can|could|would|will)\s+(?:you|we)\s+(?:please\s+)?\w+", re.I)
 # Nouns that name someone (or something) by their relation to another: "Sam's sister" is not Sam.
@@ -196,6 +202,7 @@ class Statement:
     history: bool
     addition: bool
     change: bool  # says that something changed (a cue word)
+    changed: bool  # ... in so many words ("switched", "moved", "no longer"), not only "now" or "new"
     now: bool  # says what is true now ("now", "these days", "no longer")
     olds: frozenset[str]  # forms named as the old value ("from X", "instead of X", "no longer X")
 
@@ -239,8 +246,17 @@ _OPENER = re.compile(
 )
 
 
+# A name the sentence speaks to, not of: "Hey Maria, ...", "... awesome, Jon!"
+_VOCATIVE = re.compile(
+    r"^\s*(?:hey|hi|hello|thanks|thank you|sorry|yes|yeah|wow|oh|congrats)(?:\s+[A-Z]\w+)?\s*[,!.]+\s*"
+    r"|,\s*[A-Z]\w+\s*(?=[.!?]*\s*$)",
+    re.I,
+)
+
+
 def _normalise(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).replace("\N{RIGHT SINGLE QUOTATION MARK}", "'")
+    text = _VOCATIVE.sub(lambda m: "" if m.group(0).lstrip()[:1] != "," else "", text)
     text = _PHRASES.sub(lambda m: f"{m.group(1)}-{m.group(2)}", _OPENER.sub("", text))
     text = re.sub(r"\bcannot\b", "can not", text, flags=re.I)
     return re.sub(r"\b\w+'\w+\b", lambda m: _CONTRACTED.get(m.group(0).casefold(), m.group(0)), text)
@@ -321,10 +337,15 @@ def parse(text: str) -> Statement:
         or bool(_HISTORY_YEAR.search(norm)),
         addition=any(f in _ADDITION for f in forms) or any(f" {p} " in joined for p in _ADDITION_PHRASES),
         now=any(f in _NOW for f in forms),
+        changed=any(f in _CHANGED for f in forms) or bool(opened and _cued(opened.group(0))),
         change=any(f in _CHANGE for f in forms)
         or bool(opened and set(re.findall(r"[a-z]+", opened.group(0).casefold())) & _CUE_OPENERS),
         olds=olds,
     )
+
+
+def _cued(opener: str) -> bool:
+    return bool(set(re.findall(r"[a-z]+", opener.casefold())) & _CUE_OPENERS)
 
 
 def _copula_subject(words: list[Word], verb: int) -> int:

@@ -312,6 +312,7 @@ def _value_changed(words_a: tuple[_Word, ...], words_b: tuple[_Word, ...]) -> bo
 # addition, a plan, a question, a statement of what was.
 
 _MIN_SHARED = 0.5  # of the shorter statement's attribute words, for a change said in other words
+_MAX_RESTATED = 2  # words that may differ on each side of a value said in plain words
 
 
 _CLAUSE = re.compile(
@@ -351,13 +352,13 @@ def _revision(older: str, newer: str) -> str | None:
     alike = a.content() - attr_a == b.content() - attr_b or not (a.content() ^ b.content()) - (attr_a ^ attr_b)
     new_values, old_values = b.named - a.forms, a.named - b.forms
     # newer names older's value as the one given up: "switched from Jenkins", "no longer Slack"
-    given_up = (b.olds - a.olds) & (a.named | a.objects) if b.change or b.negated else frozenset()
+    given_up = (b.olds - a.olds) & a.named if b.change or b.negated else frozenset()
     if given_up and (new_values or b.negated or attr_b - attr_a):
         return "replaced"
     if b.negated and not a.negated:
         # "We no longer use Jenkins" retracts "We use Jenkins for CI" when it says nothing else
         return "retracted" if _covers(b, a) and (b.olds - a.olds) & (a.named | a.objects) else None
-    if _same_subject(a, b) and b.verb < len(b.words) and _moved_on(b) and not (a.objects & b.objects):
+    if _same_subject(a, b) and _moved_on(b) and _placed(a) and not (a.objects & b.objects):
         return "moved"  # "Raj moved over to security engineering" / "Raj sits with the SRE team"
     if not shared and not (attr_a == attr_b == frozenset() and alike):
         return None
@@ -365,15 +366,19 @@ def _revision(older: str, newer: str) -> str | None:
     if (
         new_values
         and old_values
+        and not (a.negated and b.negated)  # two things that are not: "haven't been to X" / "to Y"
         and _kinds(new_values, b) == _kinds(old_values, a)  # a number for a number, a name for a name
-        and (overlap >= _MIN_SHARED or b.change and shared)
+        and (overlap >= _MIN_SHARED or shared and _says_changed(b))
     ):
         return "value"
+    # another value said in plain words ("now prefers phone" / "prefers email"): the two say
+    # nearly the same, only a word or two differs on each side
     if (
-        b.change
+        _says_changed(b)
         and overlap >= _MIN_SHARED
-        and (attr_b - attr_a or new_values)
-        and (attr_a - attr_b or old_values)
+        and len(shared) >= 2
+        and 0 < len((attr_b - attr_a) | new_values) <= _MAX_RESTATED
+        and 0 < len((attr_a - attr_b) | old_values) <= _MAX_RESTATED
         and not _moves_another(b, a)
     ):
         return "restated value"
@@ -396,8 +401,9 @@ def codes_changed(older: str, newer: str) -> bool:
 
 def told_change(older: str, newer: str) -> str | None:
     """revision(), for a newer statement that says in so many words that something changed
-    ("moved to", "slipped to", "now"): the one way an event revises a fact or another event."""
-    return revision(older, newer) if statements.parse(newer).change else None
+    ("moved to", "slipped to", "switched"): the one way an event revises a fact or another
+    event (a dated event beside another is history, both true)."""
+    return revision(older, newer) if _says_changed(statements.parse(newer)) else None
 
 
 def apart(older: str, newer: str) -> bool:
@@ -441,6 +447,15 @@ def _other_subject(a: statements.Statement, b: statements.Statement) -> bool:
     return bool(only_b)
 
 
+_SHORT = 12  # words: a short statement with "now" or "new" in it is telling a change
+
+
+def _says_changed(s: statements.Statement) -> bool:
+    """It says something changed: in so many words ("switched", "no longer"), or, when it is
+    short, with a word such as "now" or "new" (in a long chatty sentence those say little)."""
+    return s.changed or s.change and len(s.words) <= _SHORT
+
+
 def _same_subject(a: statements.Statement, b: statements.Statement) -> bool:
     """Both subjects say the same words of substance (none at all: "we", "I", an elided one)."""
     said_a = {w.form for w in a.subject() if not w.light}
@@ -468,9 +483,20 @@ def _moves_another(b: statements.Statement, a: statements.Statement) -> bool:
 _DETERMINERS = frozenset("the a an our my their his her your its this that".split())
 
 
+# Verbs that say where someone or something is: what a move changes.
+_PLACING = frozenset("is are am lives live stays stay sits sit works work based located hosted runs run".split())
+
+
+def _placed(s: statements.Statement) -> bool:
+    """It says where its subject is ("Raj sits with the SRE team", "I live in Lisbon")."""
+    return s.verb < len(s.words) and s.words[s.verb].raw.casefold() in _PLACING
+
+
 def _moved_on(s: statements.Statement) -> bool:
     """Its verb says its subject moved on, to a place or a value: "moved over to", "joined
     Globex" (not "moved the meeting")."""
+    if s.verb >= len(s.words):
+        return False
     verb = s.words[s.verb]
     after = s.words[s.verb + 1] if s.verb + 1 < len(s.words) else None
     return (

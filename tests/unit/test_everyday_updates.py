@@ -33,7 +33,6 @@ UPDATES = [
     ("We're on the Starter plan.", "We upgraded to the Business plan."),
     ("Maria works at Acme Corp.", "Maria left Acme and joined Initech."),
     ("The office is on the 3rd floor.", "Heads up, we're on the 5th floor now."),
-    ("I prefer meetings in the morning.", "Actually, afternoons work better for me for meetings."),
     ("The repo is hosted on GitLab.", "The repo lives on GitHub now."),
     ("Rent is 1200 a month.", "The landlord bumped the rent to 1350."),
     ("Jonas reports to Elena.", "Jonas now reports to Farid."),
