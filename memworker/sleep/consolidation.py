@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -250,6 +250,9 @@ class _Pass:
         conns = self._connections(evidence)
         insight = self._insight(evidence, conns)
         conclusions = self._conclusions(evidence)
+        if insight and insight[0] in {c[1] for c in conclusions}:  # said once, as the conclusion
+            self.report.steps["insight"] = "skipped: it says what a conclusion of this pass says"
+            insight = None
         texts = ([insight[0]] if insight else []) + [c[1] for c in conclusions]
         vectors: Any = self.embedder.embed(texts) if texts else []
         insight_id = None
@@ -352,7 +355,7 @@ class _Pass:
         if self.client is None:
             pattern = synthesis.shared_pattern(window, conns)
             if pattern is None:
-                self.report.steps["insight"] = "skipped: no entity, topic or connection is shared"
+                self.report.steps["insight"] = "skipped: no statement recurs (a shared name or topic is not one)"
                 return None
             self.report.steps["insight"] = "rules"
             return (
@@ -379,8 +382,12 @@ class _Pass:
         notes = []
         for group in groups:
             if self.client is None:
-                text, confidence = synthesis.extractive_conclusion(group, window)
-                out.append((group, text, confidence, "rules"))
+                found = synthesis.extractive_conclusion(group, window)
+                if found is None:
+                    notes.append(f"{group.label}: none (no statement its memories make alike)")
+                    continue
+                text, confidence, ids = found
+                out.append((replace(group, ids=ids), text, confidence, "rules"))
                 continue
             answer = self._ask(f"conclusion:{group.label}", *synthesis.conclusion_prompt(group, window))
             if answer is None:
@@ -392,7 +399,7 @@ class _Pass:
                 continue
             out.append((group, text, confidence, "llm"))
         self.report.steps["conclusions"] = (
-            ("; ".join(notes) or ("llm" if self.client else "rules"))
+            "; ".join([("llm" if self.client else "rules")] * bool(out) + notes)
             if groups
             else "none: no topic is shared by enough episodic memories"
         )
@@ -610,6 +617,4 @@ def _array(value: Any) -> Any:
 
 
 def _replace(item: Item, **changes: Any) -> Item:
-    from dataclasses import replace
-
     return replace(item, **changes)

@@ -16,7 +16,7 @@ from uuid import UUID
 
 from memworker.memories import Kind
 from memworker.reflection import _kind as _kind_of  # the cues the offline reflector types with
-from memworker.sleep.synthesis import Item
+from memworker.sleep.synthesis import Item, surface
 from memworker.storage import sleep_db
 from memworker.storage.db import Conn
 
@@ -59,7 +59,10 @@ def orient(window: list[Item]) -> list[str]:
     pass gathers every section (no deep/shallow scope): a window is consolidated only
     once, so whatever a shallow pass skipped would never reach the profile."""
     counts = Counter(t for item in window for t in item.topics)
-    return [t for t, n in counts.most_common(3) if n >= 2] or [t for t, _ in counts.most_common(1)]
+    stems = [t for t, n in counts.most_common(3) if n >= 2] or [t for t, _ in counts.most_common(1)]
+    # topics are stems ('decemb', 'approv'): the focus is read by people, so it names each one
+    # by the word the memories use most for it
+    return [surface(t, window) for t in stems]
 
 
 def section_of(item: Item) -> str | None:

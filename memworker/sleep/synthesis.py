@@ -213,50 +213,210 @@ def parse_insight(raw: str) -> str:
 
 @dataclass(frozen=True)
 class Pattern:
-    """What several memories of the window share, and which memories those are."""
+    """What several memories of the window say alike, and which memories those are."""
 
     label: str
     ids: tuple[str, ...]
+    text: str = ""  # the insight that says it (offline: the recurrence's text)
+
+
+MAX_FEATURES = 12  # shared names and topics tried for a recurrence, the most shared first
 
 
 def shared_pattern(items: list[Item], connections: list[Connection]) -> Pattern | None:
-    """The entity or topic most memories share (at least two), else the memories the
-    connections link; None when nothing is shared."""
+    """The statement most memories of the window make alike (recurrence), searched among the
+    memories that share a name or a topic (the most shared first) and among those the
+    connections link; None when no statement recurs. A shared name or topic is where to look,
+    never the pattern itself."""
     counts: Counter[tuple[str, str]] = Counter()
     for item in items:
         for feature in {("entity", e.lower()) for e in item.entities} | {("topic", t) for t in item.topics}:
             counts[feature] += 1
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0] != "entity", kv[0][1]))
-    if ranked and ranked[0][1] >= 2:
-        (kind, key), _ = ranked[0]
-        ids = tuple(
-            i.id for i in items if key in ({e.lower() for e in i.entities} if kind == "entity" else set(i.topics))
-        )
-        label = _name(kind, key, items)
-        extra: list[str] = []
-        for (kd, k), n in ranked[1:]:
-            if n < 2 or len(extra) >= 2:
-                break
-            name = _name(kd, k, items)
-            if name.lower() != label.lower() and name not in extra:
-                extra.append(name)
-        return Pattern(", ".join([label, *extra]), ids)
+    candidates = [
+        [i for i in items if key in ({e.lower() for e in i.entities} if kind == "entity" else set(i.topics))]
+        for (kind, key), n in ranked[:MAX_FEATURES]
+        if n >= 2
+    ]
     if connections:
         linked = {c.from_id for c in connections} | {c.to_id for c in connections}
-        ids = tuple(i.id for i in items if i.id in linked)
-        return Pattern("closely related memories", ids)
-    return None
+        candidates.append([i for i in items if i.id in linked])
+    best: Recurrence | None = None
+    for members in candidates:
+        found = recurrence(members)
+        if found is not None and (best is None or len(found.ids) > len(best.ids)):
+            best = found
+    return None if best is None else Pattern(best.frame, best.ids, best.text)
 
 
 def template_insight(pattern: Pattern, items: list[Item]) -> str:
-    """The offline insight: names the shared pattern, counts its memories and quotes the two
-    most salient of them. Extractive: it restates, it does not infer."""
-    members = [i for i in items if i.id in pattern.ids]
-    quoted = sorted(members, key=lambda i: (-i.salience, -i.confidence, i.created_at))[:2]
-    head = f"Recurring across {len(members)} memories: {pattern.label}. "
-    room = max(40, (memories.MAX_TEXT_CHARS - len(head)) // max(1, len(quoted)) - 6)
-    quotes = "; ".join(f"\u201c{memories.clip(q.text, room)}\u201d" for q in quoted)
-    return memories.clip(head + "E.g. " + quotes)
+    """The offline insight: the statement the pattern's memories make alike, said once for all
+    of them, with how often and for whom (recurrence). A shared name or topic alone is never
+    an insight: "Recurring across 4 memories: Globex, Okta, 2026" says nothing."""
+    if pattern.text:
+        return pattern.text
+    found = recurrence([i for i in items if i.id in pattern.ids])
+    return found.text if found is not None else ""
+
+
+# --- recurring statements ---------------------------------------------------------------------
+
+MIN_FRAME_WORDS = 2  # content words a recurring statement keeps in common, at least
+FRAME_SHARE = 0.4  # of each member's content words, at least
+# Words too common to make two statements alike (when, and the commonest verbs): they count
+# for a member's length, never for what two members share.
+_GENERIC = frozenset(
+    "day days week weeks month months year years today yesterday tomorrow last next ago now time times "
+    "monday tuesday wednesday thursday friday saturday sunday weekend morning evening night "
+    "went go goes going got get gets have has had make made said told really also just one very "
+    "much many some thing things lot".split()
+)
+MAX_MEMBERS = 12  # a recurrence is told from at most this many memories (the newest)
+
+
+@dataclass(frozen=True)
+class Recurrence:
+    """What several memories say alike: the words they share (the frame, with '…' where they
+    differ), what differs (the names each one adds), and how many they are."""
+
+    frame: str
+    variants: tuple[str, ...]
+    ids: tuple[str, ...]
+    text: str
+
+
+def recurrence(members: list[Item]) -> Recurrence | None:
+    """The statement the members make alike, or None. The members are aligned word by word
+    (their longest common subsequence): a statement recurs when at least two members keep
+    MIN_FRAME_WORDS content words and FRAME_SHARE of each one's content words in common. The
+    text says it once with how often and for whom: "4 times: The invoice export for customer …
+    timed out again (Acme, Globex, Initech, Umbrella)." More than any member says alone: that
+    it keeps happening, and to whom; members that do not fit the frame are left out."""
+    ranked = sorted(members, key=lambda m: (m.created_at, m.id), reverse=True)[:MAX_MEMBERS]
+    words = {m.id: _WORD.findall(m.text) for m in ranked}
+    best: tuple[list[Item], list[str]] | None = None
+    for a in range(len(ranked)):
+        for b in range(a + 1, len(ranked)):
+            frame = _lcs(words[ranked[a].id], words[ranked[b].id])
+            if not _fits(frame, [words[ranked[a].id], words[ranked[b].id]]):
+                continue
+            group = [ranked[a], ranked[b]]
+            for other in ranked:
+                if other in group:
+                    continue
+                wider = _lcs(frame, words[other.id])
+                if _fits(wider, [words[m.id] for m in [*group, other]]):
+                    group, frame = [*group, other], wider
+            if best is None or (len(group), _content(frame)) > (len(best[0]), _content(best[1])):
+                best = (group, frame)
+    if best is None:
+        return None
+    group, frame = best
+    group.sort(key=lambda m: (m.created_at, m.text, m.id))  # the same order for the same memories
+    text = _render(frame, words[group[-1].id])
+    variants = _variants(group, frame)
+    said = f"{len(group)} times: {text.rstrip('.!?')}"
+    if variants:
+        said += f" ({', '.join(variants)})"
+    return Recurrence(text, variants, tuple(m.id for m in group), memories.clip(said + "."))
+
+
+_WORD = re.compile(r"[\w'’-]+|[^\w\s]")
+
+
+def _key(word: str) -> str:
+    return word.casefold()
+
+
+def _content(frame: list[str]) -> int:
+    return sum(1 for w in frame if _is_content(w) and w.casefold() not in _GENERIC)
+
+
+def _is_content(word: str) -> bool:
+    return word[:1].isalnum() and word.casefold() not in tokens.STOP_WORDS and len(word) > 2
+
+
+MAX_GAPS = 2  # places where a member's words differ from the frame, at most
+
+
+def _fits(frame: list[str], texts: list[list[str]]) -> bool:
+    """Whether the frame is a statement each text makes: enough of its content words, and
+    differing in few places (a name, a date), not scattered words they happen to share."""
+    kept = _content(frame)
+    return (
+        kept >= MIN_FRAME_WORDS
+        and all(kept >= FRAME_SHARE * max(1, _length(t)) for t in texts)
+        and all(len(_gaps(frame, t)) <= MAX_GAPS for t in texts)
+    )
+
+
+def _gaps(frame: list[str], words: list[str]) -> list[list[str]]:
+    """The runs of a text's words outside the frame, in order."""
+    gaps: list[list[str]] = []
+    k = 0
+    run: list[str] | None = None
+    for word in words:
+        if k < len(frame) and _key(word) == _key(frame[k]):
+            k += 1
+            run = None
+        else:
+            if run is None:
+                run = []
+                gaps.append(run)
+            run.append(word)
+    return gaps
+
+
+def _length(words: list[str]) -> int:
+    return sum(1 for w in words if _is_content(w))
+
+
+def _lcs(a: list[str], b: list[str]) -> list[str]:
+    """The longest common subsequence of two word lists (case-insensitive), in a's spelling."""
+    n, m = len(a), len(b)
+    table = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            table[i][j] = table[i + 1][j + 1] + 1 if _key(a[i]) == _key(b[j]) else max(table[i + 1][j], table[i][j + 1])
+    out, i, j = [], 0, 0
+    while i < n and j < m:
+        if _key(a[i]) == _key(b[j]):
+            out.append(a[i])
+            i, j = i + 1, j + 1
+        elif table[i + 1][j] >= table[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _render(frame: list[str], newest: list[str]) -> str:
+    """The newest member's words, each word outside the frame replaced by one '…' per gap."""
+    out: list[str] = []
+    k = 0
+    for word in newest:
+        if k < len(frame) and _key(word) == _key(frame[k]):
+            out.append(word)
+            k += 1
+        elif not out or out[-1] != "…":
+            out.append("…")
+    text = " ".join(out)
+    return re.sub(r"\s+([.,;:!?%)])", r"\1", re.sub(r"([(])\s+", r"\1", text))
+
+
+def _variants(group: list[Item], frame: list[str]) -> tuple[str, ...]:
+    """What each member says in the frame's first gap (a name, a date, a count), its content
+    words only; in the members' order, each once."""
+    out: list[str] = []
+    for m in group:
+        gaps = _gaps(frame, _WORD.findall(m.text))
+        said = " ".join(w for w in (gaps[0] if gaps else []) if _is_content(w) and w.casefold() not in _FILLERS)
+        if said and said not in out:
+            out.append(said)
+    return tuple(out)
+
+
+_FILLERS = frozenset("also too again even still just really".split())
 
 
 # --- topic conclusions -----------------------------------------------------------------------
@@ -277,7 +437,7 @@ def topic_groups(items: list[Item], *, min_items: int, max_groups: int = MAX_CON
         if len(free) < min_items:
             continue
         used.update(m.id for m in free)
-        groups.append(Group(topic, _surface(topic, free), tuple(m.id for m in free)))
+        groups.append(Group(topic, surface(topic, free), tuple(m.id for m in free)))
         if len(groups) >= max_groups:
             break
     return groups
@@ -306,19 +466,19 @@ def parse_conclusion(raw: str) -> tuple[str, float]:
     return memories.clip(text), confidence
 
 
-def extractive_conclusion(group: Group, items: list[Item]) -> tuple[str, float]:
-    """The offline conclusion: the member closest to the group's centroid stands for it
-    (the most recent one without embeddings). Confidence is the members' mean, plus 0.05 per
-    member beyond the second, at most 0.95: agreement, not proof."""
+def extractive_conclusion(group: Group, items: list[Item]) -> tuple[str, float, tuple[str, ...]] | None:
+    """The offline conclusion of a topic group: the statement its memories make alike, said
+    once with how often and for whom (recurrence), citing only the members that make it; None
+    when they make none (a conclusion that only quoted one of them would say nothing more than
+    that memory). Confidence is the cited members' mean, plus 0.05 per member beyond the
+    second, at most 0.95: agreement, not proof."""
     members = [i for i in items if i.id in group.ids]
-    if all(m.embedding is not None for m in members):
-        vecs = _unit([m.embedding for m in members])
-        central = members[int(np.argmax(vecs @ vecs.mean(axis=0)))]
-    else:
-        central = max(members, key=lambda m: (m.created_at, m.id))
-    head = f"On {group.label} ({len(members)} memories): "
-    confidence = min(0.95, sum(m.confidence for m in members) / len(members) + 0.05 * (len(members) - 2))
-    return memories.clip(head + central.text), round(confidence, 4)
+    found = recurrence(members)
+    if found is None or len(found.ids) < 2:
+        return None
+    cited = [m for m in members if m.id in found.ids]
+    confidence = min(0.95, sum(m.confidence for m in cited) / len(cited) + 0.05 * (len(cited) - 2))
+    return found.text, round(confidence, 4), found.ids
 
 
 # --- re-rating ------------------------------------------------------------------------------
@@ -377,19 +537,22 @@ def _unit(vectors: list[Any]) -> np.ndarray:
     return m / np.where(norms == 0, 1.0, norms)
 
 
-def _surface(stem: str, items: list[Item]) -> str:
+def surface(stem: str, items: list[Item]) -> str:
     """The commonest written form of a stemmed topic in the items ('migrat' -> 'migration')."""
     forms: Counter[str] = Counter()
     for item in items:
         for word in tokens.tokenize(item.text, stem=False):
             if tokens.tokenize(word) == [stem]:
                 forms[word] += 1
+    if not forms:  # a stem no word stems to exactly: a word it begins, else the stem as it is
+        for item in items:
+            forms.update(w for w in tokens.tokenize(item.text, stem=False) if w.startswith(stem))
     return forms.most_common(1)[0][0] if forms else stem
 
 
 def _name(kind: str, key: str, items: list[Item]) -> str:
     if kind == "topic":
-        return _surface(key, items)
+        return surface(key, items)
     for item in items:
         for e in item.entities:
             if e.lower() == key:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from memworker import reflection, tokens
 from memworker.ingest import intake
 from memworker.models import llm
 from memworker.sleep import profile, synthesis
@@ -128,17 +129,25 @@ def test_vector_similarity_links_memories_that_share_no_word() -> None:
     assert conns == [Connection("m1", "m2", "similar (cosine 1.00)")]
 
 
-def test_the_offline_insight_names_the_pattern_and_quotes_its_memories() -> None:
+def test_the_offline_insight_says_what_recurs_with_how_often_and_for_whom() -> None:
+    items = [
+        _item(1, "Acme asked for SSO with Okta this week.", entities=("Okta",)),
+        _item(2, "Globex asked for SSO on Monday."),
+        _item(3, "Initech also asked for SSO."),
+        _item(4, "The user likes green tea."),
+    ]
+    pattern = synthesis.shared_pattern(items, [Connection("m1", "m2", "x"), Connection("m2", "m3", "y")])
+    assert pattern is not None and pattern.ids == ("m1", "m2", "m3")
+    assert synthesis.template_insight(pattern, items) == "3 times: … asked for SSO (Acme, Globex, Initech)."
+
+
+def test_a_shared_name_alone_is_no_insight() -> None:
     items = [
         _item(1, "Deploys to Kubernetes failed twice on Friday.", entities=("Kubernetes",), salience=0.9),
         _item(2, "The Kubernetes node pool ran out of memory.", entities=("Kubernetes",)),
         _item(3, "Kubernetes upgrades are scheduled monthly.", entities=("Kubernetes",)),
-        _item(4, "The user likes green tea."),
     ]
-    pattern = synthesis.shared_pattern(items, [])
-    assert pattern is not None and pattern.label.startswith("Kubernetes") and pattern.ids == ("m1", "m2", "m3")
-    text = synthesis.template_insight(pattern, items)
-    assert len(text) <= 280 and "3 memories" in text and "Deploys to Kubernetes failed" in text
+    assert synthesis.shared_pattern(items, []) is None
     assert synthesis.shared_pattern([_item(1, "a"), _item(2, "b")], []) is None
 
 
@@ -148,8 +157,43 @@ def test_topic_groups_need_enough_episodic_memories() -> None:
     (group,) = synthesis.topic_groups(items, min_items=3)
     assert group.ids == ("m1", "m2", "m3", "m4") and group.label == "migration"
     assert synthesis.topic_groups(items[:2], min_items=3) == []
-    text, confidence = synthesis.extractive_conclusion(group, items)
-    assert text.startswith("On migration (4 memories): ") and 0.7 < confidence <= 0.95
+
+
+def test_a_conclusion_generalises_its_memories_or_is_not_written() -> None:
+    texts = [f"The invoice export for customer {c} timed out again." for c in ("Acme", "Globex", "Initech")]
+    items = [_item(i, t, topics=("export",)) for i, t in enumerate(texts, 1)]
+    items.append(_item(4, "The export page got a new colour scheme.", topics=("export",)))
+    (group,) = synthesis.topic_groups(items, min_items=3)
+    found = synthesis.extractive_conclusion(group, items)
+    assert found is not None
+    text, confidence, ids = found
+    assert text == "3 times: The invoice export for customer … timed out again (Acme, Globex, Initech)."
+    assert ids == ("m1", "m2", "m3") and 0.7 < confidence <= 0.95  # the odd one out is not evidence
+    unrelated = [
+        _item(1, "The export to S3 runs nightly.", topics=("export",)),
+        _item(2, "Dana wants the export as CSV.", topics=("export",)),
+        _item(3, "Exports over 2 GB are split.", topics=("export",)),
+    ]
+    (group,) = synthesis.topic_groups(unrelated, min_items=3)
+    assert synthesis.extractive_conclusion(group, unrelated) is None  # quoting one would say nothing more
+
+
+def test_every_word_of_the_profile_is_a_word_of_its_memories() -> None:
+    texts = [
+        "The refund for order 7 was approved in December.",
+        "Refunds over 500 euros need approval from Dana.",
+        "We decided to approve refunds within two days.",
+        "The user prefers refunds by bank transfer.",
+        "The December release fixed the refund error.",
+    ]
+    window = [_item(i, t, topics=reflection.topics_of(t), kind=reflection._kind(t)) for i, t in enumerate(texts, 1)]
+    doc, _ = profile.update(
+        profile.empty(), window, similar=lambda a, b: 0.0, live_ids=set(), now=T0, min_confidence=0.0, stale_days=30
+    )
+    said = {w for t in texts for w in tokens.tokenize(t, stem=False)}
+    strings = list(doc["focus"]) + [e["text"] for s in profile.SECTIONS for e in doc["sections"][s]]
+    words = {w for text in strings for w in tokens.tokenize(text, stem=False)}
+    assert doc["focus"] and words <= said, words - said
 
 
 def test_explicit_requests_are_recognised() -> None:
