@@ -121,6 +121,8 @@ def mint_key(
     unknown = [s for s in unique if s not in keys.SCOPES]
     if unknown:
         raise errors.InvalidInput(f"unknown scopes {unknown}; choose from {list(keys.SCOPES)}")
+    if expires_at is not None:
+        keys.check_expiry(expires_at)  # a zone and the future, before it is compared with p's
     reach = key_reach(agents, pool_names)
     keys.check_mintable(p, scopes=unique, agent_ids=reach, expires_at=expires_at)
     secret, row = keys.create(

@@ -173,6 +173,8 @@ def test_a_keys_key_mints_lists_and_revokes_within_its_own_powers(
     soon = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     expiring = Client(api, admin.create_key(["memories:read", "keys"], agents=["k-agent"], expires_at=soon)["api_key"])
     assert status_of(lambda: expiring.create_key(["memories:read"], agents=["k-agent"]))[0] == 403  # outlives it
+    naive = (datetime.now(UTC) + timedelta(hours=1)).replace(tzinfo=None).isoformat()
+    assert status_of(lambda: expiring.create_key(["memories:read"], agents=["k-agent"], expires_at=naive))[0] == 422
     later = (datetime.now(UTC) + timedelta(days=2)).isoformat()
     assert status_of(lambda: expiring.create_key(["memories:read"], agents=["k-agent"], expires_at=later))[0] == 403
 
