@@ -59,6 +59,11 @@ _CALENDAR = frozenset(
     "night nights".split()
 )
 # Words a sentence often starts with that are not names ("Update: ...", "Our office ...").
+# Numbers written as words are numbers too ("two days a week" / "four days a week").
+_NUMBER_WORDS = frozenset(
+    "one two three four five six seven eight nine ten eleven twelve fifteen twenty thirty forty fifty "
+    "hundred thousand dozen half".split()
+)
 CALENDAR_FORMS = _CALENDAR  # dates and times: compared with dates and times, not with names
 _STARTERS = frozenset(
     "update updated correction actually please just so also from starting as since after before "
@@ -86,7 +91,8 @@ _VERBS = frozenset(
     "went dropped raised lowered increased decreased cut doubled tripled halved bumped "
     "picked chose chosen decided opted settled hired joined left quit stopped dropped replaced "
     "upgraded downgraded migrated renamed relocated rescheduled postponed pushed delayed "
-    "takes_over took_over goes_to go_to can could will would should must may might do does did".split()
+    "takes_over took_over goes_to go_to can could will would should must may might do does did came come "
+    "comes give gives gave make makes made say says said tell tells told add adds added".split()
 )
 # How a statement says that something changed (a value replaced, raised, moved ...).
 _CHANGE = frozenset(
@@ -97,7 +103,7 @@ _CHANGE = frozenset(
     "halved tripled rose fell promoted demoted transferred reassigned handed took taken over "
     "effective starting going forward henceforth lately nowadays days new newer latest revised "
     "scratch turns out slipped slid shifted passed reached hit grew climbed crossed topped exceeded "
-    "fixed repaired broke retired decommissioned started joined left quit graduated hired resigned "
+    "fixed repaired broke retired decommissioned started joined left quit graduated hired resigned revised "
     "engaged married divorced".split()
 )
 # Words that say the new thing is beside the old one, not instead of it.
@@ -105,7 +111,7 @@ _CHANGE = frozenset(
 _CHANGED = frozenset(
     "switched switch moved changed replaced instead anymore longer updated correction corrected migrated "
     "upgraded downgraded renamed relocated rescheduled postponed pushed delayed raised lowered increased "
-    "decreased bumped slipped transferred reassigned promoted demoted".split()
+    "decreased bumped slipped transferred reassigned promoted demoted revised".split()
 )
 _NOW = frozenset("now currently anymore longer nowadays days lately".split())
 # Words that say the new thing is beside the old one, not instead of it (one more pet, one more
@@ -279,7 +285,7 @@ def parse(text: str) -> Statement:
                 and len(raw) > 1
                 or (i + 1 < len(raws) and raws[i + 1] in ("'s", "’s"))
             )
-        literal = any(c.isdigit() for c in folded) or "@" in folded
+        literal = any(c.isdigit() for c in folded) or "@" in folded or folded in _NUMBER_WORDS
         # a capitalised first word may be a name or just the first word: compared, not a value
         value = literal or folded in _CALENDAR or folded in _STATUSES or (name and not initial)
         light = folded in _LIGHT and not name
@@ -337,7 +343,7 @@ def parse(text: str) -> Statement:
         or bool(_HISTORY_YEAR.search(norm)),
         addition=any(f in _ADDITION for f in forms) or any(f" {p} " in joined for p in _ADDITION_PHRASES),
         now=any(f in _NOW for f in forms),
-        changed=any(f in _CHANGED for f in forms) or bool(opened and _cued(opened.group(0))),
+        changed=any(f in _CHANGED for f in forms) or " as of " in joined or bool(opened and _cued(opened.group(0))),
         change=any(f in _CHANGE for f in forms)
         or bool(opened and set(re.findall(r"[a-z]+", opened.group(0).casefold())) & _CUE_OPENERS),
         olds=olds,
