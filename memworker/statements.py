@@ -104,7 +104,7 @@ _CHANGE = frozenset(
     "effective starting going forward henceforth lately nowadays days new newer latest revised "
     "scratch turns out slipped slid shifted passed reached hit grew climbed crossed topped exceeded "
     "fixed repaired broke retired decommissioned started joined left quit graduated hired resigned revised "
-    "engaged married divorced".split()
+    "engaged married divorced deleted removed cancelled canceled ditched uninstalled".split()
 )
 # Words that say the new thing is beside the old one, not instead of it.
 # The words of change that say it in so many words.

@@ -21,7 +21,7 @@ UPDATES = [
 LOOK_ALIKES = [
     ("Alice's office is in room 4.", "Bob's office is in room 7."),
     ("We use Postgres for the main database.", "We also use Redis for caching."),
-    ("We're on AWS.", "We're thinking about moving to GCP next year."),
+    ("Our servers run on AWS in Frankfurt.", "We're thinking about moving our servers to GCP next year."),
     ("Rent is 1,350 a month.", "When we moved in five years ago, rent was 950."),
 ]
 
@@ -59,7 +59,7 @@ def test_an_everyday_update_supersedes_the_stale_fact_and_recall_answers_the_new
     assert events[("superseded", stale[0])] == [versions[-1]]
     assert events[("supersedes", versions[-1])] == [stale[0]]
     # the sentence that stated the old value is what was said, kept, but no longer served
-    hits = client.recall(agent, newer, k=5)["hits"]
+    hits = client.recall(agent, newer, k=5)["memories"]
     assert hits and new_value in hits[0]["text"]
     assert not any(old_value in h["text"] and new_value not in h["text"] for h in hits), hits
 
