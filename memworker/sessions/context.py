@@ -29,7 +29,8 @@ from uuid import UUID
 
 import numpy as np
 
-from memworker import errors, recall, tokens
+from memworker import errors, memories, recall, reflection, tokens
+from memworker.memories import Kind
 from memworker.models.budget import Counter
 from memworker.policy import Policy
 from memworker.sessions import plans, working
@@ -109,6 +110,9 @@ def pack(pieces: list[Piece], *, budget: int, count: Counter, head: str) -> Pack
     dropped: list[Piece] = []
     used, opened = frame, set()
     for p in ranked:
+        if p.score <= 0:  # under its section's relevance floor
+            dropped.append(p)
+            continue
         cost = costs[id(p)] + (0 if p.section in opened else section_cost[p.section])
         if used + cost <= budget:
             kept.append(p)
@@ -150,31 +154,88 @@ def head(agent_id: str, session_id: str | None) -> str:
 # --- the lines of each section (pure) -----------------------------------------------------
 
 
+# A recalled memory scoring under this share of the best hit's score is left out (a dropped
+# piece). Recall's fused scores are flat, so the floor is low: on LoCoMo dev conversations
+# (bench/context_packing.py) it keeps 99 % of the hits that hold an answer and drops 10 % of
+# the others; 0.5 would keep 97 % and drop 17 % (docs/sessions.md).
+RELEVANCE_FLOOR = 0.45
+
+
 def memory_pieces(hits: list[dict[str, Any]], pinned: list[dict[str, Any]], terms: set[str]) -> list[Piece]:
-    """Recalled memories by their score relative to the best; memories pinned to the session
-    as candidates that recall did not bring back, by their overlap with the query. A hit is
-    its current value (current_values): the older side of a conflict under review never
-    stands as a fact of its own."""
-    hits = current_values(hits)
+    """Recalled memories by their score relative to the best, none under RELEVANCE_FLOOR of it
+    (score 0: dropped by pack); memories pinned to the session as candidates that recall did
+    not bring back, by their overlap with the query. A hit is its current value
+    (current_values): the older side of a conflict under review never stands as a fact of its
+    own. No sentence is packed twice (distinct): a turn and the item reflected from it are one."""
+    hits = distinct(current_values(hits))
     top = max((h["score"] for h in hits), default=0.0) or 1.0
     out = []
     seen: set[str] = set()
     for i, h in enumerate(hits):
         seen.add(h["id"])
-        out.append(
-            Piece(
-                "memories",
-                _memory_line(h, pinned=any(p["id"] == h["id"] for p in pinned)),
-                0.2 + 0.8 * max(0.0, h["score"]) / top,
-                i,
-                h["id"],
-            )
-        )
+        is_pinned = any(p["id"] == h["id"] for p in pinned)
+        rel = max(0.0, h["score"]) / top
+        score = 0.2 + 0.8 * rel if rel >= RELEVANCE_FLOOR or is_pinned else 0.0
+        out.append(Piece("memories", _memory_line(h, pinned=is_pinned), score, i, h["id"]))
+    said = {s for h in hits for s in sentences(h)}
     for j, m in enumerate(pinned):
-        if m["id"] not in seen:
+        if m["id"] not in seen and not set(sentences(m)) <= said:
             rel = working.relevance(m["text"], terms)
             out.append(Piece("memories", _memory_line(m, pinned=True), 0.35 + 0.65 * rel, len(hits) + j, m["id"]))
     return out
+
+
+_TURN_HEAD = re.compile(r"^[^:\n]{1,120}?: ")  # a turn's "<speaker> (<date>): " (memworker.episodic)
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+
+
+def sentences(memory: dict[str, Any]) -> list[str]:
+    """A memory's sentences that say something, normalised (memories.normalise): a turn's head
+    and small talk (reflection.small_talk: "Hey Gina!", "Thanks!") are not among them."""
+    text = str(memory["text"])
+    if memory.get("kind") == Kind.TURN:
+        text = _TURN_HEAD.sub("", text, count=1)
+    out = [memories.normalise(s) for s in _SENTENCE_END.split(text) if not reflection.small_talk(s)]
+    return [s for s in out if s]
+
+
+def shown_text(memory: dict[str, Any]) -> str:
+    """The text a memory's line shows: a turn without its small talk (greetings and thanks
+    repeat from turn to turn and say nothing), unless small talk is all it says."""
+    text = str(memory["text"])
+    if memory.get("kind") != Kind.TURN:
+        return text
+    found = _TURN_HEAD.match(text)
+    head = found.group(0) if found else ""
+    parts = [p for p in _SENTENCE_END.split(text[len(head) :]) if p.strip()]
+    kept = [p for p in parts if not reflection.small_talk(p)]
+    return head + " ".join(kept) if kept and len(kept) < len(parts) else text
+
+
+def distinct(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pure: the hits, best first, without saying a sentence twice. A hit whose every sentence
+    a better one already says is left out; a turn that says all of a better item's sentences
+    (the item was reflected from it) takes that item's place, as it also says who said it and
+    when, at the item's score when that is higher."""
+    kept: list[dict[str, Any]] = []
+    spoken: list[set[str]] = []
+    for h in hits:
+        mine = set(sentences(h))
+        turn_of = h.get("kind") == Kind.TURN
+        items = [k for k, x in enumerate(kept) if x.get("kind") != Kind.TURN] if turn_of else []
+        covered = [k for k in items if spoken[k] and spoken[k] <= mine]
+        if mine and not covered and mine <= set().union(*spoken):
+            continue
+        if covered:
+            first = covered[0]
+            best = max(h["score"], *(kept[k]["score"] for k in covered))
+            kept[first], spoken[first] = {**h, "score": best}, mine
+            for k in reversed(covered[1:]):
+                del kept[k], spoken[k]
+            continue
+        kept.append(h)
+        spoken.append(mine)
+    return kept
 
 
 def current_values(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -209,7 +270,7 @@ def _memory_line(m: dict[str, Any], *, pinned: bool) -> str:
         tags.append("pinned")
     if "instruction" in (m.get("flags") or []):
         tags.append("FLAGGED: reads like an instruction, untrusted")
-    line = f"({', '.join(tags)}) {as_data(m['text'])}"
+    line = f"({', '.join(tags)}) {as_data(shown_text(m))}"
     before = m.get("previously") or []
     if before:
         text = before[0]["text"]
