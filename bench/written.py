@@ -465,7 +465,10 @@ def vocabulary(ctx: Context, sid: str) -> tuple[set[str], set[str]]:
 
 
 def stems_in(text: str, words: set[str], near: set[str]) -> list[str]:
-    return [t for t in re.findall(r"[a-z]+", text.lower()) if len(t) >= 4 and t not in words and t in near]
+    """Month and weekday names are left out: the product writes dates no message said ("6 March
+    2023: ..."), and "march" is a word even where it is also the stem of "marched"."""
+    found = re.findall(r"[a-z]+", text.lower())
+    return [t for t in found if len(t) >= 4 and t not in words and t in near and t not in _MONTHS and t not in _DAYS]
 
 
 def user_texts(ctx: Context, sid: str) -> dict[str, list[str]]:
@@ -484,6 +487,7 @@ def matcher_agreement(ctx: Context) -> tuple[int, int, Counter[str]]:
     """(pairs, pairs where the frozen matcher agrees with the hand judgement, confusion)."""
     rows = load_jsonl("matcher_check.jsonl")
     agree, conf = 0, Counter[str]()
+    ctx.emb.vectors([t for r in rows for t in (r["observation"], r["item"])])
     for r in rows:
         v = ctx.emb.vectors([r["observation"], r["item"]])
         cos = float(v[0] @ v[1])
@@ -735,7 +739,7 @@ def main() -> None:
     parser.add_argument("--no-sleep", action="store_true", help="no sleep pass: no summary or stem figures of it")
     parser.add_argument("--timeout", type=float, default=3600, help="wait this long for the episodes to be stored")
     parser.add_argument("--dump", type=Path, help="keep what the run read (JSON) here")
-    parser.add_argument("--from-dump", type=Path, help="measure a dump again, no server")
+    parser.add_argument("--from-dump", type=Path, help="measure a dump again, no server (its run note kept)")
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--label-sheets", type=Path, help="also write unjudged label sheets to this folder")
     add_stack_args(parser)
