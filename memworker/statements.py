@@ -178,6 +178,7 @@ _STATUSES = frozenset(
     "single married engaged divorced retired unemployed employed down broken fixed working back-up "
     "back-online signed under-review in-negotiation".split()
 )
+STATUSES = _STATUSES  # states a thing is in: one replaces another
 _PHRASES = re.compile(r"\b(on|at|in|off|back|under) (track|risk|progress|hold|up|online|review|negotiation)\b", re.I)
 # Words that say how, not what: "just", "really", "finally".
 _FILLERS = frozenset("just really still already simply basically finally officially definitely truly".split())

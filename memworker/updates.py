@@ -368,7 +368,12 @@ def _revision(older: str, newer: str) -> str | None:
         and old_values
         and not (a.negated and b.negated)  # two things that are not: "haven't been to X" / "to Y"
         and _kinds(new_values, b) == _kinds(old_values, a)  # a number for a number, a name for a name
-        and (overlap >= _MIN_SHARED or shared and _says_changed(b))
+        and (
+            overlap >= _MIN_SHARED
+            and (_says_changed(b) or _kinds(new_values, b) in ("literal", "status"))
+            or shared
+            and _says_changed(b)
+        )
     ):
         return "value"
     # another value said in plain words ("now prefers phone" / "prefers email"): the two say
@@ -464,10 +469,15 @@ def _same_subject(a: statements.Statement, b: statements.Statement) -> bool:
 
 
 def _kinds(forms: frozenset[str], s: statements.Statement) -> str:
-    """What the given words of s are, by the most telling: a number, a date or time, a name."""
+    """What the given words of s are, by the most telling: a number, a status, a date or time,
+    a name. Another number or status is a changed value however it is said; another name is
+    one only when the statement says something changed (in a conversation, two sentences
+    about one topic name many things that are all true)."""
     words = [w for w in s.words if w.form in forms]
     if any(w.literal for w in words):
         return "literal"
+    if any(w.raw.casefold() in statements.STATUSES for w in words):
+        return "status"
     return "time" if any(w.form in statements.CALENDAR_FORMS for w in words) else "name"
 
 
