@@ -228,7 +228,8 @@ class _Pass:
         self.tenant_id, self.agent_id, self.run_id, self.report = tenant_id, agent_id, run_id, report
         self.force, self.started = force, started
         self.ids: dict[str, Any] = {"tenant_id": tenant_id, "agent_id": agent_id}
-        self.subject: str | None = None  # whose memories this pass consolidates (None: general)
+        self.subject: str | None = None  # whose memories the pass is consolidating (None: general)
+        self.general: list[UUID] | None = None  # the general memories consolidated and derived, if due
 
     def run(self) -> None:
         conn, r, p = self.conn, self.report, self.policy
@@ -238,11 +239,42 @@ class _Pass:
         if not (self.force or enabled(p, self.settings)):
             return self._skip("consolidation is disabled for this agent")
         window = [_item(row) for row in sleep_db.pass_window(conn, limit=p.consolidation_window_size, **self.ids)]
-        # one subject per pass: what it derives never mixes two people (memworker.sleep.subjects)
-        self.subject, window = subjects.one_subject(window)
-        r.items_reviewed = len(window)
-        if len(window) < p.consolidation_min_items:
-            return self._skip(f"too few unconsolidated memories ({len(window)} < {p.consolidation_min_items})")
+        # every subject that is due and the general memories, each on its own: what a pass
+        # derives never mixes two people (memworker.sleep.subjects)
+        groups = subjects.by_subject(window)
+        due = [(subject, items) for subject, items in groups if len(items) >= p.consolidation_min_items]
+        if not due:
+            most = max((len(items) for _, items in groups), default=0)
+            r.items_reviewed = most
+            return self._skip(f"too few unconsolidated memories ({most} < {p.consolidation_min_items})")
+        steps: list[tuple[str | None, dict[str, str]]] = []
+        distil: list[Item] = []
+        for subject, items in due:
+            self.subject, r.steps = subject, {}
+            r.items_reviewed += len(items)
+            distil += self._consolidate(items, agent.last_consolidated_at)
+            steps.append((subject, r.steps))
+        self.subject, r.steps = None, subjects.merged_steps(steps)
+        self._distil(distil)  # summaries are grouped by subject and episode there
+        sleep_db.mark_consolidated(conn, ids=r.summary_ids, **self.ids)
+        if self.general is not None:  # what this agent and another learnt alike goes to its pools (policy)
+            # a subject's memory is never pooled (memworker.fleet.matches): the summaries may all go
+            shared = pools.propose(conn, ids=self.general + [UUID(i) for i in r.summary_ids], policy=p, **self.ids)
+            how = {"auto": "shared", "review": "proposed for review"}.get(p.pools_propose) if p.pools_write else None
+            r.steps["pools"] = f"{shared} {how}" if how else "off"
+        waiting = sleep_db.waiting(conn, limit=p.consolidation_min_items, **self.ids)
+        backlog = waiting >= p.consolidation_min_items
+        r.steps["backlog"] = "more memories wait: the next sweep takes the agent again" if backlog else "none"
+        r.status = "done"
+        self._close(consolidated=True, requested=backlog)
+        metrics.CONSOLIDATION_ITEMS.labels("reviewed").inc(r.items_reviewed)
+        metrics.CONSOLIDATION_ITEMS.labels("written").inc(r.insights_written + r.conclusions_written)
+
+    def _consolidate(self, window: list[Item], last_pass_at: datetime | None) -> list[Item]:
+        """One subject's memories (self.subject; None: the general ones): metadata, connections,
+        the insight, conclusions, re-rating, the consolidated marks, pools and the profile for
+        the general memories. Returns the memories sleep's distillation may summarise."""
+        conn, r = self.conn, self.report
         window = self._metadata(window)
         standing = current.standing(conn, tenant_id=self.tenant_id, ids=[i.id for i in window])
         evidence = [i for i in window if i.id not in standing.outdated]  # the newer of a conflict wins
@@ -251,7 +283,7 @@ class _Pass:
         insight = self._insight(evidence, conns)
         conclusions = self._conclusions(evidence)
         if insight and insight[0] in {c[1] for c in conclusions}:  # said once, as the conclusion
-            self.report.steps["insight"] = "skipped: it says what a conclusion of this pass says"
+            r.steps["insight"] = "skipped: it says what a conclusion of this pass says"
             insight = None
         texts = ([insight[0]] if insight else []) + [c[1] for c in conclusions]
         vectors: Any = self.embedder.embed(texts) if texts else []
@@ -267,7 +299,8 @@ class _Pass:
                 insight[3],
                 summaries.sources(window, insight[3]["evidence"], insight[0] if insight[2] == "rules" else None),
             )
-            r.insight_id, r.insights_written = str(insight_id), 1
+            r.insight_id = r.insight_id or str(insight_id)
+            r.insights_written += 1
         made = sleep_db.insert_connections(
             conn,
             insight_id=insight_id,
@@ -276,29 +309,19 @@ class _Pass:
             relationships=[c.relationship for c in conns],
             **self.ids,
         )
-        r.connections_made = len(made)
+        r.connections_made += len(made)
         made_conns = [Connection(str(from_id), str(to_id), rel) for from_id, to_id, rel in made]
+        written = len(r.conclusion_ids)
         self._write_conclusions(window, conclusions, vectors[len(texts) - len(conclusions) :])
-        self._rerate(window, made_conns, agent.last_consolidated_at)
-        self._distil([i for i in window if i.id not in standing.in_conflict])
-        new_ids = [i for i in [r.insight_id, *r.conclusion_ids, *r.summary_ids] if i]
+        self._rerate(window, made_conns, last_pass_at)
+        new_ids = ([str(insight_id)] if insight_id else []) + r.conclusion_ids[written:]
         sleep_db.mark_consolidated(conn, ids=[i.id for i in window] + new_ids, **self.ids)
-        if self.subject is None:  # what this agent and another learnt alike goes to its pools (policy)
-            ids = [UUID(i.id) for i in window] + [UUID(i) for i in new_ids]
-            shared = pools.propose(conn, ids=ids, policy=p, **self.ids)
-            how = {"auto": "shared", "review": "proposed for review"}.get(p.pools_propose) if p.pools_write else None
-            r.steps["pools"] = f"{shared} {how}" if how else "off"
-        if self.subject is None:  # the agent's profile is its general knowledge only
-            self._profile(evidence)
+        if self.subject is None:
+            self.general = [UUID(i.id) for i in window] + [UUID(i) for i in new_ids]
+            self._profile(evidence)  # the agent's profile is its general knowledge only
         else:
             r.steps["profile"] = f"not the agent's: subject {self.subject} (GET .../profile?subject=)"
-        waiting = sleep_db.waiting(conn, limit=p.consolidation_min_items, **self.ids)
-        backlog = waiting >= p.consolidation_min_items
-        r.steps["backlog"] = "more memories wait: the next sweep takes the agent again" if backlog else "none"
-        r.status = "done"
-        self._close(consolidated=True, requested=backlog)
-        metrics.CONSOLIDATION_ITEMS.labels("reviewed").inc(r.items_reviewed)
-        metrics.CONSOLIDATION_ITEMS.labels("written").inc(r.insights_written + r.conclusions_written)
+        return [i for i in window if i.id not in standing.in_conflict]
 
     # --- steps ------------------------------------------------------------------------------
 
@@ -485,7 +508,7 @@ class _Pass:
         bumps = synthesis.rerate(window, made_conns, since)
         old = {i.id: i.salience for i in window}
         rerated = sleep_db.rerate(self.conn, ids=list(bumps), bumps=[bumps[i] - old[i] for i in bumps], **self.ids)
-        self.report.salience_rerated = len(rerated)
+        self.report.salience_rerated += len(rerated)
 
     def _write(
         self,
@@ -518,7 +541,8 @@ class _Pass:
             self.conn,
             draft=draft,
             embedding=vector,
-            source_key=f"consolidation:{self.run_id}:{key}",
+            # one run may consolidate several subjects: each one's insight and conclusions apart
+            source_key=f"consolidation:{self.run_id}:{key}" + (f":subject:{self.subject}" if self.subject else ""),
             reason=f"consolidation:{self.run_id}",
             **self.ids,
         )

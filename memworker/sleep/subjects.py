@@ -1,6 +1,6 @@
-"""Sleep and subjects: a consolidation pass works on one subject's memories (or the agent's
-general ones) at a time, so its connections, insight, conclusions and summaries never mix two
-people; and a subject's profile, the same five sections as the agent's
+"""Sleep and subjects: a consolidation pass works on each due subject's memories (and the
+agent's general ones) apart, so its connections, insight, conclusions and summaries never mix
+two people; and a subject's profile, the same five sections as the agent's
 (memworker.sleep.profile), is built on read from that subject's live memories only. The
 agent's own stored profile holds its general knowledge: what one customer prefers is never
 listed as the agent's, nor shown in another customer's profile."""
@@ -21,18 +21,26 @@ from memworker.storage.db import Conn
 MAX_MEMORIES = 500  # the newest live memories of the subject the profile is built from
 
 
-def one_subject(window: list[Item]) -> tuple[str | None, list[Item]]:
-    """(subject, its items): the pass's window cut to one subject, the one with the most
-    items in it (ties: the one whose first item is oldest; None is the general memories).
-    The other subjects' items stay unconsolidated for the next passes, which the backlog
-    check requests."""
+def by_subject(window: list[Item]) -> list[tuple[str | None, list[Item]]]:
+    """The pass's window cut by subject (None: the general memories), each subject's items
+    oldest first, the subjects in the order of their first item. A pass consolidates each
+    subject that is due apart; a subject with too few items waits for more."""
     groups: dict[str | None, list[Item]] = {}
     for item in window:  # oldest first: dict order is first appearance
         groups.setdefault(item.subject, []).append(item)
-    if not groups:
-        return None, []
-    subject = max(groups, key=lambda s: len(groups[s]))  # max keeps the first of equals
-    return subject, groups[subject]
+    return list(groups.items())
+
+
+def merged_steps(steps: list[tuple[str | None, dict[str, str]]]) -> dict[str, str]:
+    """One report's steps from each subject's: as they are for one subject, else each step
+    as '<subject>: <what>' joined by ' | ' (the general memories as 'general')."""
+    if len(steps) == 1:
+        return dict(steps[0][1])
+    keys = [k for _, done in steps for k in done]
+    return {
+        key: " | ".join(f"{subject or 'general'}: {done[key]}" for subject, done in steps if key in done)
+        for key in dict.fromkeys(keys)
+    }
 
 
 def build(conn: Conn, *, tenant_id: UUID, agent_id: str, subject: str, policy: Policy) -> dict[str, Any]:

@@ -420,7 +420,7 @@ def test_consolidation_passes_never_mix_subjects(clients: dict[str, Client], wor
     for subject in ("ann", "ben", None):
         who = subject or "the team"
         texts = [
-            f"Deploys of the billing service for {who} fail on Fridays.",
+            f"The search service deploy for {who} failed after the schema migration.",  # recurs: an insight
             f"The billing service deploy for {who} failed after the schema migration.",
             f"The billing service rollback for {who} took forty minutes.",
             f"{who.capitalize()} prefers deploys of the billing service on Tuesdays.",
@@ -428,9 +428,8 @@ def test_consolidation_passes_never_mix_subjects(clients: dict[str, Client], wor
         extra = {"subject": subject} if subject else {}
         for m in c.add_memories(agent, [{"text": t, **extra} for t in texts]):
             subject_of[m["id"]] = subject
-    for _ in range(3):  # one subject (or the general memories) per pass
-        run = c.wait_for_run(agent, c.consolidate(agent))
-        assert run["status"] == "done", run
+    run = c.wait_for_run(agent, c.consolidate(agent))  # every due subject and the general memories, apart
+    assert run["status"] == "done", run
     derived = [
         m for kind in ("insight", "conclusion") for m in c.list_memories(agent, kind=kind, limit=100)["memories"]
     ]
