@@ -565,31 +565,37 @@ WHERE 2 * (SELECT count(*) FROM unnest(ba.terms) x WHERE x = ANY(bb.terms))
 -- all ("Our email provider is Mailchimp" / "Newsletters go out through Buttondown"). Both
 -- are bounded (a few terms through at most per_term postings each; an index range of
 -- `recent` rows), so the cost per memory stays flat whatever the agent's size.
-WITH mine AS (
+WITH mine AS MATERIALIZED (
   SELECT m.id, m.subject, m.embedding FROM memories m
   WHERE m.tenant_id = %(tenant_id)s AND m.id = ANY(%(ids)s::uuid[])
-), probes AS (
-  SELECT x.memory_id, x.term FROM (
-    SELECT t.memory_id, t.term,
-           row_number() OVER (PARTITION BY t.memory_id ORDER BY d.df, t.term) AS r
-    FROM memory_terms t CROSS JOIN LATERAL (SELECT count(*) AS df FROM (
-      SELECT 1 FROM memory_terms o
-      WHERE o.tenant_id = %(tenant_id)s AND o.agent_id = %(agent_id)s AND o.term = t.term
-      LIMIT %(df_cap)s) c) d
-    WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.memory_id = ANY(%(ids)s::uuid[])
-      AND d.df > 1) x
-  WHERE x.r <= %(probe_terms)s
+), mine_terms AS MATERIALIZED (
+  SELECT t.memory_id, t.term FROM memory_terms t
+  WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.memory_id = ANY(%(ids)s::uuid[])
+), df AS MATERIALIZED (  -- once per distinct term of the batch, not once per memory and term
+  SELECT d.term, (SELECT count(*) FROM (
+                    SELECT 1 FROM memory_terms o
+                    WHERE o.tenant_id = %(tenant_id)s AND o.agent_id = %(agent_id)s AND o.term = d.term
+                    LIMIT %(df_cap)s) c) AS df
+  FROM (SELECT DISTINCT term FROM mine_terms) d
+), probes AS MATERIALIZED (
+  SELECT memory_id, term FROM (
+    SELECT m.memory_id, m.term, row_number() OVER (PARTITION BY m.memory_id ORDER BY d.df, m.term) AS r
+    FROM mine_terms m JOIN df d USING (term) WHERE d.df > 1) x
+  WHERE r <= %(probe_terms)s
+), posts AS MATERIALIZED (  -- each probed term's postings read once for the batch
+  SELECT p.term, ARRAY(SELECT t.memory_id FROM memory_terms t
+                       WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = p.term
+                       LIMIT %(per_term)s) AS ids
+  FROM (SELECT DISTINCT term FROM probes) p
+), recent AS MATERIALIZED (  -- each subject's newest memories read once for the batch
+  SELECT s.subject, r.id FROM (SELECT DISTINCT subject FROM mine) s CROSS JOIN LATERAL (
+    SELECT x.id FROM memories x
+    WHERE x.tenant_id = %(tenant_id)s AND x.agent_id = %(agent_id)s AND x.subject IS NOT DISTINCT FROM s.subject
+    ORDER BY x.created_at DESC LIMIT %(recent)s) r
 ), near AS (
-  SELECT pr.memory_id AS a, p.memory_id AS b FROM probes pr CROSS JOIN LATERAL (
-    SELECT t.memory_id FROM memory_terms t
-    WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = pr.term
-    LIMIT %(per_term)s) p
+  SELECT pr.memory_id AS a, u.b FROM probes pr JOIN posts po USING (term) CROSS JOIN LATERAL unnest(po.ids) AS u(b)
   UNION
-  SELECT me.id, r.id FROM mine me CROSS JOIN LATERAL (
-    SELECT s.id FROM memories s
-    WHERE s.tenant_id = %(tenant_id)s AND s.agent_id = %(agent_id)s
-      AND s.subject IS NOT DISTINCT FROM me.subject
-    ORDER BY s.created_at DESC LIMIT %(recent)s) r
+  SELECT me.id, r.id FROM mine me JOIN recent r ON r.subject IS NOT DISTINCT FROM me.subject
 )
 SELECT a, b, cosine FROM (
   SELECT n.a, n.b, 1 - (me.embedding <=> m.embedding) AS cosine,
