@@ -281,7 +281,7 @@ _SOCIAL_PHRASE = re.compile(
     r"(been|was|it's) a (busy|long|crazy) (day|week)|here (is|are) what you asked for|"
     r"you asked for|(i'?ll|i will|we'?ll) (try|do) (that|it)|will do|of course|no worries|no problem|"
     r"(i|we) can help( you)?( with that)?|glad to help|happy to help|hope (this|that|it) helps|"
-    r"(it was|it's) (nice|good|great) (talking|chatting|to see you|to hear)|reach out|"
+    r"(it was|it's) (nice|good|great) (talking|chatting|to see you|to hear)|reach out|let me think( about it)?|"
     r"(sharing|telling me) (that|this)( with me)?|(hear|know) more about it|all the best|good luck)\b",
     re.I,
 )
@@ -312,9 +312,28 @@ _CODE = re.compile(r"[{}<>`]|\|.*\||;\s*$|\w\s*=\s*\S|\w\([^)]*\)|://|^\s*(\$|>>
 _MARKUP = re.compile(r"^\s*(#{1,6}\s+|[-*+]\s+|\d+[.)]\s+)|\*\*|__")
 
 
+# A reaction to what the other person said ("Congrats on getting your dream job.", "Glad
+# you've found that same strong bond.", "I bet the view is stunning.", "Thanks for breaking it
+# down so clearly."): it says how the speaker feels about the other's news, not a fact of its
+# own, unless the speaker says something of theirs in it (I, my, we, our) or names a number.
+_REACTION = re.compile(
+    r"^\W*(thanks|thank you|thx|appreciate|congrats|congratulations|glad|so glad|wow|whoa|woah|omg|"
+    r"can'?t wait|i bet|it must be|must be|such a|what a|how (cool|nice|great|fun|lovely|amazing|awesome)|"
+    r"sounds|looks|that'?s|that is|these (look|sound)|those (look|sound)|you'?re|you are|you'?ve|you have|"
+    r"you must|you should be proud|good for you|lucky you|aw+|haha|lol|yay|nice|cool|great|awesome|"
+    r"amazing|lovely|beautiful|gorgeous|so (cool|nice|great|fun|sweet|happy))\b",
+    re.I,
+)
+_STATED = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|we|we're|we've|our)\b|\d", re.I)
+_OWN = re.compile(r"\b(i|i'm|im|i've|i'd|i'll|my|mine|we|we're|we've|we'll|our|ours|me)\b|\d", re.I)
+
+
 def small_talk(sentence: str, names: frozenset[str] = frozenset()) -> bool:
     """Whether a sentence is small talk (see _SOCIAL): nothing in it but social words, social
-    formulas and the names of the people it addresses (names: the conversation's speakers)."""
+    formulas and the names of the people it addresses (names: the conversation's speakers);
+    or a reaction to the other person's news that says nothing of the speaker's (_REACTION)."""
+    if _REACTION.match(sentence) and not _OWN.search(_SOCIAL_PHRASE.sub(" ", sentence)):
+        return not _WISH.search(sentence)
     rest = _VOCATIVE.sub(r"\1 ", _SOCIAL_PHRASE.sub(" ", sentence))
     words = [t for t in tokens.tokenize(rest, stem=False) if t not in names]
     return all(not w.isdigit() and tokens.stem_word(w) in _SOCIAL for w in words)
@@ -328,10 +347,11 @@ def _informative(sentence: str, names: frozenset[str] = frozenset()) -> float:
     content = [t for t in tokens.tokenize(s, stem=False) if t not in _FILLER]
     if len(content) < 2:
         return 0.0
-    score: float = len(set(content)) + 2 * len(entities_of(s))
-    if s.endswith("?") and not _WISH.search(s):
-        score *= 0.4  # questions carry less than statements; a wish asked as a question does not
-    return float(score)
+    if s.endswith("?") and not (_WISH.search(s) or _STATED.search(s)):
+        # a question asks, it states nothing known (its turn keeps it); kept: a wish asked, and a
+        # question that also says something of the speaker's ("I'm 65, can you help me ...?")
+        return 0.0
+    return float(len(set(content)) + 2 * len(entities_of(s)))
 
 
 class OfflineReflector:

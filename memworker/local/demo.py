@@ -14,6 +14,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from memworker import memories
 from memworker.sdk import Client
 
 ROLES = ["support", "devops", "research", "sales", "tutor"]
@@ -31,13 +32,29 @@ TEMPLATES = [
     "{p} likes short bullet-point answers and dislikes long reports.",
     "Turns out the {s} outage was caused by an expired TLS certificate.",
 ]
-QUESTIONS = [
-    "How does {p} want to be contacted?",
-    "Why did the {s} deploy fail?",
-    "What did we decide about the {s} service?",
-    "How do we restart {s} safely?",
-    "What caused the {s} outage?",
-]
+# The recall examples ask what an agent was told: a question for a template, its answer that
+# template's sentence with the same names (any number: the agent may have been told more than one).
+QUESTIONS = {
+    0: "How does {p} want to be contacted?",
+    2: "Why did the {s} deploy fail?",
+    1: "What did we decide about the {s} service?",
+    4: "How do we restart {s} safely?",
+    9: "What caused the {s} outage?",
+}
+
+
+@dataclass(frozen=True)
+class Told:
+    """A question an agent can answer from what it was told, and the sentence that answers it."""
+
+    question: str
+    answer: str
+    template: int  # which of TEMPLATES the answer is
+
+    def answered_by(self, text: str) -> bool:
+        """Whether a memory says the answer: every word of it but its numbers."""
+        words = set(memories.normalise(text).split())
+        return all(w in words for w in memories.normalise(self.answer).split() if not w.isdigit())
 
 
 @dataclass
@@ -49,6 +66,9 @@ class Summary:
     insights: int
     recall_ms: list[float] = field(default_factory=list)
     examples: list[tuple[str, str, list[dict[str, Any]]]] = field(default_factory=list)
+    asked: int = 0  # questions about what the agent was told
+    right_first: int = 0  # of them, answered by the first memory recall returned
+    shown: set[int] = field(default_factory=set)  # the templates the examples ask about
 
     def render(self) -> str:
         rate = self.episodes / self.ingest_s if self.ingest_s else 0.0
@@ -62,6 +82,7 @@ class Summary:
             f"memories per agent (mean) {self.memories_per_agent:.1f}; insights written by sleep {self.insights}",
             f"recall latency server-side p50 {statistics.median(lat) if lat else 0:.1f} ms, p95 {p95:.1f} ms "
             f"over {len(lat)} recalls",
+            f"questions about what an agent was told answered by the first memory: {self.right_first} of {self.asked}",
             "",
             "recall examples (score: bm25 / vector / prior):",
         ]
@@ -76,9 +97,17 @@ class Summary:
         return "\n".join(lines)
 
 
-def _episode(rng: random.Random) -> str:
-    picks = rng.sample(TEMPLATES, 3)
-    return " ".join(t.format(p=rng.choice(PEOPLE), s=rng.choice(SYSTEMS), n=rng.randint(2, 40)) for t in picks)
+def _episode(rng: random.Random) -> tuple[str, list[Told]]:
+    """Three sentences of the templates, and the questions they answer."""
+    picks = rng.sample(range(len(TEMPLATES)), 3)
+    sentences, told = [], []
+    for t in picks:
+        slots = {"p": rng.choice(PEOPLE), "s": rng.choice(SYSTEMS), "n": rng.randint(2, 40)}
+        sentence = TEMPLATES[t].format(**slots)
+        sentences.append(sentence)
+        if t in QUESTIONS:
+            told.append(Told(QUESTIONS[t].format(**slots), sentence, t))
+    return " ".join(sentences), told
 
 
 def run(client: Client, *, agents: int, episodes: int, seed: int = 7, sessions: int = 3) -> Summary:
@@ -86,17 +115,21 @@ def run(client: Client, *, agents: int, episodes: int, seed: int = 7, sessions: 
     rng = random.Random(seed)
     names = [f"demo-{ROLES[i % len(ROLES)]}-{i:03d}" for i in range(agents)]
     posted: list[tuple[str, str]] = []
+    told: dict[str, list[Told]] = {name: [] for name in names}
     started = time.monotonic()
     with tqdm(total=agents * episodes, desc="episodes", unit="ep") as bar:
         for name in names:
-            batch = [
-                {
-                    "content": _episode(rng),
-                    "session_id": f"{name}-s{j * sessions // episodes}",
-                    "idempotency_key": f"{name}-{j}-{seed}",
-                }
-                for j in range(episodes)
-            ]
+            batch = []
+            for j in range(episodes):
+                content, answers = _episode(rng)
+                told[name] += answers
+                batch.append(
+                    {
+                        "content": content,
+                        "session_id": f"{name}-s{j * sessions // episodes}",
+                        "idempotency_key": f"{name}-{j}-{seed}",
+                    }
+                )
             for out in client.add_episodes(name, batch):
                 posted.append((name, out["episode_id"]))
             bar.update(episodes)
@@ -125,13 +158,21 @@ def run(client: Client, *, agents: int, episodes: int, seed: int = 7, sessions: 
     memories = [len(client.list_memories(n, limit=500)["memories"]) for n in names]
     summary = Summary(agents, len(posted), ingest_s, statistics.mean(memories), insights)
 
-    def ask(name: str) -> tuple[str, str, dict[str, Any]]:
-        q = rng.choice(QUESTIONS).format(p=rng.choice(PEOPLE), s=rng.choice(SYSTEMS))
-        return name, q, client.recall(name, q, k=5, explain=True)
+    asked = [(name, rng.choice(told[name])) for name in names * 3 if told[name]]
+
+    def ask(job: tuple[str, Told]) -> tuple[str, Told, dict[str, Any]]:
+        name, t = job
+        return name, t, client.recall(name, t.question, k=5, explain=True)
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        for name, q, out in tqdm(pool.map(ask, names * 3), total=len(names) * 3, desc="recall", unit="q"):
+        for name, t, out in tqdm(pool.map(ask, asked), total=len(asked), desc="recall", unit="q"):
             summary.recall_ms.append(out["took_ms"])
-            if len(summary.examples) < 3 and out["memories"]:
-                summary.examples.append((name, q, out["memories"]))
+            hits = out["memories"]
+            right = bool(hits) and t.answered_by(hits[0]["text"])
+            summary.right_first += right
+            summary.asked += 1
+            # an example per kind of question, the first asked, ranked right or not: right_first says how often
+            if len(summary.examples) < 3 and t.template not in summary.shown:
+                summary.shown.add(t.template)
+                summary.examples.append((name, t.question, hits))
     return summary
