@@ -184,27 +184,33 @@ def test_a_context_drops_items_to_fit_its_budget(alice: Client, stack: dict[str,
             ("Athens", 25),
         ]
     ]
-    facts += ["The coffee machine on floor two is broken.", "Kafka topics are retained for seven days."]
-    written = {m["id"] for m in alice.add_memories("ctx-bot", [{"text": t} for t in facts])}
+    # Every payroll fact answers the query about as well (none under the relevance floor, and
+    # the unrelated one is not recalled), so whatever a context drops, its budget dropped.
+    facts += ["The coffee machine on floor two is broken."]
+    added = alice.add_memories("ctx-bot", [{"text": t} for t in facts])
+    written = {m["id"] for m in added}
+    city = {m["id"]: t.split()[1] for m, t in zip(added, facts, strict=True)}
+    question = "when does each office run its payroll?"
     sid = alice.create_session("ctx-bot", goal="Answer payroll questions")["session_id"]
     alice.update_working("ctx-bot", sid, add=[{"kind": "constraint", "text": "Only quote payroll days from memory"}])
 
-    full = alice.context("ctx-bot", "when does the Berlin office run payroll?", session_id=sid)
+    full = alice.context("ctx-bot", question, session_id=sid)
     assert full["tokens"] <= 4000 and full["max_tokens"] == 4000 and "WordPiece" in full["tokenizer"]
     assert full["dropped"]["memories"] == 0 and set(full["memory_ids"]) <= written
-    small = alice.context("ctx-bot", "when does the Berlin office run payroll?", session_id=sid, max_tokens=160)
+    small = alice.context("ctx-bot", question, session_id=sid, max_tokens=160)
     count = budget.counter(Settings().embedding_model)
     assert small["tokens"] <= 160 and count(small["context"]) == small["tokens"]  # counted, not guessed
     assert small["dropped"]["memories"] > 0 and 0 < len(small["memory_ids"]) < len(full["memory_ids"])
     assert small["memory_ids"][0] == full["memory_ids"][0]  # the best memory stays ...
-    assert "Berlin" in small["sections"]["memories"]
+    best = city[full["memory_ids"][0]]
+    assert best in small["sections"]["memories"]
     assert "Goal: Answer payroll questions" in small["context"]  # ... and so does the goal
     lines = small["context"].splitlines()
     block = lines[
         lines.index('<data kind="memories">') + 1 : lines.index("</data>", lines.index('<data kind="memories">'))
     ]
     assert [x.split(" ", 1)[0] for x in block] == [f"[{n}]" for n in range(1, len(small["memory_ids"]) + 1)]
-    assert "Berlin" in block[0] and "Berlin" not in small["context"].replace(block[0], "")  # memories only in data
+    assert best in block[0] and best not in small["context"].replace(block[0], "")  # memories only in data
     calls = alice.context_calls("ctx-bot", sid)
     assert [c["tokens"] for c in calls] == [small["tokens"], full["tokens"]] and calls[0]["max_tokens"] == 160
     accessed = _rows(stack, "SELECT count(*) FROM memworker.memories WHERE agent_id = 'ctx-bot' AND access_count > 0")
