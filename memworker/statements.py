@@ -319,7 +319,10 @@ def parse(text: str) -> Statement:
             None,
         )
     if verb is None:  # else the word before the first preposition ("deploys happen on")
-        verb = next((i - 1 for i, f in enumerate(forms) if i > 1 and f in _PREPOSITIONS), len(words))
+        verb = next(
+            (i - 1 for i, f in enumerate(forms) if i > 1 and f in _PREPOSITIONS and not words[i - 1].value),
+            len(words),
+        )
     olds = frozenset(
         words[j].form
         for i, f in enumerate(forms)

@@ -346,6 +346,8 @@ def _revision(older: str, newer: str) -> str | None:
     if apart(older, newer):
         return None
     a, b = statements.parse(older), statements.parse(newer)
+    if a.verb >= len(a.words) or b.verb >= len(b.words):
+        return None  # no verb: which words name the thing and which its value is not known
     attr_a, attr_b = a.content(generic=False), b.content(generic=False)
     # what both speak of: their attribute words and the names both use ("the API")
     shared = attr_a & attr_b | {w.form for w in a.words if w.name or w.value and not w.literal} & b.forms
