@@ -440,15 +440,27 @@ def gather(
 
 def _live_profile(conn: Conn, *, tenant_id: UUID, agent_id: str) -> dict[str, Any]:
     """The agent's profile without the entries whose memory has been superseded (or has
-    expired) since the pass that wrote it: the next pass rebuilds it from what holds now."""
+    expired, or is gone) since the pass that wrote it: the next pass rebuilds it from what
+    holds now. An entry whose memory_id is not a memory id (a restored or hand-written
+    document can hold anything there) cites no memory, like one without a memory_id, and
+    stays: a document never makes the context fail."""
     doc = profile.load(conn, tenant_id=tenant_id, agent_id=agent_id)
     entries = {s: doc.get("sections", {}).get(s, []) for s in profile.SECTIONS}
-    ids = [e["memory_id"] for es in entries.values() for e in es if e.get("memory_id")]
+    ids = {i for es in entries.values() for e in es if (i := _memory_id(e.get("memory_id")))}
     if not ids:
         return doc
-    live = {str(i) for i in sleep_db.profile_live(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids)}
-    sections = {s: [e for e in es if not e.get("memory_id") or e["memory_id"] in live] for s, es in entries.items()}
+    live = sleep_db.profile_live(conn, tenant_id=tenant_id, agent_id=agent_id, ids=sorted(ids))
+    shown: set[UUID | None] = {None, *live}
+    sections = {s: [e for e in es if _memory_id(e.get("memory_id")) in shown] for s, es in entries.items()}
     return {**doc, "sections": {**doc.get("sections", {}), **sections}}
+
+
+def _memory_id(value: Any) -> UUID | None:
+    """The memory id a profile entry cites, or None when it cites none (no id, or not a UUID)."""
+    try:
+        return UUID(str(value)) if value else None
+    except ValueError:
+        return None
 
 
 def build(inputs: Inputs, *, query: str, agent_id: str, session_id: str | None, budget: int, count: Counter) -> Packed:
