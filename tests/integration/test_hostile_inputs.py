@@ -8,7 +8,8 @@ builds each route's requests from the schema:
   hostile values at every leaf: dates past the accepted range and in extreme offsets, huge,
   negative, fractional, NaN and infinite numbers, long, empty, NUL, lone-surrogate and
   path-like strings, wrong types and deep nesting; odd ids in every path segment and query
-  parameter;
+  parameter; a body the API reads raw (an NDJSON import) as lines of plain, hostile and
+  broken JSON;
 - a deterministic sweep: every field of every body (nested ones too) at each edge value of
   its schema, one request each, in an otherwise valid body (what random examples rarely
   build, and what gets stored); every policy knob at its extremes; every agent route with a
@@ -197,8 +198,35 @@ PATH_VALUES: dict[str, list[str]] = {
     "webhook_id": ["@webhook", str(uuid.uuid4()), "x"],
     "version": ["1", "0", "-1", "99999999999999999999", "abc"],
 }
+# DELETE /v1/agents/{agent_id} erases what it names: never the module's agent (the other
+# routes' examples and the sweeps read it), but one made afresh before each example that draws
+# it (so the same example erases the same thing every time it runs), one never made, odd ids.
+ERASE = ("DELETE", "/v1/agents/{agent_id}")
+ERASABLE = "fz-erasable"
+ERASE_VALUES = [ERASABLE, "fz-never-made", *ODD_IDS]
 QUERY_VALUES = ["-1", "0", "1", "1000000000000", "NaN", "1e3", "", "L1", "L9", "open", "bogus", "{", '{"a":1}']
 QUERY_VALUES += ['{"a":"\\u0000"}', json.dumps(_nested(80, 1)), "a" * 5000, AGENT, "..", "\x00"]
+
+
+# A body the API reads raw (not JSON): an NDJSON import, one JSON document a line.
+NDJSON = "application/x-ndjson"
+NDJSON_LINE = st.one_of(
+    st.builds(lambda t: json.dumps({"text": t}, ensure_ascii=True), st.sampled_from([*EDGE_TEXT, *STRINGS])),
+    st.builds(lambda v: json.dumps(v, ensure_ascii=True, allow_nan=True), HOSTILE),
+    st.sampled_from(["", "{", "not json", "\x00", '{"text": "a"} trailing', '{"format": "memworker"}']),
+)
+NDJSON_BODY = st.builds("\n".join, st.lists(NDJSON_LINE, max_size=4))
+
+
+def _minimal_body(op: dict[str, Any], spec: dict[str, Any]) -> tuple[str | None, dict[str, str]]:
+    """The simplest body an operation takes, as text, and its content type header: JSON from
+    its schema, one plain line for an NDJSON body, none when it takes none."""
+    content = op.get("requestBody", {}).get("content", {})
+    if "application/json" in content:
+        return json.dumps(_minimal(content["application/json"]["schema"], spec)), {}
+    if NDJSON in content:
+        return json.dumps({"text": "minimal line"}) + "\n", {"Content-Type": NDJSON}
+    return None, {}
 
 
 def _operations(with_body: bool) -> list[tuple[str, str]]:
@@ -272,24 +300,28 @@ def fingerprint(stack: dict[str, Any]) -> Any:
 
 
 def _request(data: Any, method: str, path: str, spec: dict[str, Any], seeded: dict[str, str]) -> dict[str, Any]:
-    """One drawn request: its URL, query parameters and JSON body text."""
+    """One drawn request: its URL, query parameters, body text and headers."""
     op = spec["paths"][path][method.lower()]
     url = path
     for name in [p["name"] for p in op.get("parameters", []) if p["in"] == "path"]:
-        value = data.draw(st.sampled_from(PATH_VALUES.get(name, ["fz-1", *ODD_IDS])), label=name)
+        values = ERASE_VALUES if (method, path) == ERASE else PATH_VALUES.get(name, ["fz-1", *ODD_IDS])
+        value = data.draw(st.sampled_from(values), label=name)
         url = url.replace("{" + name + "}", quote(seeded.get(value, value), safe=""))
     query = {}
     for p in [p for p in op.get("parameters", []) if p["in"] == "query"]:
         if data.draw(st.booleans(), label=f"send {p['name']}"):
             query[p["name"]] = data.draw(st.sampled_from(QUERY_VALUES), label=p["name"])
-    body = None
-    schema = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+    body, headers = None, {}
+    content = op.get("requestBody", {}).get("content", {})
+    schema = content.get("application/json", {}).get("schema")
+    if schema is None and NDJSON in content:
+        body, headers = data.draw(NDJSON_BODY, label="ndjson body"), {"Content-Type": NDJSON}
     if schema is not None:
         is_policy = path.endswith("/policy")
         bodies = st.one_of(strategy(schema, spec, hostile=False), strategy(schema, spec, hostile=True))
         value = data.draw(_policy_body() if is_policy else bodies, label="body")
         body = json.dumps(value, ensure_ascii=True, allow_nan=True)  # NaN, lone surrogates kept as sent
-    return {"url": url, "query": query, "body": body}
+    return {"url": url, "query": query, "body": body, "headers": headers}
 
 
 def _expect(ok: bool, *why: Any) -> None:
@@ -322,7 +354,9 @@ def _reads_back(http: httpx.Client, url: str, answer: Any) -> None:
         _expect(r.status_code in (200, 404), path, r.status_code, r.text[:300])
     if not isinstance(answer, dict):
         return
-    written = [answer, *answer.get("memories", []), *answer.get("episodes", [])]
+    # lists of what was written (a receipt's "memories" may be a count)
+    lists = [v for v in (answer.get("memories"), answer.get("episodes")) if isinstance(v, list)]
+    written = [answer, *(w for found in lists for w in found)]
     for item in [w for w in written if isinstance(w, dict)]:
         if "episode_id" in item and "/episodes" in url:
             r = _call(http, "GET", f"/v1/agents/{agent}/episodes/{item['episode_id']}")
@@ -336,8 +370,11 @@ def _check(
     method: str, path: str, data: Any, spec: dict[str, Any], seeded: dict[str, str], http: httpx.Client, fp: Any
 ) -> None:
     req = _request(data, method, path, spec, seeded)
+    if (method, path) == ERASE and req["url"].endswith("/" + ERASABLE):
+        made = _call(http, "POST", f"/v1/agents/{ERASABLE}/memories", json={"text": "An agent made to be erased."})
+        _expect(made.status_code < 300, "making the agent to erase", made.status_code, made.text[:300])
     before = fp()
-    r = _call(http, method, req["url"], params=req["query"], content=req["body"])
+    r = _call(http, method, req["url"], params=req["query"], content=req["body"], headers=req["headers"])
     _expect(r.status_code < 500, method, req["url"], (req["body"] or "")[:300], r.status_code, r.text[:500])
     if r.status_code >= 400:
         _expect(isinstance(r.json().get("error"), str), method, req["url"], r.text[:300])
@@ -439,6 +476,8 @@ def _edges(schema: dict[str, Any], spec: dict[str, Any]) -> list[Any]:
         return ["A" * min(longest, 128), "fz-1"] if schema.get("pattern") else [*EDGE_TEXT, "y" * longest]
     if kind in ("integer", "number"):
         return _edge_numbers(schema, kind == "integer")
+    if kind == "boolean":
+        return [True, False]
     if kind == "object" and not schema.get("properties"):
         return [{"k": 1e300}, {"k": 2**63}, _nested(10, "deep")]
     return []
@@ -486,6 +525,7 @@ def _with(body: Any, path: tuple[Any, ...], value: Any, schema: dict[str, Any], 
 
 def _seeded_url(path: str, seeded: dict[str, str]) -> str:
     values = {"agent_id": AGENT, "session_id": SESSION, "step_id": STEP, "pool": "fz-pool", "version": "1"}
+    values["subject"] = "fz-subject"
     values |= {"memory_id": seeded["@memory"], "episode_id": seeded["@episode"], "webhook_id": seeded["@webhook"]}
     values["review_id"] = values["proposal_id"] = str(uuid.uuid4())
     for name, value in values.items():
@@ -564,9 +604,8 @@ def test_every_agent_route_checks_the_agent_id(
     before = fingerprint()
     for method, path in AGENT_ROUTES:
         url = _seeded_url(path.replace("{agent_id}", quote(bad, safe="")), seeded)
-        body = spec["paths"][path][method.lower()].get("requestBody", {}).get("content", {})
-        content = json.dumps(_minimal(body["application/json"]["schema"], spec)) if body else None
-        r = _call(http, method, url, content=content)
+        content, headers = _minimal_body(spec["paths"][path][method.lower()], spec)
+        r = _call(http, method, url, content=content, headers=headers)
         _expect(r.status_code == 422 and "agent_id" in r.text, method, path, r.status_code, r.text[:300])
     assert fingerprint() == before
 
