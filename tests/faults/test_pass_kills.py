@@ -30,9 +30,11 @@ from tests.faults.harness import FaultStack
 
 VISIBILITY_S = 5  # short, so a killed worker's message comes back within the test
 
+# One rollout's facts, none a changed value of another (memworker.updates): a superseded
+# memory leaves the pass's window, so it would stay unconsolidated.
 ORION = [
     "The Orion rollout failed at the schema migration step on Tuesday.",
-    "Orion's migration locked the accounts table for nine minutes.",
+    "The accounts table stayed locked for nine minutes during the Orion migration.",
     "The team rolled Orion back and reopened the change request.",
     "A dry run of the Orion migration on a staging copy took forty minutes.",
     "Priya owns the Orion migration script and its runbook.",
