@@ -100,12 +100,13 @@ _CHANGE = frozenset(
     "changing replaced replacing replace became become becomes update updated updating correction "
     "corrected actually migrated migrating upgraded downgraded renamed relocated rescheduled "
     "postponed pushed delayed raised lowered increased decreased cut bumped dropped doubled "
-    "halved tripled rose fell promoted demoted transferred reassigned handed took taken over "
+    "halved tripled rose fell promoted demoted transferred reassigned "
     "effective starting going forward henceforth lately nowadays days new newer latest revised "
     "scratch turns out slipped slid shifted passed reached hit grew climbed crossed topped exceeded "
     "fixed repaired broke retired decommissioned started joined left quit graduated hired resigned revised "
     "engaged married divorced deleted removed cancelled canceled ditched uninstalled".split()
 )
+_CHANGE_PHRASES = ("took over", "taken over", "handed over", "handed off", "moved over")
 # Words that say the new thing is beside the old one, not instead of it.
 # The words of change that say it in so many words.
 _CHANGED = frozenset(
@@ -349,6 +350,7 @@ def parse(text: str) -> Statement:
         now=any(f in _NOW for f in forms),
         changed=any(f in _CHANGED for f in forms) or " as of " in joined or bool(opened and _cued(opened.group(0))),
         change=any(f in _CHANGE for f in forms)
+        or any(f" {p} " in joined for p in _CHANGE_PHRASES)
         or bool(opened and set(re.findall(r"[a-z]+", opened.group(0).casefold())) & _CUE_OPENERS),
         olds=olds,
     )

@@ -92,6 +92,11 @@ BOTH_TRUE = [
     ("We host on AWS.", "We moved the marketing site to Netlify."),
     ("The user has a cat named Tom.", "The user adopted a dog named Rex."),
     ("Rent is 1,350 a month.", "When we moved in five years ago, rent was 950."),
+    ("Runbook step number 1 for the pager.", "Runbook step number 2 for the pager."),
+    (
+        "Orion's migration locked the accounts table for nine minutes.",
+        "A dry run of the Orion migration on a staging copy took forty minutes.",
+    ),
 ]
 
 
