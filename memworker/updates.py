@@ -17,8 +17,11 @@ paraphrase for an update. Three shapes:
   before any such anchor changes what the sentence is about ("Ticket 4411 is ..." /
   "Ticket 4412 is ..."): two facts, not an update.
 
-See docs/subjects.md ("Knowledge updates") and bench/knowledge_updates.py for the measured
-rates on tests/data/knowledge_updates.jsonl."""
+A fourth reading, revision() below, takes a change said in other words than the old
+statement ("Monitoring moved over to Grafana" / "We use Datadog for monitoring"), and apart()
+keeps what only looks alike. See docs/subjects.md ("Knowledge updates"); the rates are
+measured by bench/knowledge_updates.py (cases written apart from these rules) and
+bench/knowledge_update_pairs.py (tests/data/knowledge_updates.jsonl)."""
 
 from __future__ import annotations
 
@@ -330,7 +333,7 @@ def clauses(text: str) -> list[str]:
 
 def revision(older: str, newer: str) -> str | None:
     """How newer, or one of its clauses, revises older or one of its clauses ('replaced',
-    'retracted', 'value', 'restated value'); None when none does."""
+    'retracted', 'moved', 'value', 'restated value'); None when none does."""
     whole = statements.parse(newer)
     if whole.question or whole.history and not whole.now:
         return None  # a question, or what was ("when we moved in, rent was 950"), in any clause
