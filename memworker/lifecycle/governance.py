@@ -22,6 +22,8 @@ PAIRS_PER_MEMORY = 12  # the most candidates one memory is judged against (most 
 UPDATE_NEIGHBOURS = 8  # ... and the nearest ones sharing a rare term, for a change said in other words
 UPDATE_MIN_COSINE = 0.15  # below this two statements are about different things whatever words they share
 UPDATE_RECENT = 300  # ... and the nearest among the subject's newest memories, sharing a word or not
+UPDATE_PROBE_TERMS = 2  # a memory's rarest terms probed for them ...
+UPDATE_POSTINGS = 64  # ... each through at most this many postings: 2 x 64 + 300 compared per memory
 
 
 def pairs(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], now: datetime) -> list[lifecycle_db.Pair]:
@@ -259,8 +261,8 @@ def _candidates(
             ids=ids,
             now=now,
             kinds=list(rules.CHANGING_KINDS),
-            probe_terms=PROBE_TERMS,
-            per_term=store.CANDIDATE_POSTINGS,
+            probe_terms=UPDATE_PROBE_TERMS,
+            per_term=UPDATE_POSTINGS,
             df_cap=store.DF_CAP,
             min_cosine=UPDATE_MIN_COSINE,
             k=UPDATE_NEIGHBOURS,

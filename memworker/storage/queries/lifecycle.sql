@@ -559,19 +559,21 @@ WHERE 2 * (SELECT count(*) FROM unnest(ba.terms) x WHERE x = ANY(bb.terms))
 -- name: update_candidates
 -- The live memories a just-written one may change, said in other words than memory_pairs'
 -- (which needs most words shared): for each given memory, the nearest of its subject's live
--- memories of the given kinds among those sharing one of its rarest terms ("We use Datadog
--- for monitoring" / "Monitoring moved over to Grafana" share one), and among the subject's
--- (or the agent's general) `recent` newest memories, where a change often shares no word at
--- all ("Our email provider is Mailchimp" / "Newsletters go out through Buttondown"). Both
--- are bounded (a few terms through at most per_term postings each; an index range of
--- `recent` rows), so the cost per memory stays flat whatever the agent's size.
+-- memories of the given kinds among those sharing one of its two rarest terms ("We use
+-- Datadog for monitoring" / "Monitoring moved over to Grafana" share one), and among the
+-- subject's (or the agent's general) `recent` newest memories, where a change often shares no
+-- word at all ("Our email provider is Mailchimp" / "Newsletters go out through Buttondown").
+-- Every read is bounded and done once per batch (each term's document frequency and postings,
+-- each subject's newest memories), and a memory is compared with at most
+-- probe_terms x per_term + recent others, so the cost per memory stays flat whatever the
+-- agent's size and however large the batch.
 WITH mine AS MATERIALIZED (
   SELECT m.id, m.subject, m.embedding FROM memories m
   WHERE m.tenant_id = %(tenant_id)s AND m.id = ANY(%(ids)s::uuid[])
 ), mine_terms AS MATERIALIZED (
   SELECT t.memory_id, t.term FROM memory_terms t
   WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.memory_id = ANY(%(ids)s::uuid[])
-), df AS MATERIALIZED (  -- once per distinct term of the batch, not once per memory and term
+), df AS MATERIALIZED (
   SELECT d.term, (SELECT count(*) FROM (
                     SELECT 1 FROM memory_terms o
                     WHERE o.tenant_id = %(tenant_id)s AND o.agent_id = %(agent_id)s AND o.term = d.term
@@ -582,31 +584,35 @@ WITH mine AS MATERIALIZED (
     SELECT m.memory_id, m.term, row_number() OVER (PARTITION BY m.memory_id ORDER BY d.df, m.term) AS r
     FROM mine_terms m JOIN df d USING (term) WHERE d.df > 1) x
   WHERE r <= %(probe_terms)s
-), posts AS MATERIALIZED (  -- each probed term's postings read once for the batch
+), posts AS MATERIALIZED (
   SELECT p.term, ARRAY(SELECT t.memory_id FROM memory_terms t
                        WHERE t.tenant_id = %(tenant_id)s AND t.agent_id = %(agent_id)s AND t.term = p.term
                        LIMIT %(per_term)s) AS ids
   FROM (SELECT DISTINCT term FROM probes) p
-), recent AS MATERIALIZED (  -- each subject's newest memories read once for the batch
+), recent AS MATERIALIZED (
   SELECT s.subject, r.id FROM (SELECT DISTINCT subject FROM mine) s CROSS JOIN LATERAL (
     SELECT x.id FROM memories x
     WHERE x.tenant_id = %(tenant_id)s AND x.agent_id = %(agent_id)s AND x.subject IS NOT DISTINCT FROM s.subject
+      AND x.valid_to IS NULL AND x.kind = ANY(%(kinds)s::text[])
     ORDER BY x.created_at DESC LIMIT %(recent)s) r
-), near AS (
-  SELECT pr.memory_id AS a, u.b FROM probes pr JOIN posts po USING (term) CROSS JOIN LATERAL unnest(po.ids) AS u(b)
-  UNION
-  SELECT me.id, r.id FROM mine me JOIN recent r ON r.subject IS NOT DISTINCT FROM me.subject
-)
-SELECT a, b, cosine FROM (
-  SELECT n.a, n.b, 1 - (me.embedding <=> m.embedding) AS cosine,
-         row_number() OVER (PARTITION BY n.a ORDER BY me.embedding <=> m.embedding, m.id) AS r
+), near AS MATERIALIZED (
+  SELECT DISTINCT a, b FROM (
+    SELECT pr.memory_id AS a, u.b FROM probes pr JOIN posts po USING (term) CROSS JOIN LATERAL unnest(po.ids) AS u(b)
+    UNION ALL
+    SELECT me.id, r.id FROM mine me JOIN recent r ON r.subject IS NOT DISTINCT FROM me.subject) x
+  WHERE a <> b
+), scored AS (
+  SELECT n.a, n.b, me.embedding <=> m.embedding AS distance
   FROM near n
   JOIN mine me ON me.id = n.a
   JOIN memories m ON m.tenant_id = %(tenant_id)s AND m.id = n.b
-  WHERE n.a <> n.b AND m.agent_id = %(agent_id)s
+  WHERE m.agent_id = %(agent_id)s
     AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)
     AND m.kind = ANY(%(kinds)s::text[]) AND m.subject IS NOT DISTINCT FROM me.subject
-    AND 1 - (me.embedding <=> m.embedding) >= %(min_cosine)s) x
+)
+SELECT a, b, 1 - distance AS cosine FROM (
+  SELECT s.*, row_number() OVER (PARTITION BY s.a ORDER BY s.distance, s.b) AS r FROM scored s
+  WHERE 1 - s.distance >= %(min_cosine)s) x
 WHERE r <= %(k)s;
 
 -- name: retention_facts
