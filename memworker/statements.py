@@ -270,11 +270,7 @@ def _normalise(text: str) -> str:
     return re.sub(r"\b\w+'\w+\b", lambda m: _CONTRACTED.get(m.group(0).casefold(), m.group(0)), text)
 
 
-@lru_cache(maxsize=16_384)
-def parse(text: str) -> Statement:
-    opened = _OPENER.match(text)
-    norm = _normalise(text)
-    raws = _TOKEN.findall(norm)
+def _words(raws: list[str]) -> list[Word]:
     words: list[Word] = []
     for i, raw in enumerate(raws):
         folded = raw.casefold()
@@ -292,8 +288,13 @@ def parse(text: str) -> Statement:
         value = literal or folded in _CALENDAR or folded in _STATUSES or (name and not initial)
         light = folded in _LIGHT and not name
         words.append(Word(raw, folded if literal or light else tokens.stem_word(folded), value, light, name, literal))
-    forms = [w.raw.casefold() for w in words]
-    joined = " " + " ".join(forms) + " "
+    return words
+
+
+def _verb(words: list[Word], forms: list[str]) -> int:
+    """Where the verb is (len(words) when none is found): a listed verb, an -ed word, or a
+    colon; else a third-person -s after the subject; else the word before the first
+    preposition that is not a value."""
     verb = next(
         (
             i
@@ -324,6 +325,17 @@ def parse(text: str) -> Statement:
             (i - 1 for i, f in enumerate(forms) if i > 1 and f in _PREPOSITIONS and not words[i - 1].value),
             len(words),
         )
+    return verb
+
+
+@lru_cache(maxsize=16_384)
+def parse(text: str) -> Statement:
+    opened = _OPENER.match(text)
+    norm = _normalise(text)
+    words = _words(_TOKEN.findall(norm))
+    forms = [w.raw.casefold() for w in words]
+    joined = " " + " ".join(forms) + " "
+    verb = _verb(words, forms)
     olds = frozenset(
         words[j].form
         for i, f in enumerate(forms)
