@@ -5,9 +5,10 @@ streams in bounded memory (docs/export.md)."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -90,23 +91,25 @@ def _chunk(objs: list[dict[str, Any]], counts: Counter[str]) -> bytes:
     return "".join(fmt.dumps(o) + "\n" for o in objs).encode()
 
 
-def _memories(conn: db.Conn, spec: Spec, agent_id: str, counts: Counter[str]) -> Iterator[bytes]:
+def _by_created(fetch: Callable[..., list[Any]]) -> Iterator[list[Any]]:
+    """A table's rows in keyset pages on (created_at, id): one page in memory at a time."""
     after: tuple[datetime, UUID] | None = None
-    while True:
-        page = portability_db.export_memories(
-            conn,
-            tenant_id=spec.tenant_id,
-            agent_id=agent_id,
-            subject=spec.subject,
-            after_created=after[0] if after else None,
-            after_id=after[1] if after else None,
-            limit=PAGE,
-            embeddings=spec.embeddings,
-        )
-        if not page:
-            return
-        yield _chunk(_memory_objs(conn, spec.tenant_id, page), counts)
+    while page := fetch(after_created=after[0] if after else None, after_id=after[1] if after else None, limit=PAGE):
+        yield page
         after = (page[-1].created_at, page[-1].id)
+
+
+def _memories(conn: db.Conn, spec: Spec, agent_id: str, counts: Counter[str]) -> Iterator[bytes]:
+    fetch = partial(
+        portability_db.export_memories,
+        conn,
+        tenant_id=spec.tenant_id,
+        agent_id=agent_id,
+        subject=spec.subject,
+        embeddings=spec.embeddings,
+    )
+    for page in _by_created(fetch):
+        yield _chunk(_memory_objs(conn, spec.tenant_id, page), counts)
 
 
 def _memory_objs(conn: db.Conn, tenant_id: UUID, page: list[portability_db.Memory]) -> list[dict[str, Any]]:
@@ -133,21 +136,11 @@ def _memory_objs(conn: db.Conn, tenant_id: UUID, page: list[portability_db.Memor
 
 
 def _episodes(conn: db.Conn, spec: Spec, agent_id: str, counts: Counter[str]) -> Iterator[bytes]:
-    after: tuple[datetime, UUID] | None = None
-    while True:
-        page = portability_db.export_episodes(
-            conn,
-            tenant_id=spec.tenant_id,
-            agent_id=agent_id,
-            subject=spec.subject,
-            after_created=after[0] if after else None,
-            after_id=after[1] if after else None,
-            limit=PAGE,
-        )
-        if not page:
-            return
+    fetch = partial(
+        portability_db.export_episodes, conn, tenant_id=spec.tenant_id, agent_id=agent_id, subject=spec.subject
+    )
+    for page in _by_created(fetch):
         yield _chunk([{"type": "episode", "agent": e.agent_id, **_fields(e, skip=("agent_id",))} for e in page], counts)
-        after = (page[-1].created_at, page[-1].id)
 
 
 def _sessions(conn: db.Conn, spec: Spec, agent_id: str, counts: Counter[str]) -> Iterator[bytes]:
