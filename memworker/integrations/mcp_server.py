@@ -1,5 +1,7 @@
 """memworker as a Model Context Protocol server: the tools an LLM agent needs to remember,
-recall, build its runtime context, forget, and keep a session's working memory and plan.
+recall, build its runtime context, forget, and keep a session's working memory and plan; and
+the fleet's: recall across agents and pools, shared pools (list, read, share into) and the
+pools' proposals (list, approve, reject).
 
 Every tool is a thin call through memworker.sdk.Client to the HTTP API, so the API's
 scopes, tenancy, limits and validation apply unchanged: the server holds one tenant's API
@@ -8,7 +10,15 @@ argument defaults to it and any other agent is refused; unbound, every call name
 Bound to a subject, every call that reads or writes memories or a session names that subject
 to the API, which then serves that subject's memories (and the general ones) and that
 subject's sessions only. An API error reaches the client as an MCP tool error carrying the
-API's message."""
+API's message.
+
+Every tool is listed whatever the key's scopes: the API has no route that tells a key its
+own scopes (GET /v1/keys needs the `keys` scope, which a key for an agent should not hold),
+and the key's reach (its agents and pools) is per call anyway. A tool the key may not use
+answers the API's refusal as a tool error ("HTTP 403: this key lacks the 'memories:write'
+scope"). The binding decides what is listed: a server bound to a subject writes only that
+subject's memories, so it offers no proposal decisions (they write general knowledge into a
+pool)."""
 
 from __future__ import annotations
 
@@ -29,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memworker import errors, memories
 from memworker.schemas import Kind, Message, Tier, WritableKind, WritableTier
-from memworker.sdk import Client
+from memworker.sdk import ApiError, Client
 
 INSTRUCTIONS = """Long-term memory for this agent, served by memworker.
 - remember: record what happened (an episode: content or messages; a worker distils it into memories
@@ -37,7 +47,12 @@ INSTRUCTIONS = """Long-term memory for this agent, served by memworker.
 - recall: search memories for a query; context: a ready-to-use context block under a token budget.
 - forget: erase memories by id (returns a receipt).
 - open_session, working_memory, plan, update_step: a session's whiteboard (goal, constraints,
-  decisions, open questions) and its execution plan, which survive restarts and say where to resume."""
+  decisions, open questions) and its execution plan, which survive restarts and say where to resume.
+- recall_agents: one ranked search over several agents' memories and shared pools.
+- pools, pool_memories, share_memory: the tenant's shared pools, what one holds, and sharing a
+  memory into one.
+- pool_proposals, approve_proposal, reject_proposal: facts several agents learnt, waiting for a
+  decision before they enter a pool."""
 
 # How long remember(wait=True) waits for a worker to store the episode.
 WAIT_S = 30.0
@@ -55,6 +70,14 @@ SessionId = Annotated[
     str, Field(description="the session id (from open_session)", pattern=memories.AGENT_ID.pattern, max_length=128)
 ]
 Query = Annotated[str, Field(description="what to look for, in natural language", min_length=1, max_length=4000)]
+PoolName = Annotated[
+    str, Field(description="a shared pool's name (see pools)", pattern=memories.AGENT_ID.pattern, max_length=128)
+]
+ProposalId = Annotated[str, Field(description="the proposal's id (see pool_proposals)", min_length=1, max_length=64)]
+Reason = Annotated[str, Field(description="why, kept in the audit trail", max_length=500)]
+# A page of a pool read for a server bound to a subject, before the memories of other subjects
+# are dropped: the API lists one subject's memories or every memory, never "S's and the general".
+POOL_PAGE = 500
 
 
 class WorkingItem(BaseModel):
@@ -85,15 +108,21 @@ class Milestone(BaseModel):
 
 
 @contextmanager
-def api_errors() -> Iterator[None]:
+def api_errors(not_found: str | None = None) -> Iterator[None]:
     """Turn what the API or the network says into a tool error the model can read (the SDK
     shows a ToolError's message and nothing else; any other exception would reach the client
     as a bare "Error executing tool"). The SDK raises a MemworkerError for an API error, an
     API it cannot reach (Unreachable, naming the URL) and an argument it refuses before any
     request; TimeoutError is remember(wait=True) running out of time; an httpx.HTTPError is
-    what the SDK leaves as it came (a body it cannot decode, a redirect loop)."""
+    what the SDK leaves as it came (a body it cannot decode, a redirect loop). `not_found` is
+    added to a 404's message: the API answers "agent not found" for a pool the key does not
+    reach, which names neither the pool nor why."""
     try:
         yield
+    except ApiError as exc:
+        if exc.status == 404 and not_found:
+            raise ToolError(f"{exc} ({not_found})") from exc
+        raise ToolError(str(exc)) from exc
     except (errors.MemworkerError, httpx.HTTPError, TimeoutError) as exc:
         raise ToolError(str(exc)) from exc
 
@@ -286,6 +315,13 @@ class Tools:
         context_window_tokens: Annotated[
             int | None, Field(description="your model's context window, in tokens", ge=256)
         ] = None,
+        subject: Annotated[
+            str | None,
+            Field(
+                description="whom the session is with (an end user, a customer): its context recalls that "
+                "subject's memories, and an existing session_id must be that subject's; absent: general"
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         """Open a session (or get an open one back by its id): the home of a working memory
         and a plan. Returns its session_id."""
@@ -296,7 +332,7 @@ class Tools:
                 session_id,
                 goal=goal,
                 context_window_tokens=context_window_tokens,
-                subject=self._subject(None),
+                subject=self._subject(subject),
             )
 
     def working_memory(
@@ -370,6 +406,112 @@ class Tools:
         with api_errors():
             return self._client.update_step(agent_id, session_id, step_id, subject=self._bound_subject, **changes)
 
+    # --- the fleet: recall across agents, shared pools, proposals ---------------------------
+
+    def recall_agents(
+        self,
+        *,
+        query: Query,
+        agents: Annotated[
+            list[Agent] | None,
+            Field(description="the agents whose memories to rank (default: the bound agent, if any)", max_length=50),
+        ] = None,
+        pools: Annotated[list[PoolName] | None, Field(description="shared pools to rank in too", max_length=20)] = None,
+        k: Annotated[int, Field(description="how many memories, best first", ge=1, le=100)] = 5,
+        explain: Annotated[bool, Field(description="add each memory's signals")] = False,
+        kinds: Annotated[list[Kind] | None, Field(description="only these kinds")] = None,
+        tiers: Annotated[list[Tier] | None, Field(description="only these tiers")] = None,
+        subject: Annotated[
+            str | None, Field(description="that subject's memories and the general ones (never another subject's)")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Search several agents' memories and shared pools at once: one ranked list, each
+        memory naming its "agent_id" (a pool's also its "pool"). Needs the memories:read
+        scope, and a key that reaches every agent and pool named."""
+        if self._agent is None:
+            named = list(agents or [])
+        else:  # a bound server ranks its own agent's memories (with pools), never another's
+            named = [self._agent_id(a) for a in agents or [self._agent]]
+        if not named and not pools:
+            raise ToolError("name at least one agent (agents) or pool (pools)")
+        with api_errors("an agent or pool named does not exist, or this server's key does not reach it"):
+            options = _without_none(kinds=kinds, tiers=tiers, subject=self._subject(subject))
+            return self._client.recall_agents(named, query, k=k, explain=explain, pools=pools or [], **options)
+
+    def pools(self) -> dict[str, Any]:
+        """The tenant's shared pools this server's key reaches, each with its number of live
+        memories. Needs the memories:read scope."""
+        with api_errors():
+            return {"pools": self._client.pools()}
+
+    def pool_memories(
+        self,
+        *,
+        pool: PoolName,
+        limit: Annotated[int, Field(description="at most this many, newest first", ge=1, le=POOL_PAGE)] = 50,
+        subject: Annotated[
+            str | None, Field(description="only that subject's memories (absent: every memory of the pool)")
+        ] = None,
+    ) -> dict[str, Any]:
+        """The memories a shared pool holds, newest first. Needs the memories:read scope and a
+        key that reaches the pool."""
+        with api_errors(f"pool {pool!r} does not exist, or this server's key does not reach it"):
+            if self._bound_subject is None:
+                found = self._client.pool_memories(pool, limit=limit, **_without_none(subject=subject))
+            else:  # the bound subject's memories and the general ones, never another subject's
+                self._subject(subject)
+                page = self._client.pool_memories(pool, limit=POOL_PAGE)
+                found = [m for m in page if m.get("subject") in (None, self._bound_subject)][:limit]
+        return {"pool": pool, "memories": found}
+
+    def share_memory(
+        self,
+        *,
+        agent: Agent,
+        memory_id: Annotated[str, Field(description="the id of the agent's memory to share", min_length=1)],
+        pool: PoolName,
+    ) -> dict[str, Any]:
+        """Share one of the agent's memories into a shared pool its policy lets it write
+        (pools_write): a copy whose provenance names the source, or, when the pool holds the
+        same fact already, one more source for it. Returns "outcome" ("copied", "confirmed",
+        "already shared") and the pool's "memory". Needs the memories:write scope."""
+        agent_id = self._agent_id(agent)
+        with api_errors():
+            bound = self._bound_subject  # a subject's server shares only that subject's memories
+            if bound is not None and self._client.get_memory(agent_id, memory_id).get("subject") != bound:
+                raise ToolError(f"memory {memory_id} is not subject {self._bound_subject!r}'s")
+            return self._client.share_memory(agent_id, memory_id, pool)
+
+    def pool_proposals(
+        self,
+        *,
+        pool: PoolName,
+        status: Annotated[
+            Literal["open", "approved", "rejected", "all"], Field(description="which proposals (default: open)")
+        ] = "open",
+        limit: Annotated[int, Field(description="at most this many, oldest first", ge=1, le=1000)] = 100,
+    ) -> dict[str, Any]:
+        """What several agents learnt independently, proposed to a shared pool and waiting
+        for a decision: each proposal's "id", "text", "kind", proposing "agent_id", "sources"
+        and "status". Needs the memories:read scope and a key that reaches the pool."""
+        with api_errors(f"pool {pool!r} does not exist, or this server's key does not reach it"):
+            return {"pool": pool, "proposals": self._client.pool_proposals(pool, status=status, limit=limit)}
+
+    def approve_proposal(self, *, pool: PoolName, proposal_id: ProposalId, reason: Reason = "") -> dict[str, Any]:
+        """Approve a proposal: its memory is shared into the pool with every source in its
+        provenance. Returns the "proposal", the "outcome" and the pool's "memory"; approving
+        again returns the same memory. A rejected proposal cannot be approved. Needs the
+        memories:write scope."""
+        with api_errors(f"no such proposal in pool {pool!r}, or this server's key does not reach it"):
+            return self._client.approve_pool_proposal(pool, proposal_id, reason)
+
+    def reject_proposal(self, *, pool: PoolName, proposal_id: ProposalId, reason: Reason = "") -> dict[str, Any]:
+        """Reject a proposal for good: the fact is not proposed to this pool again, nor shared
+        into it automatically. Returns the "proposal". An approved proposal cannot be
+        rejected. Needs the memories:write scope."""
+        with api_errors(f"no such proposal in pool {pool!r}, or this server's key does not reach it"):
+            return self._client.reject_pool_proposal(pool, proposal_id, reason)
+
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 TOOLS: dict[str, ToolAnnotations] = {
@@ -381,7 +523,22 @@ TOOLS: dict[str, ToolAnnotations] = {
     "working_memory": ToolAnnotations(read_only_hint=False, destructive_hint=False),
     "plan": ToolAnnotations(read_only_hint=False, destructive_hint=True),
     "update_step": ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    "recall_agents": READ_ONLY,
+    "pools": READ_ONLY,
+    "pool_memories": READ_ONLY,
+    "share_memory": ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    "pool_proposals": READ_ONLY,
+    "approve_proposal": ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+    "reject_proposal": ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True),
 }
+# Not offered by a server bound to a subject: a decision writes general knowledge into a pool,
+# and such a server writes that subject's memories only.
+DECISIONS = frozenset({"approve_proposal", "reject_proposal"})
+
+
+def listed(*, subject: str | None) -> list[str]:
+    """The tools a server with this binding offers, in order."""
+    return [name for name in TOOLS if subject is None or name not in DECISIONS]
 
 
 def _bound(method: Callable[..., dict[str, Any]], agent: str) -> Callable[..., dict[str, Any]]:
@@ -416,9 +573,11 @@ def build(client: Client, *, agent: str | None = None, subject: str | None = Non
         log_level="WARNING",
     )
     tools = Tools(client, agent, subject)
-    for name, hints in TOOLS.items():
+    for name in listed(subject=subject):
         method = getattr(tools, name)
-        server.add_tool(method if agent is None else _bound(method, agent), name=name, annotations=hints)
+        takes_agent = "agent" in inspect.signature(method).parameters
+        tool = _bound(method, agent) if agent is not None and takes_agent else method
+        server.add_tool(tool, name=name, annotations=TOOLS[name])
     return server
 
 

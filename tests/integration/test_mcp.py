@@ -29,7 +29,20 @@ from tests.conftest import stop_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = "support-bot"
-TOOLS = {"remember", "recall", "context", "forget", "open_session", "working_memory", "plan", "update_step"}
+AGENT_TOOLS = {
+    "remember",
+    "recall",
+    "context",
+    "forget",
+    "open_session",
+    "working_memory",
+    "plan",
+    "update_step",
+    "share_memory",
+}
+# the fleet's tools that name no agent (pools and their proposals, recall across agents)
+FLEET_TOOLS = {"recall_agents", "pools", "pool_memories", "pool_proposals", "approve_proposal", "reject_proposal"}
+TOOLS = AGENT_TOOLS | FLEET_TOOLS
 
 
 @asynccontextmanager
@@ -74,7 +87,8 @@ def test_stdio_remember_recall_forget_with_a_real_worker(
                 assert t.description and t.input_schema["type"] == "object"
                 # bound to an agent: the argument is there, optional, defaulting to it
                 assert "agent" not in t.input_schema.get("required", [])
-                assert t.input_schema["properties"]["agent"]["default"] == AGENT
+                if t.name in AGENT_TOOLS:
+                    assert t.input_schema["properties"]["agent"]["default"] == AGENT
             assert tools["recall"].annotations and tools["recall"].annotations.read_only_hint
             assert set(tools["recall"].input_schema["required"]) == {"query"}
 
@@ -222,8 +236,8 @@ def test_streamable_http_transport(http_server: str, tmp_path: Path) -> None:
         async with http(http_server) as c:  # with it: served
             tools = {t.name: t for t in (await c.list_tools()).tools}
             assert set(tools) == TOOLS
-            # not bound: every tool asks for its agent
-            assert all("agent" in t.input_schema["required"] for t in tools.values())
+            # not bound: every tool that acts for an agent asks for it
+            assert all("agent" in tools[name].input_schema["required"] for name in AGENT_TOOLS)
             assert "agent not found" in error_text(await c.call_tool("recall", {"agent": "nobody", "query": "x"}))
             # an argument the SDK client refuses before any request: a clean tool error too
             args = {"agent": "a", "session_id": "s-1", "step_id": "..", "status": "done"}
