@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memworker.sdk import Client, enqueue_in_cluster
+from memworker.sdk import AsyncClient, Client, enqueue_in_cluster
 
-__all__ = ["Client", "enqueue_in_cluster"]
+__all__ = ["AsyncClient", "Client", "enqueue_in_cluster"]
 __version__ = "0.1.0"

@@ -3,10 +3,14 @@
 - Every /v1 operation in /openapi.json has a 2xx response, and each 2xx response but a 204
   has a content schema that names its fields (a named answer in memworker/schemas.py), or
   is a file download (a binary string).
-- Every call in memworker/sdk.py (`self._obj`, `self._list`, `self._call` and `self._http.get`
-  with a literal method and path) names an operation the document has, with that method;
-  a `_list(..., key=K)` unwraps an array field K the answer declares, and a `[...]["k"]` read
-  of an answer reads a field it declares. And every operation has a method that calls it.
+- Every request the SDK describes (in memworker/sdk.py's _Operations: `_obj`, `_list`,
+  `_none`, `_bytes` with a literal method and path, and each `_Stream` GET) names an operation
+  the document has, with that method; a `_list(..., key=K)` unwraps an array field K the answer
+  declares, and a `.then(lambda answer: answer["k"])` reads a field it declares. And every
+  operation has a method that calls it.
+- Both clients send only those descriptions: each public method of Client and of AsyncClient
+  that is an operation sends `_OPS.<its own name>(...)`, so what holds for _Operations holds
+  for both (tests/unit/test_sdk_clients.py checks the methods are the ones generated).
 
 The document comes from the app factory (no lifespan: nothing is connected), the SDK's calls
 from its source (ast)."""
@@ -126,34 +130,55 @@ def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id == "self"
 
 
+BUILDERS = ("_obj", "_list", "_none", "_bytes")  # _Operations' ways to describe a request
+
+
 def _route_call(node: ast.Call) -> tuple[str, ast.expr] | None:
-    """(METHOD, the path argument) of a call that reaches a route, else None."""
+    """(METHOD, the path argument) of a call that describes a request to a route, else None."""
     f = node.func
-    if not isinstance(f, ast.Attribute):
-        return None
-    if _is_self(f.value) and f.attr in ("_obj", "_list", "_call") and len(node.args) >= 2:
+    if isinstance(f, ast.Name) and f.id in BUILDERS and len(node.args) >= 2:
         method = node.args[0]
         if isinstance(method, ast.Constant) and isinstance(method.value, str):
             return method.value, node.args[1]
-    if f.attr == "get" and isinstance(f.value, ast.Attribute) and f.value.attr == "_http" and _is_self(f.value.value):
-        return ("GET", node.args[0]) if node.args else None
+    if isinstance(f, ast.Name) and f.id == "_Stream" and node.args:
+        return "GET", node.args[0]
     return None
 
 
-def sdk_calls() -> list[tuple[int, str, str, str | None, str | None]]:
-    """(line, METHOD, path template, _list key, a field read off the answer) per SDK call."""
-    tree = ast.parse(SDK.read_text())
-    reads: dict[int, str] = {}  # id of a call node -> the field read off its answer
+def _field_reads(tree: ast.AST) -> dict[int, str]:
+    """id of a builder call -> the field `.then(lambda answer: answer["k"])` reads off its answer."""
+    reads: dict[int, str] = {}
     for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Subscript)
-            and isinstance(node.value, ast.Call)
-            and isinstance(node.slice, ast.Constant)
-            and isinstance(node.slice.value, str)
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "then"
+            and isinstance(node.func.value, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Lambda)
         ):
-            reads[id(node.value)] = node.slice.value
+            continue
+        body = node.args[0].body
+        if (
+            isinstance(body, ast.Subscript)
+            and isinstance(body.slice, ast.Constant)
+            and isinstance(body.slice.value, str)
+        ):
+            reads[id(node.func.value)] = body.slice.value
+    return reads
+
+
+def _operations_class(tree: ast.Module) -> ast.ClassDef:
+    return next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_Operations")
+
+
+def sdk_calls() -> list[tuple[int, str, str, str | None, str | None]]:
+    """(line, METHOD, path template, _list key, a field read off the answer) per request the
+    SDK's _Operations describes."""
+    tree = ast.parse(SDK.read_text())
+    reads = _field_reads(tree)
     found = []
-    for fn in ast.walk(tree):
+    for fn in ast.walk(_operations_class(tree)):
         if not isinstance(fn, ast.FunctionDef):
             continue
         local = {
@@ -171,10 +196,36 @@ def sdk_calls() -> list[tuple[int, str, str, str | None, str | None]]:
             key = next(
                 (k.value.value for k in node.keywords if k.arg == "key" and isinstance(k.value, ast.Constant)), None
             )
-            # a path passed through (request(), _obj's own body) is no route: no template
+            # a path passed through (request()) is no route: no template
             for path in _path_templates(call[1], local):
                 found.append((node.lineno, call[0], path, key, reads.get(id(node))))
     return found
+
+
+def _sent(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The operations a client method sends: each `_OPS.<name>(...)` it calls."""
+    return [
+        node.func.attr
+        for node in ast.walk(fn)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "_OPS"
+    ]
+
+
+def test_both_clients_send_each_operation_as_described() -> None:
+    """Client and AsyncClient: every operation of _Operations is a method of each, and that
+    method sends exactly that operation's description (so the checks above cover both)."""
+    tree = ast.parse(SDK.read_text())
+    described = {f.name for f in _operations_class(tree).body if isinstance(f, ast.FunctionDef)}
+    assert {"recall", "download_archive", "export_chunks", "import_file"} <= described
+    for name in ("Client", "AsyncClient"):
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+        methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+        assert set(methods) == {d for d in described if not d.startswith("_")}, name
+        wrong = {m: _sent(f) for m, f in methods.items() if _sent(f) != [m]}
+        assert wrong == {}, f"{name} methods that do not send their own operation: {wrong}"
 
 
 def test_the_sdk_calls_only_documented_operations() -> None:
