@@ -426,7 +426,7 @@ class Tools:
         ] = None,
     ) -> dict[str, Any]:
         """Search several agents' memories and shared pools at once: one ranked list, each
-        memory naming its "agent_id" (a pool's also its "pool"). Needs the memories:read
+        memory naming its "agent_id" (a pool's memory: its "pool"). Needs the memories:read
         scope, and a key that reaches every agent and pool named."""
         if self._agent is None:
             named = list(agents or [])
