@@ -726,14 +726,14 @@ class _AsyncTransport(_Transport):
         super().__init__(retries)
         self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout, headers=_headers(api_key))
 
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         await self._http.aclose()
 
     async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *_: Any) -> None:
-        await self.aclose()
+        await self.close()
 
     async def _send(self, op: _Op[T]) -> T:
         content = op.kwargs.get("content")
