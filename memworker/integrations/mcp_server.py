@@ -51,8 +51,9 @@ INSTRUCTIONS = """Long-term memory for this agent, served by memworker.
 - recall_agents: one ranked search over several agents' memories and shared pools.
 - pools, pool_memories, share_memory: the tenant's shared pools, what one holds, and sharing a
   memory into one.
-- pool_proposals, approve_proposal, reject_proposal: facts several agents learnt, waiting for a
-  decision before they enter a pool."""
+- pool_proposals (and, where offered, approve_proposal, reject_proposal): facts several agents
+  learnt, waiting for a decision before they enter a pool.
+A tool this server's API key may not use answers with the API's refusal (HTTP 403, naming the scope)."""
 
 # How long remember(wait=True) waits for a worker to store the episode.
 WAIT_S = 30.0
