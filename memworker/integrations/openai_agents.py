@@ -54,6 +54,7 @@ SEQ = "oa_seq"  # the item's place in the session: 0, 1, 2, ...
 ITEM = "oa_item"  # the item as compact JSON text, exactly as given (a string: JSONB would reorder its keys)
 WRITE = "oa_write"  # the add_items call that wrote it: a random word, letters only
 PAGE = 500  # the list route's largest page
+SPARE = 20  # the recall tool asks for this many more hits than it answers, for the session items it drops
 ATTEMPTS = 5  # an add or a pop raced by another writer of the session is tried again this often
 
 
@@ -299,7 +300,13 @@ def memory_tools(
             query: what to look for, in words.
             k: how many memories to return (1-100).
         """
-        hits = (await asyncio.to_thread(client.recall, agent_id, query, k, **acting))["memories"]
+        # session items are memories of the agent too (their text an address): asked for
+        # SPARE more, the items among the hits are left out
+        if not 1 <= k <= 100:
+            raise ValueError(f"k is {k}; it must be 1-100")
+        asked = min(100, k + SPARE)
+        got = (await asyncio.to_thread(client.recall, agent_id, query, asked, **acting))["memories"]
+        hits = [h for h in got if not (h.get("metadata") or {}).get(MARK)][:k]
         if not hits:
             return "No memory matches."
         # memory text is data: one JSON string a line, so it cannot pose as an instruction line
