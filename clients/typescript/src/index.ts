@@ -79,13 +79,14 @@ export class Client {
     return this.http.call({ ...req, method, path });
   }
 
-  private op<K extends OpKey>(
+  /** The operation's call (an id that cannot be a path segment rejects, sending nothing). */
+  private async op<K extends OpKey>(
     key: K,
     params: Record<string, string | number>,
     req: Omit<Request, "method" | "path"> = {},
   ): Promise<Answer<K>> {
     const [method, path] = key.split(" ", 2) as [string, string];
-    return this.http.call({ ...req, method, path: fill(path, params) }) as Promise<Answer<K>>;
+    return (await this.http.call({ ...req, method, path: fill(path, params) })) as Answer<K>;
   }
 
   private pathOf<K extends OpKey>(key: K, params: Record<string, string | number>): string {
@@ -462,7 +463,7 @@ export class Client {
   }
 
   /** The archive as stored: gzip-compressed JSONL bytes. */
-  downloadArchive(agentId: string, sessionId: string, version: number, opts?: Acting): Promise<Uint8Array> {
+  async downloadArchive(agentId: string, sessionId: string, version: number, opts?: Acting): Promise<Uint8Array> {
     const params = { agent_id: agentId, session_id: sessionId, version };
     const path = this.pathOf("GET /v1/agents/{agent_id}/sessions/{session_id}/archives/{version}", params);
     return this.http.bytes({ ...this.acting(opts), method: "GET", path });
@@ -480,13 +481,13 @@ export class Client {
 
   // export and import (docs/export.md)
   /** The agent's whole export (NDJSON) in memory; exportChunks streams a large one. */
-  downloadExport(agentId: string, embeddings = false, opts?: CallOptions): Promise<Uint8Array> {
+  async downloadExport(agentId: string, embeddings = false, opts?: CallOptions): Promise<Uint8Array> {
     const path = this.pathOf("GET /v1/agents/{agent_id}/export", { agent_id: agentId });
     return this.http.bytes({ ...opts, method: "GET", path, query: { embeddings } });
   }
 
   /** The agent's export (NDJSON) as it arrives (`ndjson(stream)` parses its lines). */
-  exportChunks(agentId: string, embeddings = false, opts?: CallOptions): Promise<ReadableStream<Uint8Array>> {
+  async exportChunks(agentId: string, embeddings = false, opts?: CallOptions): Promise<ReadableStream<Uint8Array>> {
     const path = this.pathOf("GET /v1/agents/{agent_id}/export", { agent_id: agentId });
     return this.http.stream({ ...opts, method: "GET", path, query: { embeddings } });
   }

@@ -976,8 +976,9 @@ export interface paths {
         /**
          * Import File
          * @description Import an NDJSON body: a memworker export (a restore, in one transaction), a JSONL of
-         *     {"text": ...} lines or LangGraph items (the ordinary batch write). Every line is checked
-         *     first: a bad one is a 422 naming its line, and nothing is written.
+         *     {"text": ...} lines, LangGraph items or Mem0 get_all answers (the ordinary batch write). Every
+         *     line (a Mem0 file's every memory) is checked first: a bad one is a 422 naming it, and
+         *     nothing is written.
          */
         post: operations["import_file_v1_agents__agent_id__import_post"];
         delete?: never;
@@ -1252,7 +1253,7 @@ export interface components {
              * K
              * @default 5
              */
-            k: number;
+            k?: number;
             /** Tiers */
             tiers?: components["schemas"]["Tier"][] | null;
             /** Kinds */
@@ -1269,7 +1270,7 @@ export interface components {
              * Explain
              * @default false
              */
-            explain: boolean;
+            explain?: boolean;
             /**
              * Subject
              * @description who or what this is about (an end user, a customer, a peer agent); absent: the agent's general knowledge
@@ -1280,7 +1281,7 @@ export interface components {
              * @description an audit: superseded memories still kept for history are ranked too, each with its valid_to and superseded_by
              * @default false
              */
-            include_superseded: boolean;
+            include_superseded?: boolean;
             /** Agents */
             agents?: string[];
             /**
@@ -1441,7 +1442,7 @@ export interface components {
              * Reason
              * @default
              */
-            reason: string;
+            reason?: string;
         };
         /**
          * DeliveryList
@@ -1555,7 +1556,7 @@ export interface components {
              * @description keep the turns (messages kept verbatim) of the episodes this erases
              * @default false
              */
-            keep_turns: boolean;
+            keep_turns?: boolean;
         };
         /**
          * Forgotten
@@ -1733,7 +1734,7 @@ export interface components {
              * Name
              * @default
              */
-            name: string;
+            name?: string;
             /**
              * Scopes
              * @description each of memworker.keys.SCOPES
@@ -1810,23 +1811,23 @@ export interface components {
              * @default fact
              * @enum {string}
              */
-            kind: "fact" | "preference" | "decision" | "method" | "conclusion" | "event" | "insight" | "summary";
+            kind?: "fact" | "preference" | "decision" | "method" | "conclusion" | "event" | "insight" | "summary";
             /**
              * Tier
              * @default L1
              * @enum {string}
              */
-            tier: "L0" | "L1" | "L2";
+            tier?: "L0" | "L1" | "L2";
             /**
              * Salience
              * @default 0.5
              */
-            salience: number;
+            salience?: number;
             /**
              * Confidence
              * @default 0.7
              */
-            confidence: number;
+            confidence?: number;
             /** Expires At */
             expires_at?: string | null;
             /** Metadata */
@@ -2096,7 +2097,7 @@ export interface components {
              * K
              * @default 5
              */
-            k: number;
+            k?: number;
             /** Tiers */
             tiers?: components["schemas"]["Tier"][] | null;
             /** Kinds */
@@ -2113,7 +2114,7 @@ export interface components {
              * Explain
              * @default false
              */
-            explain: boolean;
+            explain?: boolean;
             /**
              * Subject
              * @description who or what this is about (an end user, a customer, a peer agent); absent: the agent's general knowledge
@@ -2124,7 +2125,7 @@ export interface components {
              * @description an audit: superseded memories still kept for history are ranked too, each with its valid_to and superseded_by
              * @default false
              */
-            include_superseded: boolean;
+            include_superseded?: boolean;
         };
         /** Recalled */
         Recalled: {
@@ -2146,7 +2147,7 @@ export interface components {
              * Reason
              * @default
              */
-            reason: string;
+            reason?: string;
         };
         /** RestoreIn */
         RestoreIn: {
@@ -2440,7 +2441,7 @@ export interface components {
              * @description keep the turns (messages kept verbatim) of the episodes this erases
              * @default false
              */
-            keep_turns: boolean;
+            keep_turns?: boolean;
         };
         /**
          * SubjectForgotten
@@ -2558,7 +2559,7 @@ export interface components {
              * Description
              * @default
              */
-            description: string;
+            description?: string;
         };
         /** WebhookList */
         WebhookList: {
@@ -4700,8 +4701,8 @@ export interface operations {
     import_file_v1_agents__agent_id__import_post: {
         parameters: {
             query?: {
-                /** @description auto: told by the first line */
-                format?: "auto" | "memworker" | "jsonl" | "langgraph";
+                /** @description auto: told by the file's start */
+                format?: "auto" | "memworker" | "jsonl" | "langgraph" | "mem0";
             };
             header?: never;
             path: {
