@@ -80,7 +80,7 @@ class Policy:
     supersede_min_confidence: float = 0.7
     superseded_keep_days: float | None = 90.0  # retired versions stay for history this long
     retention_batch: int = 500  # rows per short transaction in the retention sweep
-    retention_statement_timeout_s: int = 60  # a sweep statement running longer is cancelled (0: no limit)
+    retention_statement_timeout_s: int = 60  # a sweep statement running longer is cancelled (1 s to a day)
     # sleep: per-agent consolidation passes (docs/consolidation.md)
     consolidation_enabled: bool | None = None  # None: on with the offline reflector, off with a paid LLM
     consolidation_interval_minutes: int = 30  # time gate: minutes since the last pass

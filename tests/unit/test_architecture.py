@@ -11,7 +11,7 @@
   aside).
 - Celery( is built only under tasks/.
 - memworker/ keeps at most 20 modules at its top level (__init__ and __main__ aside); the rest
-  live in rooms (subpackages).
+  live in packages (subpackages).
 
 An edge goes to the module an import names (`from memworker.storage import store` is an edge
 to memworker.storage.store), not to the packages above it: every package __init__ here is
@@ -58,7 +58,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     ("storage and models", {"memworker.storage", "memworker.models", "memworker.reflection"}),
     (
-        "lower rooms",
+        "lower packages",
         {
             "memworker.keys",
             "memworker.maintenance",
@@ -70,7 +70,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memworker.portability",  # export and import: storage, models and the domain's schemas
         },
     ),
-    ("orchestration rooms", {"memworker.sleep", "memworker.sessions"}),
+    ("orchestration packages", {"memworker.sleep", "memworker.sessions"}),
     ("erase", {"memworker.erase"}),  # forget reaches every copy: lifecycle, sessions, fleet
     ("clients", {"memworker.sdk", "memworker.local", "memworker.integrations"}),
     ("entry points", {"memworker", "memworker.api", "memworker.cli", "memworker.__main__", "tasks"}),
@@ -244,7 +244,7 @@ def package_edges() -> dict[str, set[str]]:
 
 def test_no_package_cycles() -> None:
     cycles = _cycles(package_edges())
-    assert not cycles, "package-level import cycles (rooms and top-level modules):\n" + "\n".join(
+    assert not cycles, "package-level import cycles (packages and top-level modules):\n" + "\n".join(
         " <-> ".join(c) for c in cycles
     )
 
