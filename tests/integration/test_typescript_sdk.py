@@ -72,7 +72,8 @@ def installed() -> None:
 @cache
 def openapi() -> dict[str, Any]:
     """The app's OpenAPI document, from the same script `npm run openapi` runs."""
-    return json.loads(ok(run(sys.executable, "scripts/openapi.py"), "scripts/openapi.py"))
+    document: dict[str, Any] = json.loads(ok(run(sys.executable, "scripts/openapi.py"), "scripts/openapi.py"))
+    return document
 
 
 def test_generated_types_match_the_api(tmp_path: Path) -> None:
@@ -80,7 +81,8 @@ def test_generated_types_match_the_api(tmp_path: Path) -> None:
     document = tmp_path / "openapi.json"
     document.write_text(json.dumps(openapi(), indent=2) + "\n")
     fresh = tmp_path / "schema.ts"
-    ok(run(str(SDK / "node_modules" / ".bin" / "openapi-typescript"), str(document), *GENERATOR_OPTIONS, "-o", str(fresh)), "openapi-typescript")
+    generator = str(SDK / "node_modules" / ".bin" / "openapi-typescript")
+    ok(run(generator, str(document), *GENERATOR_OPTIONS, "-o", str(fresh)), "openapi-typescript")
     committed = (SDK / "src" / "schema.ts").read_text()
     assert fresh.read_text() == committed, (
         "clients/typescript/src/schema.ts differs from the API's OpenAPI document; regenerate it "
@@ -93,7 +95,10 @@ def test_every_operation_has_a_client_method() -> None:
     ok(run(tool("npm"), "run", "build"), "npm run build")
     table = json.loads(ok(run(tool("node"), "scripts/operations.mjs"), "scripts/operations.mjs"))
     operations = {
-        f"{method.upper()} {path}" for path, ops in openapi()["paths"].items() if path.startswith("/v1/") for method in ops
+        f"{method.upper()} {path}"
+        for path, ops in openapi()["paths"].items()
+        if path.startswith("/v1/")
+        for method in ops
     }
     assert len(operations) > 40  # the whole API, not an empty document
     missing = sorted(operations - set(table["operations"]))
