@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import { createServer, type Server, type Socket } from "node:net";
 import { after, before, describe, test } from "node:test";
 
-import { ApiError, Client, ndjson, seg, Unreachable } from "@memworker/client";
+import { ApiError, Client, ndjson, seg, Unreachable } from "memworker";
 
 const URL_ = process.env.MEMWORKER_URL ?? "";
 const KEY = process.env.MEMWORKER_API_KEY ?? "";
