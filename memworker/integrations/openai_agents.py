@@ -18,8 +18,9 @@ memory of the agent, in the session (session_id), and of the session's subject:
 - an item's place is guarded by its idempotency key (session, place): two writers that
   raced for one place find out, and the later moves its items after the earlier's.
 
-Each add_items also sends the turn's user and assistant text as one episode, which the
-worker distils into long-term memories like any other episode.
+An add_items that holds the assistant's answer also sends the turn (the user's messages and
+the answer, text only) as one episode of the session, which the worker distils into
+long-term memories like any other episode.
 
 memory_tools gives an agent remember, recall and context as function tools; the API's
 refusals come back to the model as the tool's answer ("memworker refused the call: HTTP 422:
@@ -56,6 +57,7 @@ WRITE = "oa_write"  # the add_items call that wrote it: a random word, letters o
 PAGE = 500  # the list route's largest page
 SPARE = 20  # the recall tool asks for this many more hits than it answers, for the session items it drops
 ATTEMPTS = 5  # an add or a pop raced by another writer of the session is tried again this often
+LOOKBACK = 100  # how far back an answer looks for the user's side of its turn
 
 
 class SessionConflict(RuntimeError):
@@ -216,18 +218,36 @@ class MemworkerSession:
         return got if n is None else got[-n:]
 
     def _send_turn(self, items: list[TResponseInputItem], start: int) -> None:
-        """The items' user and assistant text as one episode of the session. Its idempotency
+        """A turn as one episode of the session, once the assistant has answered: the user's
+        messages of the turn and the assistant's new ones (text only). Without an answer
+        among the items nothing is sent yet: the user's side goes with the answer, as an
+        assistant message alone would be distilled as the agent's own log. Its idempotency
         key is the turn's place and text: a retried add sends it once."""
-        messages = [m for m in map(_message, items) if m is not None]
-        if not messages:
+        new = [m for m in map(_message, items) if m is not None]
+        if not any(m["role"] == "assistant" for m in new):
             return
-        scope = [self.agent_id, self.subject, self.session_id, start, messages]
+        if new[0]["role"] == "assistant":  # the user's side was stored by an earlier add
+            new = self._users_side() + new
+        scope = [self.agent_id, self.subject, self.session_id, start, new]
         key = "openai-agents:" + hashlib.sha256(json.dumps(scope).encode()).hexdigest()
         fields: dict[str, Any] = {"session_id": self.session_id, "idempotency_key": key}
         fields["metadata"] = {"source": "openai-agents"}
         if self.subject is not None:
             fields["subject"] = self.subject
-        self.client.add_episode(self.agent_id, messages=messages, **fields)
+        self.client.add_episode(self.agent_id, messages=new, **fields)
+
+    def _users_side(self) -> list[dict[str, str]]:
+        """The user messages of the turn the stored items end in: walking back from the end
+        past the turn's assistant messages, the user's up to the answer before them (within
+        the last LOOKBACK items)."""
+        before = [m for m in (_message(_item(x)) for x in self._tail(LOOKBACK)) if m is not None]
+        end = len(before)
+        while end and before[end - 1]["role"] == "assistant":
+            end -= 1
+        begin = end
+        while begin and before[begin - 1]["role"] == "user":
+            begin -= 1
+        return before[begin:end]
 
 
 def _seq(memory: dict[str, Any]) -> int:

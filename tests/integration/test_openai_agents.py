@@ -209,10 +209,9 @@ def test_turns_become_episodes_the_worker_distils(alice: Client, worker: Any) ->
         return sid
 
     sid = asyncio.run(main())
-    episodes = [e for e in alice.list_episodes(agent_id="oa-distil") if e.get("session_id") == sid]
-    assert len(episodes) == 2
-    for e in episodes:
-        alice.wait_for_episode("oa-distil", e["episode_id"], timeout=60)
+    # one episode: the user's message went with the answer; tool calls and outputs are not sent
+    (episode,) = [e for e in alice.list_episodes(agent_id="oa-distil") if e.get("session_id") == sid]
+    assert alice.wait_for_episode("oa-distil", episode["episode_id"], timeout=60)["status"] == "stored"
     turns = alice.list_memories("oa-distil", kind="turn", session=sid)["memories"]
     texts = sorted(t["text"] for t in turns)  # "speaker (date): what was said"
     assert len(texts) == 2, texts
@@ -283,7 +282,7 @@ def run(
     return str(result.final_output), session
 
 
-def test_memory_tools_through_a_run(alice: Client) -> None:
+def test_memory_tools_through_a_run(alice: Client, worker: Any) -> None:
     plan = [
         ("remember", {"text": "Ana's deploy window is Tuesday 14:00 UTC.", "kind": "fact"}),
         ("recall", {"query": "When is Ana's deploy window?", "k": 2}),
@@ -301,6 +300,12 @@ def test_memory_tools_through_a_run(alice: Client) -> None:
     items = asyncio.run(session.get_items())
     assert items[0] == {"role": "user", "content": "When can Ana deploy?"}
     assert [i.get("type") for i in items[1:]] == ["function_call", "function_call_output"] * 3 + ["message"]
+    # the Runner saved the run in several adds; the turn is one episode, the question with its answer
+    (episode,) = [e for e in alice.list_episodes(agent_id="oa-tools") if e["session_id"] == session.session_id]
+    assert alice.wait_for_episode("oa-tools", episode["episode_id"], timeout=60)["status"] == "stored"
+    turns = alice.list_memories("oa-tools", kind="turn", session=session.session_id, limit=100)["memories"]
+    assert {t["metadata"]["role"] for t in turns} == {"user", "assistant"}
+    assert any(t["text"].endswith(": When can Ana deploy?") for t in turns)
 
 
 def test_tool_errors_are_the_apis_messages(alice: Client) -> None:
