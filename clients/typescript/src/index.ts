@@ -115,7 +115,7 @@ export class Client {
     return this.op("GET /v1/agents/{agent_id}/episodes/{episode_id}", params, opts);
   }
 
-  /** Poll until the episode is stored or dead; TimeoutError after `timeoutMs` (default 60 s). */
+  /** Poll until the episode is stored or dead; TimeoutError after `waitMs` (default 60 s). */
   async waitForEpisode(agentId: string, episodeId: string, opts: CallOptions & { waitMs?: number } = {}) {
     const deadline = Date.now() + (opts.waitMs ?? 60_000);
     for (;;) {
@@ -180,7 +180,9 @@ export class Client {
    * metadata contains this object; subject: only that subject's memories. */
   listMemories(
     agentId: string,
-    filters: Omit<Query<"GET /v1/agents/{agent_id}/memories">, "metadata"> & { metadata?: Record<string, unknown> } = {},
+    filters: Omit<Query<"GET /v1/agents/{agent_id}/memories">, "metadata"> & {
+      metadata?: Record<string, unknown>;
+    } = {},
     opts?: CallOptions,
   ) {
     const { metadata, ...rest } = filters;
@@ -247,7 +249,8 @@ export class Client {
     for (;;) {
       const run = (await this.consolidationRuns(agentId, 200, opts)).find((r) => r.run_id === runId);
       if (run && DONE_RUN.includes(run.status)) return run;
-      if (Date.now() > deadline) throw new TimeoutError(`consolidation run ${runId} still ${run?.status} after waiting`);
+      if (Date.now() > deadline)
+        throw new TimeoutError(`consolidation run ${runId} still ${run?.status} after waiting`);
       await delay(200, opts.signal);
     }
   }
@@ -291,7 +294,12 @@ export class Client {
     return (await this.op("GET /v1/pools", {}, opts)).pools;
   }
 
-  addPoolMemory(pool: string, text: string, fields: Fields<"POST /v1/pools/{pool}/memories", "text"> = {}, opts?: CallOptions) {
+  addPoolMemory(
+    pool: string,
+    text: string,
+    fields: Fields<"POST /v1/pools/{pool}/memories", "text"> = {},
+    opts?: CallOptions,
+  ) {
     return this.op("POST /v1/pools/{pool}/memories", { pool }, { ...opts, json: { text, ...fields } });
   }
 
@@ -421,7 +429,12 @@ export class Client {
 
   /** The runtime context; options: session_id, max_tokens, k, context_used (0..1) or
    * used_tokens and window_tokens, subject. */
-  context(agentId: string, query: string, options: Fields<"POST /v1/agents/{agent_id}/context", "query"> = {}, opts?: CallOptions) {
+  context(
+    agentId: string,
+    query: string,
+    options: Fields<"POST /v1/agents/{agent_id}/context", "query"> = {},
+    opts?: CallOptions,
+  ) {
     const json = { query, ...options };
     return this.op("POST /v1/agents/{agent_id}/context", { agent_id: agentId }, { ...opts, json });
   }
@@ -517,7 +530,12 @@ export class Client {
 
   // webhooks
   /** Register a webhook for pre_turn, post_turn and/or archive; the answer's secret is shown once. */
-  addWebhook(url: string, events: string[], fields: Fields<"POST /v1/webhooks", "url" | "events"> = {}, opts?: CallOptions) {
+  addWebhook(
+    url: string,
+    events: string[],
+    fields: Fields<"POST /v1/webhooks", "url" | "events"> = {},
+    opts?: CallOptions,
+  ) {
     return this.op("POST /v1/webhooks", {}, { ...opts, json: { url, events, ...fields } });
   }
 

@@ -72,7 +72,10 @@ describe("episodes", () => {
 describe("memories", () => {
   test("add, get, list, update and delete a memory", async () => {
     const bot = agent("crud");
-    const m = await client.addMemory(bot, "Escalations go to the #sre channel.", { kind: "method", metadata: { team: "sre" } });
+    const m = await client.addMemory(bot, "Escalations go to the #sre channel.", {
+      kind: "method",
+      metadata: { team: "sre" },
+    });
     assert.equal(m.text, "Escalations go to the #sre channel.");
     assert.equal(m.kind, "method");
     assert.equal((await client.getMemory(bot, m.id)).id, m.id);
@@ -84,7 +87,10 @@ describe("memories", () => {
     );
     assert.deepEqual((await client.listMemories(bot, { metadata: { team: "none" } })).memories, []);
 
-    const changed = await client.updateMemory(bot, m.id, { text: "Escalations go to the #oncall channel.", salience: 0.9 });
+    const changed = await client.updateMemory(bot, m.id, {
+      text: "Escalations go to the #oncall channel.",
+      salience: 0.9,
+    });
     assert.equal(changed.text, "Escalations go to the #oncall channel.");
     assert.equal((await client.getMemory(bot, m.id)).text, "Escalations go to the #oncall channel.");
 
@@ -126,7 +132,14 @@ describe("sessions", () => {
     assert.match(JSON.stringify(read), /no downtime during business hours/);
 
     const milestones = [
-      { id: "m1", title: "prepare", steps: [{ id: "s1", title: "snapshot" }, { id: "s2", title: "rehearse" }] },
+      {
+        id: "m1",
+        title: "prepare",
+        steps: [
+          { id: "s1", title: "snapshot" },
+          { id: "s2", title: "rehearse" },
+        ],
+      },
     ];
     const plan = await client.setPlan(bot, "s-1", milestones, "migration");
     assert.equal(plan.session_id, "s-1");
@@ -235,18 +248,26 @@ describe("tenants", () => {
     memoryId = (await client.addMemory(bot, "The vault combination is kept by the CFO.")).id;
   });
 
-  test("another tenant's key sees nothing of this tenant's memories", { skip: !OTHER_KEY && "MEMWORKER_OTHER_API_KEY not set" }, async () => {
-    const other = new Client(URL_, OTHER_KEY);
-    const hidden = await refused(other.getMemory(bot, memoryId));
-    assert.equal(hidden.status, 404);
-    const calls = [() => other.recall(bot, "vault combination"), () => other.listMemories(bot), () => other.downloadExport(bot)];
-    for (const call of calls) {
-      const unknown = await refused(call());
-      assert.equal(unknown.status, 404); // this tenant's agent does not exist for another
-      assert.match(unknown.apiMessage, /not found/);
-    }
-    assert.equal((await client.getMemory(bot, memoryId)).id, memoryId); // still there for its owner
-  });
+  test(
+    "another tenant's key sees nothing of this tenant's memories",
+    { skip: !OTHER_KEY && "MEMWORKER_OTHER_API_KEY not set" },
+    async () => {
+      const other = new Client(URL_, OTHER_KEY);
+      const hidden = await refused(other.getMemory(bot, memoryId));
+      assert.equal(hidden.status, 404);
+      const calls = [
+        () => other.recall(bot, "vault combination"),
+        () => other.listMemories(bot),
+        () => other.downloadExport(bot),
+      ];
+      for (const call of calls) {
+        const unknown = await refused(call());
+        assert.equal(unknown.status, 404); // this tenant's agent does not exist for another
+        assert.match(unknown.apiMessage, /not found/);
+      }
+      assert.equal((await client.getMemory(bot, memoryId)).id, memoryId); // still there for its owner
+    },
+  );
 });
 
 describe("retries", () => {
