@@ -86,7 +86,8 @@ export function retryAfterMs(resp: Response, capMs: number): number {
   return Number.isFinite(seconds) ? Math.min(capMs, Math.max(0, seconds * 1000)) : Math.min(capMs, 1000);
 }
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+/** Wait `ms`, or reject with the signal's reason when it aborts first. */
+export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const done = (): void => {

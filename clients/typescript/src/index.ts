@@ -12,6 +12,7 @@ import {
   type OpKey,
   type Query,
   type Request,
+  sleep,
   Transport,
 } from "./http.js";
 import type { components } from "./schema.js";
@@ -35,19 +36,12 @@ export interface Acting extends CallOptions {
   subject?: string;
 }
 
-export class TimeoutError extends Error {
+/** A wait (waitForEpisode, waitForRun) ran out before the work was done. */
+export class WaitTimeout extends Error {
   constructor(message: string) {
     super(message);
-    this.name = "TimeoutError";
+    this.name = "WaitTimeout";
   }
-}
-
-function delay(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => (clearTimeout(timer), reject(signal.reason)), { once: true });
-  });
 }
 
 /** The JSON objects of an NDJSON stream (an export), one per line, as they arrive. */
@@ -115,14 +109,14 @@ export class Client {
     return this.op("GET /v1/agents/{agent_id}/episodes/{episode_id}", params, opts);
   }
 
-  /** Poll until the episode is stored or dead; TimeoutError after `waitMs` (default 60 s). */
+  /** Poll until the episode is stored or dead; WaitTimeout after `waitMs` (default 60 s). */
   async waitForEpisode(agentId: string, episodeId: string, opts: CallOptions & { waitMs?: number } = {}) {
     const deadline = Date.now() + (opts.waitMs ?? 60_000);
     for (;;) {
       const ep = await this.getEpisode(agentId, episodeId, opts);
       if (DONE_EPISODE.includes(ep.status)) return ep;
-      if (Date.now() > deadline) throw new TimeoutError(`episode ${episodeId} still ${ep.status} after waiting`);
-      await delay(100, opts.signal);
+      if (Date.now() > deadline) throw new WaitTimeout(`episode ${episodeId} still ${ep.status} after waiting`);
+      await sleep(100, opts.signal);
     }
   }
 
@@ -243,15 +237,14 @@ export class Client {
     return this.op("GET /v1/agents/{agent_id}/consolidation", { agent_id: agentId }, opts);
   }
 
-  /** Poll until the run is done, skipped or failed; TimeoutError after `waitMs` (default 60 s). */
+  /** Poll until the run is done, skipped or failed; WaitTimeout after `waitMs` (default 60 s). */
   async waitForRun(agentId: string, runId: string, opts: CallOptions & { waitMs?: number } = {}) {
     const deadline = Date.now() + (opts.waitMs ?? 60_000);
     for (;;) {
       const run = (await this.consolidationRuns(agentId, 200, opts)).find((r) => r.run_id === runId);
       if (run && DONE_RUN.includes(run.status)) return run;
-      if (Date.now() > deadline)
-        throw new TimeoutError(`consolidation run ${runId} still ${run?.status} after waiting`);
-      await delay(200, opts.signal);
+      if (Date.now() > deadline) throw new WaitTimeout(`consolidation run ${runId} still ${run?.status} after waiting`);
+      await sleep(200, opts.signal);
     }
   }
 

@@ -150,6 +150,17 @@ describe("sessions", () => {
     const ctx = await client.context(bot, "what next?", { session_id: "s-1", max_tokens: 400 });
     assert.match(JSON.stringify(ctx), /no downtime during business hours/);
     assert.ok((await client.sessions(bot)).some((x) => x.session_id === "s-1"));
+
+    assert.equal((await client.archiveSession(bot, "s-1")).version, 1);
+    assert.deepEqual(
+      (await client.archives(bot, "s-1")).map((a) => a.version),
+      [1],
+    );
+    const lines = await client.readArchive(bot, "s-1", 1);
+    assert.equal(lines[0]?.type, "header");
+    assert.equal(lines.at(-1)?.type, "footer");
+    assert.deepEqual([...(await client.downloadArchive(bot, "s-1", 1)).slice(0, 2)], [0x1f, 0x8b]); // gzip, as stored
+    assert.equal((await client.restoreSession(bot, "s-1")).status, "open");
   });
 
   test("the subject a caller acts for guards a session", async () => {
@@ -158,6 +169,28 @@ describe("sessions", () => {
     assert.equal((await client.session(bot, "chat-a", { subject: "cust-a" })).session_id, "chat-a");
     const other = await refused(client.working(bot, "chat-a", { subject: "cust-b" }));
     assert.equal(other.status, 403);
+  });
+});
+
+describe("the tenant", () => {
+  test("agents, usage, policy and a memory's history; a key without the keys scope mints none", async () => {
+    const bot = agent("admin");
+    const m = await client.addMemory(bot, "Backups are kept for 35 days.");
+    assert.ok((await client.history(bot, m.id)).events.length > 0);
+    const seen: string[] = [];
+    let cursor: string | null | undefined;
+    do {
+      const page = await client.agents({ limit: 2, cursor });
+      seen.push(...page.agents.map((a) => a.agent_id));
+      cursor = page.next_cursor;
+    } while (cursor);
+    assert.ok(seen.includes(bot), JSON.stringify(seen));
+    assert.ok("effective" in (await client.policy(bot)));
+    assert.ok("effective" in (await client.policy()));
+    assert.ok((await client.usage(bot)) !== undefined);
+    const denied = await refused(client.createKey(["memories:read"]));
+    assert.equal(denied.status, 403);
+    assert.match(denied.apiMessage, /keys/);
   });
 });
 
