@@ -92,7 +92,11 @@ def test_generated_types_match_the_api(tmp_path: Path) -> None:
 
 def test_every_operation_has_a_client_method() -> None:
     installed()
-    ok(run(tool("npm"), "run", "build"), "npm run build")
+    build = run(tool("npm"), "run", "build")
+    assert build.returncode == 0, (
+        f"the TypeScript SDK does not build:\n{build.stdout}\n{build.stderr}\nOPERATIONS (src/index.ts) must "
+        f"name a Client method for every operation of src/schema.ts; regenerate the types with `{REGENERATE}`"
+    )
     table = json.loads(ok(run(tool("node"), "scripts/operations.mjs"), "scripts/operations.mjs"))
     operations = {
         f"{method.upper()} {path}"
