@@ -47,6 +47,7 @@ except ImportError as exc:  # the extra is optional: say how to get it, not just
         "memworker.integrations.openai_agents needs the OpenAI Agents SDK: pip install 'memworker[openai-agents]'"
     ) from exc
 
+from memworker import errors
 from memworker.sdk import ApiError, Client
 
 # metadata entries of a memory that holds a session item
@@ -60,8 +61,12 @@ ATTEMPTS = 5  # an add or a pop raced by another writer of the session is tried 
 LOOKBACK = 100  # how far back an answer looks for the user's side of its turn
 
 
-class SessionConflict(RuntimeError):
+class SessionConflict(errors.MemworkerError):
     """Other writers kept taking the places this add_items chose (or the item it meant to pop)."""
+
+
+class SessionArchived(errors.MemworkerError):
+    """An add, pop or clear of a session that is archived (the API's own writes to it are 409)."""
 
 
 class MemworkerSession:
@@ -98,7 +103,7 @@ class MemworkerSession:
         """The latest `limit` items (all for None: the session settings' limit, else every
         item), oldest first."""
         n = resolve_session_limit(limit, self.session_settings)
-        return await asyncio.to_thread(self._locked, self._get_items, n)
+        return await asyncio.to_thread(self._locked, self._get_items, n, writing=False)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         await asyncio.to_thread(self._locked, self._add_items, list(items))
@@ -111,19 +116,25 @@ class MemworkerSession:
 
     # --- the blocking side ---------------------------------------------------------------------
 
-    def _locked(self, op: Callable[..., Any], *args: Any) -> Any:
+    def _locked(self, op: Callable[..., Any], *args: Any, writing: bool = True) -> Any:
         with self._lock:
-            self._open()
+            if writing or not self._opened:
+                self._open(writing=writing)
             return op(*args)
 
-    def _open(self) -> None:
-        """Open the memworker session once per object (an existing one answers unchanged, and
-        another subject's is the API's 403)."""
-        if not self._opened:
-            self.client.create_session(
-                self.agent_id, self.session_id, subject=self.subject, metadata={"source": "openai-agents"}
+    def _open(self, *, writing: bool) -> None:
+        """Open the memworker session (an existing one answers unchanged, another subject's is
+        the API's 403): once per object before reading, before every write, as an archived
+        session takes no writes until it is restored."""
+        row = self.client.create_session(
+            self.agent_id, self.session_id, subject=self.subject, metadata={"source": "openai-agents"}
+        )
+        self._opened = True
+        if writing and row.get("status") == "archived":
+            raise SessionArchived(
+                f"session {self.session_id!r} of agent {self.agent_id!r} is archived: restore it "
+                "(Client.restore_session) to change its items"
             )
-            self._opened = True
 
     def _get_items(self, limit: int | None) -> list[TResponseInputItem]:
         return [_item(m) for m in self._tail(limit)]

@@ -32,7 +32,7 @@ from agents.memory import Session, SessionSettings
 from agents.usage import Usage
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-from memworker.integrations.openai_agents import MARK, MemworkerSession, memory_tools
+from memworker.integrations.openai_agents import MARK, MemworkerSession, SessionArchived, memory_tools
 from memworker.sdk import ApiError, Client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,6 +159,23 @@ def test_tenants_and_session_ids_are_isolated(api: str, tenants: dict[str, Any],
             with pytest.raises(ApiError) as exc:
                 await MemworkerSession(alice, "oa-bot", subj.session_id, subject="cust-7").get_items()
             assert exc.value.status == 403 and "not subject 'cust-7'" in str(exc.value)
+
+    asyncio.run(main())
+
+
+def test_an_archived_session_is_read_but_not_changed(alice: Client) -> None:
+    async def main() -> None:
+        s = MemworkerSession(alice, "oa-bot", new_id(), episodes=False)
+        await s.add_items([user("before the archive")])
+        alice.archive_session("oa-bot", s.session_id)
+        assert await s.get_items() == [user("before the archive")]
+        for change in (s.add_items([user("after")]), s.pop_item(), s.clear_session()):
+            with pytest.raises(SessionArchived, match="is archived: restore it"):
+                await change
+        assert await s.get_items() == [user("before the archive")]
+        alice.restore_session("oa-bot", s.session_id)
+        await s.add_items([user("after the restore")])
+        assert await s.get_items() == [user("before the archive"), user("after the restore")]
 
     asyncio.run(main())
 
