@@ -23,10 +23,10 @@ def register(sub: Any) -> None:
     ex.add_argument("--embeddings", action="store_true", help="include each memory's vector")
     ex.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     ex.set_defaults(func=cmd_export)
-    im = sub.add_parser("import", help="import a memworker export, a JSONL of texts or LangGraph items")
+    im = sub.add_parser("import", help="import a memworker export, a JSONL of texts, LangGraph items or a Mem0 export")
     im.add_argument("file", type=Path)
     im.add_argument("--agent", required=True)
-    im.add_argument("--format", choices=["auto", "memworker", "jsonl", "langgraph"], default="auto")
+    im.add_argument("--format", choices=["auto", "memworker", "jsonl", "langgraph", "mem0"], default="auto")
     im.add_argument("--json", action="store_true", help="print the report as JSON")
     im.set_defaults(func=cmd_import)
 

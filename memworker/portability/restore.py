@@ -22,10 +22,11 @@ from memworker import errors, memories, tokens
 from memworker.models.embeddings import Embedder
 from memworker.policy import Policy
 from memworker.portability import format as fmt
+from memworker.portability import mem0
 from memworker.storage import db, portability_db, store
 
 CHUNK = 500  # lines written per statement
-MEMWORKER, JSONL, LANGGRAPH = "memworker", "jsonl", "langgraph"
+MEMWORKER, JSONL, LANGGRAPH, MEM0 = "memworker", "jsonl", "langgraph", mem0.MEM0
 
 
 class LineError(errors.InvalidInput):
@@ -60,8 +61,11 @@ def count_lines(path: Path) -> int:
 
 
 def sniff(path: Path) -> str:
-    """The file's format, from its first line: a memworker export's header, a LangGraph store
-    item (namespace, key, value) or a plain {"text": ...} line."""
+    """The file's format, from its start: a Mem0 get_all answer ({"results": ...}), else from its
+    first line: a memworker export's header, a LangGraph store item (namespace, key, value) or a
+    plain {"text": ...} line."""
+    if mem0.looks_like(path):
+        return MEM0
     for n, obj in numbered(path):
         if not isinstance(obj, dict):
             raise LineError(n, "not a JSON object")
@@ -71,7 +75,9 @@ def sniff(path: Path) -> str:
             return LANGGRAPH
         if "text" in obj:
             return JSONL
-        raise LineError(n, 'neither a memworker export header, a LangGraph item nor a {"text": ...} line')
+        raise LineError(
+            n, 'neither a memworker export header, a LangGraph item, a {"text": ...} line nor a Mem0 {"results": ...}'
+        )
     raise errors.InvalidInput("the file holds no lines")
 
 

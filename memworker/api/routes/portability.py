@@ -1,10 +1,11 @@
 """Export and import (data portability, docs/export.md): an agent's data, or one subject's
 across the tenant's agents, streamed as NDJSON; and an import of such a file (a restore), of a
-plain JSONL of texts, or of LangGraph store items."""
+plain JSONL of texts, of LangGraph store items, or a Mem0 export (its get_all answers)."""
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -17,7 +18,7 @@ from memworker import errors, keys, memories
 from memworker.api.deps import AgentId, check_metadata, principal, resources, tx
 from memworker.api.routes import memories as memory_routes
 from memworker.models import embeddings
-from memworker.portability import export, foreign, restore
+from memworker.portability import export, foreign, mem0, restore
 from memworker.portability import format as fmt
 from memworker.schemas import ImportReport, MemoryIn
 from memworker.storage import store
@@ -88,14 +89,15 @@ def export_subject(
 async def import_file(
     agent_id: AgentId,
     request: Request,
-    format: Literal["auto", "memworker", "jsonl", "langgraph"] = Query(
-        "auto", description="auto: told by the first line"
+    format: Literal["auto", "memworker", "jsonl", "langgraph", "mem0"] = Query(
+        "auto", description="auto: told by the file's start"
     ),
     p: keys.Principal = Depends(principal),
 ) -> dict[str, Any]:
     """Import an NDJSON body: a memworker export (a restore, in one transaction), a JSONL of
-    {"text": ...} lines or LangGraph items (the ordinary batch write). Every line is checked
-    first: a bad one is a 422 naming its line, and nothing is written."""
+    {"text": ...} lines, LangGraph items or Mem0 get_all answers (the ordinary batch write). Every
+    line (a Mem0 file's every memory) is checked first: a bad one is a 422 naming it, and
+    nothing is written."""
     p.require("memories:write", agent_id)
     with tempfile.TemporaryDirectory(prefix="memworker-import-") as folder:
         path = Path(folder) / "body.ndjson"
@@ -122,20 +124,34 @@ def _import(request: Request, p: keys.Principal, agent_id: str, path: Path, forc
 
 
 def _report(kind: str, path: Path, counts: dict[str, int]) -> dict[str, Any]:
-    base = {"format": kind, "lines": restore.count_lines(path), "memories_written": 0, "memories_existing": 0}
+    # a Mem0 file's "lines" are its memories (its answers may be pretty-printed)
+    lines = sum(1 for _ in mem0.items(path)) if kind == restore.MEM0 else restore.count_lines(path)
+    base = {"format": kind, "lines": lines, "memories_written": 0, "memories_existing": 0}
     return base | {"reembedded": 0} | counts
 
 
 def _bodies(request: Request, path: Path, kind: str) -> Any:
-    """Each line of a foreign file as a write (LineError for one that is not)."""
+    """Each line (a Mem0 file's each memory) of a foreign file as a write; InvalidInput names
+    the first one that is not."""
+    if kind == restore.MEM0:
+        for where, obj in mem0.items(path):
+            yield _body(request, mem0.memory, obj, where)
+        return
     make = foreign.langgraph if kind == restore.LANGGRAPH else foreign.plain
     for n, obj in restore.numbered(path):
         try:
-            body: MemoryIn = make(obj)
-            check_metadata(request, body.metadata)
-        except (ValueError, errors.InvalidInput) as exc:
+            yield _body(request, make, obj, "")
+        except errors.InvalidInput as exc:
             raise restore.LineError(n, str(exc)) from None
-        yield body
+
+
+def _body(request: Request, make: Callable[[Any], MemoryIn], obj: Any, where: str) -> MemoryIn:
+    try:
+        body = make(obj)
+        check_metadata(request, body.metadata)
+    except (ValueError, errors.InvalidInput) as exc:
+        raise errors.InvalidInput(f"{where}: {exc}" if where else str(exc)) from None
+    return body
 
 
 def _write_foreign(request: Request, p: keys.Principal, agent_id: str, path: Path, kind: str) -> dict[str, Any]:
