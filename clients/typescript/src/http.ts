@@ -51,7 +51,9 @@ export interface ClientOptions {
 
 export type QueryValue = string | number | boolean | null | undefined;
 
-export interface Request extends CallOptions {
+/** One request: a path under the base URL, its query (undefined and null values left out), and
+ * a JSON body (`json`) or a raw one (`body`). */
+export interface Call extends CallOptions {
   method: string;
   path: string;
   query?: Record<string, QueryValue>;
@@ -161,7 +163,7 @@ export class Transport {
   }
 
   /** The decoded JSON answer (undefined when empty), or ApiError/Unreachable. */
-  async call(req: Request): Promise<unknown> {
+  async call(req: Call): Promise<unknown> {
     return this.exchange(req, async (resp) => {
       const text = await resp.text();
       return text ? (JSON.parse(text) as unknown) : undefined;
@@ -169,16 +171,16 @@ export class Transport {
   }
 
   /** The answer's bytes (a download), or ApiError/Unreachable. */
-  async bytes(req: Request): Promise<Uint8Array> {
+  async bytes(req: Call): Promise<Uint8Array> {
     return this.exchange(req, async (resp) => new Uint8Array(await resp.arrayBuffer()));
   }
 
   /** The answer's body as it arrives; the timeout covers the wait for its headers only. */
-  async stream(req: Request): Promise<ReadableStream<Uint8Array>> {
+  async stream(req: Call): Promise<ReadableStream<Uint8Array>> {
     return this.exchange(req, (resp) => Promise.resolve(resp.body ?? new Blob([]).stream()), true);
   }
 
-  private async exchange<T>(req: Request, read: (resp: Response) => Promise<T>, streaming = false): Promise<T> {
+  private async exchange<T>(req: Call, read: (resp: Response) => Promise<T>, streaming = false): Promise<T> {
     const callers = [this.signal, req.signal].filter((s): s is AbortSignal => s !== undefined);
     const resendable = !(req.body instanceof ReadableStream); // a stream is consumed once
     for (let attempt = 0; ; attempt++) {
@@ -204,14 +206,14 @@ export class Transport {
     }
   }
 
-  private send(req: Request, signal: AbortSignal): Promise<Response> {
+  private send(req: Call, signal: AbortSignal): Promise<Response> {
     const url = new URL(this.baseUrl + req.path);
     for (const [name, value] of Object.entries(req.query ?? {})) {
       if (value !== undefined && value !== null) url.searchParams.set(name, String(value));
     }
     const headers: Record<string, string> = { authorization: `Bearer ${this.apiKey}`, ...req.headers };
     if (this.lsnText) headers["x-memworker-lsn"] = this.lsnText;
-    let body: Request["body"] | undefined = req.body;
+    let body: Call["body"] | undefined = req.body;
     if (req.json !== undefined) {
       body = JSON.stringify(req.json);
       headers["content-type"] = "application/json";

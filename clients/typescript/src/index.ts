@@ -11,7 +11,7 @@ import {
   fill,
   type OpKey,
   type Query,
-  type Request,
+  type Call,
   sleep,
   Transport,
 } from "./http.js";
@@ -19,7 +19,7 @@ import type { components } from "./schema.js";
 
 export { ApiError, Unreachable } from "./errors.js";
 export { REFUSED, retryAfterMs, seg } from "./http.js";
-export type { Answer, Body, CallOptions, ClientOptions, OpKey, Query } from "./http.js";
+export type { Answer, Body, Call, CallOptions, ClientOptions, OpKey, Query } from "./http.js";
 export type { components, paths } from "./schema.js";
 
 /** The API's named schemas (request bodies and answers): Schemas["MemoryOut"], ... */
@@ -69,7 +69,7 @@ export class Client {
 
   /** One call to any route (a path under the base URL), with the same retries and errors as
    * the methods: the decoded JSON answer, or undefined. */
-  request(method: string, path: string, req: Omit<Request, "method" | "path"> = {}): Promise<unknown> {
+  request(method: string, path: string, req: Omit<Call, "method" | "path"> = {}): Promise<unknown> {
     return this.http.call({ ...req, method, path });
   }
 
@@ -77,7 +77,7 @@ export class Client {
   private async op<K extends OpKey>(
     key: K,
     params: Record<string, string | number>,
-    req: Omit<Request, "method" | "path"> = {},
+    req: Omit<Call, "method" | "path"> = {},
   ): Promise<Answer<K>> {
     const [method, path] = key.split(" ", 2) as [string, string];
     return (await this.http.call({ ...req, method, path: fill(path, params) })) as Answer<K>;
@@ -367,7 +367,7 @@ export class Client {
     return (await this.op("GET /v1/agents/{agent_id}/sessions", { agent_id: agentId }, req)).sessions;
   }
 
-  private acting({ subject, ...opts }: Acting = {}): Omit<Request, "method" | "path"> {
+  private acting({ subject, ...opts }: Acting = {}): Omit<Call, "method" | "path"> {
     return { ...opts, query: { subject } };
   }
 
