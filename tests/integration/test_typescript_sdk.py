@@ -114,6 +114,18 @@ def test_every_operation_has_a_client_method() -> None:
     assert not gone, f"OPERATIONS names operations the API no longer has: {gone} (`{REGENERATE}`)"
     absent = sorted({m for m in table["operations"].values()} - set(table["methods"]))
     assert not absent, f"OPERATIONS names Client methods that do not exist: {absent}"
+    bodies = method_bodies((SDK / "src" / "index.ts").read_text())
+    astray = sorted(f"{m} does not call {op}" for op, m in table["operations"].items() if f'"{op}"' not in bodies[m])
+    assert not astray, f"OPERATIONS pairs methods with operations they do not call: {astray}"
+
+
+def method_bodies(source: str) -> dict[str, str]:
+    """Each Client method's source text (prettier's layout: a method starts two spaces in),
+    from its name to the next method's."""
+    class_body = source[source.index("export class Client") : source.index("type MethodName")]
+    starts = list(re.finditer(r"^  (?:private |async |get )*\*?(\w+)(?:<[^>]*>)?\(", class_body, re.MULTILINE))
+    ends = [m.start() for m in starts[1:]] + [len(class_body)]
+    return {m.group(1): class_body[m.start() : end] for m, end in zip(starts, ends, strict=True)}
 
 
 def test_node_tests_against_the_running_stack(api: str, tenants: dict[str, Any], worker: Any) -> None:

@@ -500,11 +500,21 @@ export class Client {
 
   /** One subject's data across the tenant's agents (NDJSON), in memory. */
   downloadSubjectExport(subject: string, embeddings = false, opts?: CallOptions): Promise<Uint8Array> {
-    return this.http.bytes({ ...opts, method: "GET", path: "/v1/export", query: { subject, embeddings } });
+    return this.http.bytes({
+      ...opts,
+      method: "GET",
+      path: this.pathOf("GET /v1/export", {}),
+      query: { subject, embeddings },
+    });
   }
 
   subjectExportChunks(subject: string, embeddings = false, opts?: CallOptions): Promise<ReadableStream<Uint8Array>> {
-    return this.http.stream({ ...opts, method: "GET", path: "/v1/export", query: { subject, embeddings } });
+    return this.http.stream({
+      ...opts,
+      method: "GET",
+      path: this.pathOf("GET /v1/export", {}),
+      query: { subject, embeddings },
+    });
   }
 
   /** Import a file: a memworker export, a JSONL of {"text": ...} lines or LangGraph items, as
