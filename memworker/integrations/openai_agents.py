@@ -92,6 +92,7 @@ class MemworkerSession:
         self.agent_id = agent_id
         self.session_id = session_id
         self.subject = subject
+        self._owner = subject  # whose items and turns they are: the memworker session's subject
         self.episodes = episodes
         self.session_settings = session_settings
         self._lock = threading.Lock()  # one operation of this object at a time (they run in threads)
@@ -130,6 +131,7 @@ class MemworkerSession:
             self.agent_id, self.session_id, subject=self.subject, metadata={"source": "openai-agents"}
         )
         self._opened = True
+        self._owner = row.get("subject")  # a subject's session opened by another caller stays theirs
         if writing and row.get("status") == "archived":
             raise SessionArchived(
                 f"session {self.session_id!r} of agent {self.agent_id!r} is archived: restore it "
@@ -173,7 +175,7 @@ class MemworkerSession:
             "kind": "event",
             "tier": "L2",
             "session_id": self.session_id,
-            "subject": self.subject,
+            "subject": self._owner,
             "idempotency_key": f"openai-agents:{self.session_id}:{seq}",
             "metadata": {MARK: True, SEQ: seq, WRITE: write, ITEM: text},
         }
@@ -217,7 +219,7 @@ class MemworkerSession:
                 kind="event",
                 session=self.session_id,
                 metadata={MARK: True},
-                subject=self.subject,
+                subject=self._owner,
                 limit=PAGE if n is None else min(PAGE, n + 1),
                 cursor=cursor,
             )
@@ -239,12 +241,12 @@ class MemworkerSession:
             return
         if new[0]["role"] == "assistant":  # the user's side was stored by an earlier add
             new = self._users_side() + new
-        scope = [self.agent_id, self.subject, self.session_id, start, new]
+        scope = [self.agent_id, self._owner, self.session_id, start, new]
         key = "openai-agents:" + hashlib.sha256(json.dumps(scope).encode()).hexdigest()
         fields: dict[str, Any] = {"session_id": self.session_id, "idempotency_key": key}
         fields["metadata"] = {"source": "openai-agents"}
-        if self.subject is not None:
-            fields["subject"] = self.subject
+        if self._owner is not None:
+            fields["subject"] = self._owner
         self.client.add_episode(self.agent_id, messages=new, **fields)
 
     def _users_side(self) -> list[dict[str, str]]:

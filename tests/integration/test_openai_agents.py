@@ -159,6 +159,12 @@ def test_tenants_and_session_ids_are_isolated(api: str, tenants: dict[str, Any],
             with pytest.raises(ApiError) as exc:
                 await MemworkerSession(alice, "oa-bot", subj.session_id, subject="cust-7").get_items()
             assert exc.value.status == 403 and "not subject 'cust-7'" in str(exc.value)
+            # a subject's session reached without naming the subject stays the subject's
+            anyone = MemworkerSession(alice, "oa-bot", subj.session_id)
+            await anyone.add_items([user("more from cust-42")])
+            assert await anyone.get_items() == [user("cust-42 speaking"), user("more from cust-42")]
+            listed = alice.list_memories("oa-bot", session=subj.session_id, metadata={MARK: True})["memories"]
+            assert {m["subject"] for m in listed} == {"cust-42"} and len(listed) == 2
 
     asyncio.run(main())
 
