@@ -19,8 +19,9 @@ import pytest
 from memworker.sdk import ApiError, Client
 
 USERS = ["alice@example.com", "bob", "carol-7", "dan", "erin"]
-# Mem0 embeds each memory on its own (about 8/s on a loaded 2-core machine), so the suite's run
-# holds 100; MEMWORKER_MEM0_MEMORIES=1000 makes the larger one (docs/export.md).
+# Mem0 embeds each memory on its own (about 8/s on a loaded 2-core machine) and the import takes
+# the ordinary write's pace, so the suite's run holds 100; the larger one, past pytest's 300 s:
+#   MEMWORKER_MEM0_MEMORIES=1000 pytest tests/integration/test_mem0_import.py --timeout 2400
 PER_USER = max(1, int(os.environ.get("MEMWORKER_MEM0_MEMORIES", "100")) // len(USERS))
 _NOUNS = (
     "invoice deploy backup allergy tea garden piano ticket router budget violin kayak lantern "
