@@ -13,8 +13,9 @@ memory of the agent, in the session (session_id), and of the session's subject:
 - the metadata holds the item exactly as given (ITEM, its JSON text), its place in the
   session (SEQ, 0, 1, 2, ...) and the add_items call that wrote it (WRITE);
 - kind `event`, tier `L2`: no clock removes it by default and nothing supersedes an event;
-- the text is an address with an identifier no other memory has, so the near-duplicate
-  merge and ingest's dedup never join two items (both require the same identifiers);
+- the text is one word, an identifier no other memory has (the call's word and the place),
+  so the near-duplicate merge and ingest's dedup never join two items (both require the same
+  identifiers) and no query's words match it;
 - an item's place is guarded by its idempotency key (session, place): two writers that
   raced for one place find out, and the later moves its items after the earlier's.
 
@@ -170,8 +171,9 @@ class MemworkerSession:
 
     def _body(self, text: str, seq: int, write: str) -> dict[str, Any]:
         return {
-            # an identifier of its own (letters and the place): no merge or dedup ever joins two items
-            "text": f"openai-agents session item {write}{seq}",
+            # one word, an identifier no other memory has: no merge or dedup ever joins two items
+            # (both need the same identifiers), and no query's words match it
+            "text": f"{write}{seq}",
             "kind": "event",
             "tier": "L2",
             "session_id": self.session_id,
@@ -333,7 +335,7 @@ def memory_tools(
             query: what to look for, in words.
             k: how many memories to return (1-100).
         """
-        # session items are memories of the agent too (their text an address): asked for
+        # session items are memories of the agent too (their text one made-up word): asked for
         # SPARE more, the items among the hits are left out
         if not 1 <= k <= 100:
             raise ValueError(f"k is {k}; it must be 1-100")
