@@ -68,7 +68,7 @@ class ScriptedModel(Model):
         said = str(outputs[-1]["output"])
         if said.startswith("Recalled memories"):
             best = json.loads(said.splitlines()[1].split(") ", 1)[1])
-            return _say(f"You told me: {best} ({earlier} earlier messages in this conversation)")
+            return _say(f"You told me: {best} (this conversation has {earlier} earlier message(s) of yours)")
         return _say(f"Noted. [{said}]")
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:

@@ -397,7 +397,7 @@ def test_the_example_runs(api: str, tenants: dict[str, Any]) -> None:
         "user: Remember: my favourite colour is teal.",
         done.stdout.splitlines()[1],
         "user: What is my favourite colour?",
-        "assistant: You told me: my favourite colour is teal. (1 earlier messages in this conversation)",
+        "assistant: You told me: my favourite colour is teal. (this conversation has 1 earlier message(s) of yours)",
         "session example-1: 8 items kept",
     ]
     assert done.stdout.splitlines()[1].startswith("assistant: Noted. [Remembered as memory ")
