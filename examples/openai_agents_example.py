@@ -1,8 +1,9 @@
 """An OpenAI Agents SDK agent with memworker memory, run without any LLM or network: a tiny
 scripted model plays the LLM and calls the memory tools (docs/openai_agents.md).
 
-    memworker up        # in another shell: it prints the API's URL and a key
-    MEMWORKER_URL=http://127.0.0.1:8420 MEMWORKER_API_KEY=mw_... python examples/openai_agents_example.py
+    memworker up        # in another shell: it prints the API's URL and the dev API key
+    MEMWORKER_URL=http://127.0.0.1:8420 MEMWORKER_API_KEY=$(cat .memworker/dev-api-key) \
+        python examples/openai_agents_example.py
 
 MEMWORKER_AGENT (default openai-agents-demo) and MEMWORKER_SESSION (default a new id) choose
 the agent and the session; run it twice with one MEMWORKER_SESSION to see the conversation
@@ -106,7 +107,7 @@ def _say(text: str) -> ModelResponse:
 async def main() -> int:
     url, key = os.environ.get("MEMWORKER_URL", "http://127.0.0.1:8420"), os.environ.get("MEMWORKER_API_KEY")
     if not key:
-        print("set MEMWORKER_API_KEY (memworker up prints one)", file=sys.stderr)
+        print("set MEMWORKER_API_KEY (memworker up prints its dev key)", file=sys.stderr)
         return 2
     agent_id = os.environ.get("MEMWORKER_AGENT", "openai-agents-demo")
     session_id = os.environ.get("MEMWORKER_SESSION") or f"demo-{uuid.uuid4().hex[:8]}"
