@@ -5,7 +5,7 @@ Run:  python bench/portability.py                                   # sizes 2,00
       python bench/portability.py --memories 10000,100000           # the brief's sizes
 
 It starts `memworker up` (1 worker, default settings) on a temporary data dir, then:
-  baseline  --n memories written by POST .../memories/batch, 500 a call (memories/s: embedding,
+  baseline  --n memories written by POST .../memories/batch, --batch a call (memories/s: embedding,
             redaction, governance, postings): the direct batch-write rate;
   embedder  the bare embedder, memworker.models.embeddings.for_settings(Settings()) (the API's
             model, backend, batch size and thread count), on --sample of the same sentences in
@@ -55,7 +55,6 @@ from _common import (  # noqa: E402
     write_report,
 )
 
-BATCH = 500
 EMBED_BATCH = 64
 
 
@@ -110,11 +109,11 @@ class PeakRss:
         self.thread.join()
 
 
-def batch_write(http: httpx.Client, agent: str, texts: list[str]) -> float:
+def batch_write(http: httpx.Client, agent: str, texts: list[str], batch: int) -> float:
     started = time.perf_counter()
-    for i in range(0, len(texts), BATCH):
+    for i in range(0, len(texts), batch):
         r = http.post(
-            f"/v1/agents/{agent}/memories/batch", json={"memories": [{"text": t} for t in texts[i : i + BATCH]]}
+            f"/v1/agents/{agent}/memories/batch", json={"memories": [{"text": t} for t in texts[i : i + batch]]}
         )
         r.raise_for_status()
     return time.perf_counter() - started
@@ -193,6 +192,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1000, help="memories of the batch-write baseline (default 1000)")
     ap.add_argument("--memories", default="2000,10000", help="agent sizes (default 2000,10000)")
+    ap.add_argument("--batch", type=int, default=100, help="memories per batch-write call (default 100)")
     ap.add_argument("--sample", type=int, default=3000, help="texts of the bare embedder's run (default 3000)")
     add_stack_args(ap)
     args = ap.parse_args()
@@ -206,7 +206,7 @@ def main() -> int:
         http = httpx.Client(base_url=stack.api_url, headers={"Authorization": f"Bearer {stack.api_key}"}, timeout=None)
         pids = api_pids(stack)
         print(f"API processes: {pids}", flush=True)
-        base = _baseline(http, args.n, tmp)
+        base = _baseline(http, args.n, args.batch, tmp)
         ceiling = [embedder_rate(sample)]
         print(f"bare embedder: {ceiling[0]:.0f} texts/s", flush=True)
         rows = [_size(http, pids, size, tmp, base["model"]) for size in sizes]
@@ -220,15 +220,15 @@ def main() -> int:
     return 0
 
 
-def _baseline(http: httpx.Client, n: int, tmp: Path) -> dict[str, Any]:
+def _baseline(http: httpx.Client, n: int, batch: int, tmp: Path) -> dict[str, Any]:
     maker = TextMaker(7)
     texts = [maker.sentence() for _ in range(n)]
-    write_s = batch_write(http, "baseline", texts)
+    write_s = batch_write(http, "baseline", texts, batch)
     print(f"batch write: {n} in {write_s:.1f}s = {n / write_s:.1f}/s", flush=True)
     path = tmp / "baseline.ndjson"
     export_to(http, "baseline", path)
     header = json.loads(path.open().readline())
-    return {"write": n / write_s, "n": n, "model": header["model"]}
+    return {"write": n / write_s, "n": n, "batch": batch, "model": header["model"]}
 
 
 def _size(http: httpx.Client, pids: list[int], size: int, tmp: Path, model: str) -> dict[str, float]:
@@ -288,7 +288,7 @@ def _report(base: dict[str, Any], ceiling: list[float], rows: list[dict[str, flo
     return "\n\n".join(
         [
             "# Export and import (bench/portability.py)",
-            f"Baselines of the same run, same stack: the direct batch write (POST .../memories/batch, 500 a call) "
+            f"Baselines of the same run, same stack: the direct batch write (POST .../memories/batch, {base['batch']} a call) "
             f"wrote {base['n']:,} memories at {write:.1f}/s; the bare embedder ran at {embed:.0f} texts/s (the "
             f"better of {', '.join(f'{c:.0f}' for c in ceiling)}, before and after the sizes).",
             md_table(["target", "memories/s", "ratio", "target", ""], target_rows),
