@@ -68,7 +68,12 @@ class ScriptedModel(Model):
             return _call("recall", {"query": asked, "k": 3})
         said = str(outputs[-1]["output"])
         if said.startswith("Recalled memories"):
-            best = json.loads(said.splitlines()[1].split(") ", 1)[1])
+            # each line is [n] (kind) "text": the first that states something (earlier
+            # questions and this agent's own replies are memories too) is the answer
+            hits = [json.loads(line.split(") ", 1)[1]) for line in said.splitlines()[1:]]
+            best = next((h for h in hits if not h.endswith("?") and not h.startswith("assistant")), None)
+            if best is None:
+                return _say("I don't know yet.")
             return _say(f"You told me: {best} (this conversation has {earlier} earlier message(s) of yours)")
         return _say(f"Noted. [{said}]")
 
