@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,8 +133,8 @@ def restore(conn: db.Conn, target: Target, path: Path, header: fmt.Header) -> di
     counts: Counter[str] = Counter()
     pending: list[tuple[str, str]] = []  # (memory id, the id of the memory that superseded it)
     store.ensure_agent(conn, tenant_id=target.tenant_id, agent_id=target.agent_id)
-    for kind, objs in _runs(path):
-        _write_run(conn, target, kind, objs, fits, counts, pending)
+    for kind, objs, vectors in _ahead(target, _runs(path), fits):
+        _write_run(conn, target, kind, objs, vectors, counts, pending)
     if pending:
         ids, newer = zip(*pending, strict=True)
         portability_db.restore_supersedes(conn, tenant_id=target.tenant_id, ids=list(ids), newer=list(newer))
@@ -167,18 +168,37 @@ def _runs(path: Path) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         yield kind, run
 
 
+Vectors = tuple[list[np.ndarray], int]  # a run's memories' vectors, and how many were embedded now
+
+
+def _ahead(
+    target: Target, runs: Iterator[tuple[str, list[dict[str, Any]]]], fits: bool
+) -> Iterator[tuple[str, list[dict[str, Any]], Vectors | None]]:
+    """Each run with its memories' vectors, those of the next run computed while this one is
+    written: the embedder (outside the GIL) and the database work at the same time."""
+    with ThreadPoolExecutor(1, thread_name_prefix="restore-vectors") as pool:
+        held: tuple[str, list[dict[str, Any]], Future[Vectors] | None] | None = None
+        for kind, objs in runs:
+            job = pool.submit(_vectors, target, objs, fits) if kind == "memory" else None
+            if held is not None:
+                yield held[0], held[1], held[2].result() if held[2] else None
+            held = (kind, objs, job)
+        if held is not None:
+            yield held[0], held[1], held[2].result() if held[2] else None
+
+
 def _write_run(
     conn: db.Conn,
     target: Target,
     kind: str,
     objs: list[dict[str, Any]],
-    fits: bool,
+    vectors: Vectors | None,
     counts: Counter[str],
     pending: list[tuple[str, str]],
 ) -> None:
     t, a = target.tenant_id, target.agent_id
-    if kind == "memory":
-        _memories(conn, target, objs, fits, counts, pending)
+    if kind == "memory" and vectors is not None:
+        _memories(conn, target, objs, vectors, counts, pending)
     elif kind == "policy":
         for o in objs:
             portability_db.merge_agent_policy(conn, tenant_id=t, agent_id=a, policy=o["policy"])
@@ -231,12 +251,13 @@ def _memories(
     conn: db.Conn,
     target: Target,
     objs: list[dict[str, Any]],
-    fits: bool,
+    computed: Vectors,
     counts: Counter[str],
     pending: list[tuple[str, str]],
 ) -> None:
     t, a = target.tenant_id, target.agent_id
-    vectors = _vectors(target, objs, fits, counts)
+    vectors, embedded = computed
+    counts["reembedded"] += embedded
     rows, postings = [], {}
     for n, o in enumerate(objs, 1):
         mid = str(fmt.new_id(t, a, o["id"]))
@@ -278,8 +299,9 @@ def _memories(
     ]
 
 
-def _vectors(target: Target, objs: list[dict[str, Any]], fits: bool, counts: Counter[str]) -> list[np.ndarray]:
-    """Each memory's vector: the file's when it fits this server's model, else embedded now."""
+def _vectors(target: Target, objs: list[dict[str, Any]], fits: bool) -> Vectors:
+    """Each memory's vector: the file's when it fits this server's model, else embedded now
+    (and how many were)."""
     out: list[np.ndarray | None] = [
         fmt.decode_embedding(o["embedding"], target.dim) if fits and o.get("embedding") else None for o in objs
     ]
@@ -287,8 +309,7 @@ def _vectors(target: Target, objs: list[dict[str, Any]], fits: bool, counts: Cou
     if missing:
         for i, v in zip(missing, target.embedder.embed([objs[i]["text"] for i in missing]), strict=True):
             out[i] = np.asarray(v, dtype=np.float32)
-        counts["reembedded"] += len(missing)
-    return [v for v in out if v is not None]
+    return [v for v in out if v is not None], len(missing)
 
 
 def _postings(
