@@ -218,7 +218,7 @@ class MemworkerStorage:
                     0, f"cannot reach {self.base_url} ({exc or type(exc).__name__}): is memworker running there?"
                 ) from None
             if resp.status_code in RETRIED and attempt < self._retries:
-                time.sleep(min(5.0, float(resp.headers.get("retry-after", "1") or 1)))
+                time.sleep(_retry_after(resp))
                 continue
             break
         if resp.status_code >= 400:
@@ -256,7 +256,9 @@ class MemworkerStorage:
             if not cursor:
                 return
 
-    def _records(self, scope_prefix: str | None, metadata_filter: dict[str, Any] | None = None) -> Iterator[MemoryRecord]:
+    def _records(
+        self, scope_prefix: str | None, metadata_filter: dict[str, Any] | None = None
+    ) -> Iterator[MemoryRecord]:
         contains = {**_scope_filter(scope_prefix), **(metadata_filter or {})}
         for memory in self._pages(contains):
             yield to_record(memory)
@@ -376,7 +378,11 @@ class MemworkerStorage:
         levels = scope_levels(scope)
         records = list(self._records(scope))
         children = sorted(
-            {scope_path(scope_levels(r.scope)[: len(levels) + 1]) for r in records if len(scope_levels(r.scope)) > len(levels)}
+            {
+                scope_path(scope_levels(r.scope)[: len(levels) + 1])
+                for r in records
+                if len(scope_levels(r.scope)) > len(levels)
+            }
         )
         return ScopeInfo(
             path=scope_path(levels),
@@ -430,6 +436,14 @@ class MemworkerStorage:
         metadata_filter: dict[str, Any] | None = None,
     ) -> int:
         return await asyncio.to_thread(self.delete, scope_prefix, categories, record_ids, older_than, metadata_filter)
+
+
+def _retry_after(resp: httpx.Response) -> float:
+    """The server's Retry-After in seconds, at most 5; one second when it gives none."""
+    try:
+        return min(5.0, max(0.0, float(resp.headers.get("retry-after", "1"))))
+    except ValueError:
+        return 1.0
 
 
 def _matches(record: MemoryRecord, categories: list[str] | None, older_than: datetime | None) -> bool:
