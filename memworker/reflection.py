@@ -129,7 +129,7 @@ _CHITCHAT = re.compile(
 # request ("Please always contact me by email.", "Don't call me before 10 am.", "Could you
 # always reply in German?") or as a taste. Checked before every other cue: a wish that also
 # names a plan or a time ("from now on", "before 10 am") is still a preference.
-_WISH = re.compile(
+_REQUEST = (
     r"^(please|pls|kindly)\b|\bplease (always|never|only|don'?t|do not|use|keep|send|contact|call|"
     r"reply|respond|write|answer|remember|stop|avoid|make sure)\b|"
     r"^(always|never|only|don'?t|do not|stop|avoid)\b|"
@@ -137,15 +137,20 @@ _WISH = re.compile(
     r"\b(from now on|going forward|by default|in (the )?future)\b|"
     r"\b(don'?t|do not|never) (call|contact|email|e-mail|text|message|phone|ping|send|book|schedule|bother)\b|"
     r"\bi('d| would) (rather|prefer|like you to|appreciate it if)\b|"
-    r"\bi (don'?t|do not) want\b|\bi want (you|it|them|the|my|all|every|answers?|replies|reports?)\b|"
+    r"\bi (don'?t|do not) want\b|\bi want (you|it|them|the|my|all|every|answers?|replies|reports?)\b"
+)
+_TASTE = (
     r"\b(not a fan of|can'?t stand|cannot stand|fan of|i'?m into|i am into|really into|allergic to)\b|"
     r"\b(prefer|prefers|preferred|favou?rite|dislike|dislikes|hate|hates)\b|"
     r"\b(i|we|you|they|he|she)( really| also| just| don'?t| do not)? (like|love|enjoy|adore)\b|"
     # a name's 'likes' is a taste, 'Moments like these' is not: a name then likes/loves/enjoys
     r"(?-i:\b[A-Z][a-z]+)( really| also| just| doesn'?t| does not)? (likes|loves|enjoys|adores)\b|"
-    r"喜欢|偏好|讨厌",
-    re.I,
+    r"喜欢|偏好|讨厌"
 )
+_WISH = re.compile(_REQUEST + "|" + _TASTE, re.I)
+# A question keeps an item only when it asks for a standing treatment ("Could you always reply
+# in German?"); a question about a taste ("What is my favourite colour?") asks, it states none.
+_ASKED_WISH = re.compile(_REQUEST, re.I)
 _CUES: list[tuple[str, re.Pattern[str]]] = [
     ("preference", _WISH),
     (
@@ -325,6 +330,8 @@ _REACTION = re.compile(
     re.I,
 )
 _STATED = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|we|we're|we've|our)\b|\d", re.I)
+# Where a question's own clause begins: after the last comma, semicolon or dash before its end.
+_LAST_CLAUSE = re.compile(r"[,;:\u2013\u2014]\s+|\s+-\s+")
 _OWN = re.compile(r"\b(i|i'm|im|i've|i'd|i'll|my|mine|we|we're|we've|we'll|our|ours|me)\b|\d", re.I)
 
 
@@ -339,6 +346,12 @@ def small_talk(sentence: str, names: frozenset[str] = frozenset()) -> bool:
     return all(not w.isdigit() and tokens.stem_word(w) in _SOCIAL for w in words)
 
 
+def _before_question(sentence: str) -> str:
+    """The clauses of a sentence ending in a question mark before the question itself."""
+    parts = _LAST_CLAUSE.split(sentence)
+    return " ".join(parts[:-1])
+
+
 def _informative(sentence: str, names: frozenset[str] = frozenset()) -> float:
     """A score for how much a sentence says; 0 for small talk, code and markup."""
     s = _MARKUP.sub("", sentence).strip()
@@ -347,9 +360,10 @@ def _informative(sentence: str, names: frozenset[str] = frozenset()) -> float:
     content = [t for t in tokens.tokenize(s, stem=False) if t not in _FILLER]
     if len(content) < 2:
         return 0.0
-    if s.endswith("?") and not (_WISH.search(s) or _STATED.search(s)):
+    if s.endswith("?") and not (_ASKED_WISH.search(s) or _STATED.search(_before_question(s))):
         # a question asks, it states nothing known (its turn keeps it); kept: a wish asked, and a
-        # question that also says something of the speaker's ("I'm 65, can you help me ...?")
+        # question whose other clauses say something of the speaker's ("I'm 65, can you help
+        # me ...?"), not one that only asks about the speaker ("What is my favourite colour?")
         return 0.0
     return float(len(set(content)) + 2 * len(entities_of(s)))
 

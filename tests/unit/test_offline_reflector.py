@@ -49,6 +49,24 @@ def test_wishes_standing_instructions_and_dislikes_are_preferences(text: str) ->
     assert (item.text, item.kind) == (text, "preference")
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What is my favourite colour?",
+        "Do you remember which editor I prefer?",
+        "Which of these do I like best?",
+        "Can you tell me what my budget was?",
+    ],
+)
+def test_a_question_about_the_speaker_states_nothing(text: str) -> None:
+    assert _items(text) == []
+
+
+def test_a_question_after_a_statement_keeps_the_statement() -> None:
+    text = "I'm 65 and retired, can you help me plan a trip?"
+    assert [i.text for i in _items(text)] == [text]
+
+
 def test_like_as_a_preposition_is_no_preference() -> None:
     assert reflection._kind("Moments like these remind us how important our friends are.") != "preference"
     assert reflection._kind("Caroline loves painting sunsets.") == "preference"
