@@ -155,3 +155,23 @@ def test_a_malformed_mem0_file_is_refused_whole(
     with pytest.raises(ApiError) as err:
         alice.import_file("cut", cut.encode())
     assert err.value.status == 422 and "not JSON" in str(err.value)
+
+
+def test_long_texts_expiry_and_memories_without_a_user_keep_what_mem0_held(
+    mem0_export: tuple[Path, list[dict[str, Any]]], clients: dict[str, Client]
+) -> None:
+    _, items = mem0_export
+    long = " ".join(["The customer asked again about the delayed shipment to the Porto warehouse."] * 6)
+    by_agent = {k: v for k, v in items[0].items() if k != "user_id"} | {
+        "id": "0b7c2f0e-0000-4000-8000-000000000001",
+        "memory": long,
+        "agent_id": "support-bot",
+        "expiration_date": "2099-12-31",
+    }
+    alice = clients["alice"]
+    report = alice.import_file("mem0-shapes", json.dumps({"results": [by_agent]}).encode())
+    assert (report["format"], report["memories_written"]) == ("mem0", 1)
+    (m,) = alice.list_memories("mem0-shapes")["memories"]
+    assert len(m["text"]) <= 281 and long.startswith(m["text"].rstrip("…").rstrip())
+    assert m["metadata"]["mem0_memory"] == long and m["metadata"]["mem0_agent_id"] == "support-bot"
+    assert m["subject"] is None and m["expires_at"].startswith("2100-01-01T00:00:00")
