@@ -312,8 +312,9 @@ class MemworkerStorage:
         if limit <= 0 or not query.strip():
             return []
         contains = {**_meta_filter(metadata_filter), **_scope_filter(scope_prefix)}
-        # categories are filtered here, after recall: fetch more so `limit` can still be filled
-        k = min(RECALL_MAX_K, limit * 5 if categories else limit)
+        # categories and min_score are applied here, after recall (whose order is its fused
+        # rank, not the vector score): fetch more so `limit` can still be filled
+        k = min(RECALL_MAX_K, limit * 5 if categories or min_score > 0 else limit)
         body: dict[str, Any] = {"query": query[:RECALL_MAX_QUERY], "k": k, "explain": True}
         if contains:
             body["metadata"] = contains
