@@ -11,7 +11,7 @@ import pytest
 from crewai.memory.storage.backend import StorageBackend
 from crewai.memory.types import MemoryRecord
 
-from memworker_crewai import MemworkerError, MemworkerStorage
+from memworker_crewai import MemworkerError, MemworkerStorage, memworker_memory
 
 FACTS = [
     ("inv", "The client wants every invoice as a PDF attachment.", "/billing", ["prefs"]),
@@ -196,7 +196,7 @@ def test_tenants_do_not_see_each_other(storage: MemworkerStorage, api: str, keys
     assert [r.content for r, _ in _search(storage, "how are invoices sent?")][0] == records["inv"].content
 
 
-def test_bad_input_gives_the_apis_message(storage: MemworkerStorage, api: str) -> None:
+def test_bad_input_gives_the_apis_message(storage: MemworkerStorage, api: str, keys: list[str]) -> None:
     with pytest.raises(MemworkerError) as too_long:
         storage.save([MemoryRecord(content="x" * 300)])
     assert too_long.value.status == 422
@@ -227,6 +227,10 @@ def test_bad_input_gives_the_apis_message(storage: MemworkerStorage, api: str) -
         storage.search([0.1] * 1536)
     with pytest.raises(ValueError, match="no memory with record id"):
         storage.update(MemoryRecord(content="Never saved."))
+    # through crewai's Memory, the same message reaches the caller
+    memory = memworker_memory(api, keys[0], agent_id=storage.agent_id)
+    with pytest.raises(MemworkerError, match=r"HTTP 422: memory text is 300 characters; the limit is 280"):
+        memory.remember("y" * 300, scope="/", categories=[], importance=0.5)
     assert storage.count() == 0  # nothing of the refused writes was stored
 
 
