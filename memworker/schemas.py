@@ -127,6 +127,13 @@ def check_metadata(value: dict[str, Any] | None, *, max_depth: int, max_bytes: i
         raise errors.InvalidInput(f"{what}: {size} bytes as JSON; the limit is {max_bytes}")
 
 
+class SessionItemsIn(Strict):
+    """Items to append to a session's log, in order: each a JSON object kept as given
+    (memworker/sessions/items.py bounds each item's size and the batch's count)."""
+
+    items: list[dict[str, Any]] = Field(min_length=1, max_length=100)
+
+
 class Message(Strict):
     role: Literal["user", "assistant", "system", "tool"]
     content: str = Field(min_length=1)
@@ -571,6 +578,46 @@ class SessionOut(TypedDict):
 @with_config(_OPEN)
 class SessionList(TypedDict):
     sessions: list[SessionOut]
+
+
+@with_config(_OPEN)
+class SessionItemOut(TypedDict):
+    """One raw item of a session's log: its place in the session and the item as stored."""
+
+    position: int
+    item: dict[str, Any]
+    created_at: str
+
+
+@with_config(_OPEN)
+class SessionItemList(TypedDict):
+    """The session's items (the last `limit`, or all), oldest first."""
+
+    session_id: str
+    items: list[SessionItemOut]
+
+
+@with_config(_OPEN)
+class SessionItemsAdded(TypedDict):
+    """The positions the appended items took, in the order given."""
+
+    session_id: str
+    positions: list[int]
+
+
+@with_config(_OPEN)
+class SessionItemPopped(TypedDict):
+    """The session's last item, now deleted; item and position are null when it had none."""
+
+    session_id: str
+    position: int | None
+    item: dict[str, Any] | None
+
+
+@with_config(_OPEN)
+class SessionItemsCleared(TypedDict):
+    session_id: str
+    deleted: int
 
 
 @with_config(_OPEN)

@@ -444,6 +444,38 @@ class _Operations:
         path = f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/context_calls"
         return _list("GET", path, params={"limit": limit, **_acting(subject)}, key="context_calls")
 
+    # session items: a framework's raw conversation log (docs/sessions.md, "Session items")
+    def add_session_items(
+        self, agent_id: str, session_id: str, items: list[dict[str, Any]], *, subject: str | None = None
+    ) -> _Op[list[int]]:
+        """Append items (JSON objects, kept as given) after the session's last one; the
+        positions they took, in order. An archived session is a 409."""
+        path = f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/items"
+        op = _obj("POST", path, params=_acting(subject), json={"items": items})
+        return op.then(lambda out: cast("list[int]", out["positions"]))
+
+    def session_items(
+        self, agent_id: str, session_id: str, *, limit: int | None = None, subject: str | None = None
+    ) -> _Op[list[dict[str, Any]]]:
+        """The session's items ({"position", "item", "created_at"}), oldest first: the last
+        `limit` of them, or every item for None."""
+        path = f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/items"
+        return _list("GET", path, params={**_params(limit=limit), **_acting(subject)}, key="items")
+
+    def pop_session_item(
+        self, agent_id: str, session_id: str, *, subject: str | None = None
+    ) -> _Op[dict[str, Any] | None]:
+        """Delete the session's last item and return it ({"position", "item", "created_at"});
+        None when the session has no item."""
+        path = f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/items/last"
+        op = _obj("DELETE", path, params=_acting(subject))
+        return op.then(lambda out: None if out["item"] is None else out)
+
+    def clear_session_items(self, agent_id: str, session_id: str, *, subject: str | None = None) -> _Op[int]:
+        """Delete every item of the session; how many went."""
+        path = f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/items"
+        return _obj("DELETE", path, params=_acting(subject)).then(lambda out: cast(int, out["deleted"]))
+
     def archive_session(self, agent_id: str, session_id: str, *, subject: str | None = None) -> _Op[dict[str, Any]]:
         path = f"/v1/agents/{_seg(agent_id)}/sessions/{_seg(session_id)}/archive"
         return _obj("POST", path, params=_acting(subject))
@@ -1024,6 +1056,29 @@ class Client(_SyncTransport):
     ) -> list[dict[str, Any]]:
         return self._send(_OPS.context_calls(agent_id, session_id, limit=limit, subject=subject))
 
+    def add_session_items(
+        self, agent_id: str, session_id: str, items: list[dict[str, Any]], *, subject: str | None = None
+    ) -> list[int]:
+        """Append items (JSON objects, kept as given) after the session's last one; the
+        positions they took, in order. An archived session is a 409."""
+        return self._send(_OPS.add_session_items(agent_id, session_id, items, subject=subject))
+
+    def session_items(
+        self, agent_id: str, session_id: str, *, limit: int | None = None, subject: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The session's items ({"position", "item", "created_at"}), oldest first: the last
+        `limit` of them, or every item for None."""
+        return self._send(_OPS.session_items(agent_id, session_id, limit=limit, subject=subject))
+
+    def pop_session_item(self, agent_id: str, session_id: str, *, subject: str | None = None) -> dict[str, Any] | None:
+        """Delete the session's last item and return it ({"position", "item", "created_at"});
+        None when the session has no item."""
+        return self._send(_OPS.pop_session_item(agent_id, session_id, subject=subject))
+
+    def clear_session_items(self, agent_id: str, session_id: str, *, subject: str | None = None) -> int:
+        """Delete every item of the session; how many went."""
+        return self._send(_OPS.clear_session_items(agent_id, session_id, subject=subject))
+
     def archive_session(self, agent_id: str, session_id: str, *, subject: str | None = None) -> dict[str, Any]:
         return self._send(_OPS.archive_session(agent_id, session_id, subject=subject))
 
@@ -1371,6 +1426,31 @@ class AsyncClient(_AsyncTransport):
         self, agent_id: str, session_id: str, *, limit: int = 50, subject: str | None = None
     ) -> list[dict[str, Any]]:
         return await self._send(_OPS.context_calls(agent_id, session_id, limit=limit, subject=subject))
+
+    async def add_session_items(
+        self, agent_id: str, session_id: str, items: list[dict[str, Any]], *, subject: str | None = None
+    ) -> list[int]:
+        """Append items (JSON objects, kept as given) after the session's last one; the
+        positions they took, in order. An archived session is a 409."""
+        return await self._send(_OPS.add_session_items(agent_id, session_id, items, subject=subject))
+
+    async def session_items(
+        self, agent_id: str, session_id: str, *, limit: int | None = None, subject: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The session's items ({"position", "item", "created_at"}), oldest first: the last
+        `limit` of them, or every item for None."""
+        return await self._send(_OPS.session_items(agent_id, session_id, limit=limit, subject=subject))
+
+    async def pop_session_item(
+        self, agent_id: str, session_id: str, *, subject: str | None = None
+    ) -> dict[str, Any] | None:
+        """Delete the session's last item and return it ({"position", "item", "created_at"});
+        None when the session has no item."""
+        return await self._send(_OPS.pop_session_item(agent_id, session_id, subject=subject))
+
+    async def clear_session_items(self, agent_id: str, session_id: str, *, subject: str | None = None) -> int:
+        """Delete every item of the session; how many went."""
+        return await self._send(_OPS.clear_session_items(agent_id, session_id, subject=subject))
 
     async def archive_session(self, agent_id: str, session_id: str, *, subject: str | None = None) -> dict[str, Any]:
         return await self._send(_OPS.archive_session(agent_id, session_id, subject=subject))

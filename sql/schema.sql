@@ -680,6 +680,22 @@ ALTER TABLE ONLY memworker.session_archives ALTER COLUMN data SET STORAGE EXTERN
 ALTER TABLE ONLY memworker.session_archives FORCE ROW LEVEL SECURITY;
 
 --
+-- Name: session_items; Type: TABLE; Schema: memworker; Owner: -
+--
+
+CREATE TABLE memworker.session_items (
+    tenant_id uuid NOT NULL,
+    agent_id text NOT NULL,
+    session_id text NOT NULL,
+    "position" integer NOT NULL,
+    item jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT session_items_position_check CHECK (("position" >= 0))
+);
+
+ALTER TABLE ONLY memworker.session_items FORCE ROW LEVEL SECURITY;
+
+--
 -- Name: sessions; Type: TABLE; Schema: memworker; Owner: -
 --
 
@@ -954,6 +970,13 @@ ALTER TABLE ONLY memworker.schema_migrations
 
 ALTER TABLE ONLY memworker.session_archives
     ADD CONSTRAINT session_archives_pkey PRIMARY KEY (tenant_id, agent_id, session_id, version);
+
+--
+-- Name: session_items session_items_pkey; Type: CONSTRAINT; Schema: memworker; Owner: -
+--
+
+ALTER TABLE ONLY memworker.session_items
+    ADD CONSTRAINT session_items_pkey PRIMARY KEY (tenant_id, agent_id, session_id, "position");
 
 --
 -- Name: sessions sessions_pkey; Type: CONSTRAINT; Schema: memworker; Owner: -
@@ -1384,6 +1407,13 @@ ALTER TABLE ONLY memworker.session_archives
     ADD CONSTRAINT session_archives_tenant_id_agent_id_session_id_fkey FOREIGN KEY (tenant_id, agent_id, session_id) REFERENCES memworker.sessions(tenant_id, agent_id, id) ON DELETE CASCADE;
 
 --
+-- Name: session_items session_items_tenant_id_agent_id_session_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
+--
+
+ALTER TABLE ONLY memworker.session_items
+    ADD CONSTRAINT session_items_tenant_id_agent_id_session_id_fkey FOREIGN KEY (tenant_id, agent_id, session_id) REFERENCES memworker.sessions(tenant_id, agent_id, id) ON DELETE CASCADE;
+
+--
 -- Name: sessions sessions_tenant_id_agent_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
 --
 
@@ -1495,6 +1525,12 @@ ALTER TABLE memworker.retention_runs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE memworker.session_archives ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: session_items; Type: ROW SECURITY; Schema: memworker; Owner: -
+--
+
+ALTER TABLE memworker.session_items ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: sessions; Type: ROW SECURITY; Schema: memworker; Owner: -
 --
 
@@ -1589,6 +1625,12 @@ CREATE POLICY tenant_isolation ON memworker.retention_runs USING ((tenant_id = m
 --
 
 CREATE POLICY tenant_isolation ON memworker.session_archives USING ((tenant_id = memworker.current_tenant())) WITH CHECK ((tenant_id = memworker.current_tenant()));
+
+--
+-- Name: session_items tenant_isolation; Type: POLICY; Schema: memworker; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memworker.session_items USING ((tenant_id = memworker.current_tenant())) WITH CHECK ((tenant_id = memworker.current_tenant()));
 
 --
 -- Name: sessions tenant_isolation; Type: POLICY; Schema: memworker; Owner: -
@@ -1802,6 +1844,12 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE memworker.retention_runs TO memworker
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE memworker.session_archives TO memworker_app;
+
+--
+-- Name: TABLE session_items; Type: ACL; Schema: memworker; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE memworker.session_items TO memworker_app;
 
 --
 -- Name: TABLE sessions; Type: ACL; Schema: memworker; Owner: -

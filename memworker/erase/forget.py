@@ -348,18 +348,18 @@ def _derived(conn: Conn, base: dict[str, Any], gone: set[UUID]) -> set[UUID]:
 def _forget_sessions(conn: Conn, base: dict[str, Any], session_ids: list[str]) -> dict[str, Any]:
     """Delete whole sessions (session.forget_session); their counts summed."""
     out: dict[str, Any] = {"ids": sorted(session_ids), "count": 0, "context_calls": 0, "archives": 0}
-    out["webhook_deliveries"] = 0
+    out["items"] = out["webhook_deliveries"] = 0
     for sid in session_ids:
         gone = session.forget_session(conn, **base, session_id=sid)
         out["count"] += gone["sessions"]
-        for k in ("context_calls", "archives", "webhook_deliveries"):
+        for k in ("context_calls", "archives", "items", "webhook_deliveries"):
             out[k] += gone[k]
     return out
 
 
 def _scrub(conn: Conn, base: dict[str, Any], found: needles.Needles, erased: list[UUID]) -> dict[str, Any]:
-    """Take the erased text out of what stays: sessions, context calls, webhook payloads,
-    archives, audit and review reasons. Counts per place."""
+    """Take the erased text out of what stays: sessions, context calls, session items,
+    webhook payloads, archives, audit and review reasons. Counts per place."""
     sessions = session.scrub_sessions(conn, **base, found=found)
     archives = archive.scrub_archives(conn, **base, episode_ids=erased, found=found)
     audit = lifecycle_db.forget_scrub_events(conn, **base, needles=list(found.terms)) if found else None
@@ -370,10 +370,12 @@ def _scrub(conn: Conn, base: dict[str, Any], found: needles.Needles, erased: lis
         "plan_texts": sessions["plan"],
         "metadata_texts": sessions["metadata"],
         "context_calls": sessions["context_calls"],
+        "session_items": sessions["items"],
         "webhook_deliveries": sessions["webhook_deliveries"],
         "archives": archives["archives"],
         "archive_episodes": archives["episodes"],
         "archive_context_calls": archives["context_calls"],
+        "archive_items": archives["items"],
         "archive_texts": archives["texts"],
         "events": audit.events if audit else 0,
         "reviews": audit.reviews if audit else 0,

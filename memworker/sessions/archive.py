@@ -15,7 +15,13 @@ Format (FORMAT_VERSION 1), one JSON object per line, in this order:
   {"type": "plan", "document": {...} | null}
   {"type": "episode", ...}       one per episode of the session, oldest first
   {"type": "context_call", ...}  one per context call, oldest first
-  {"type": "footer", "counts": {...}}"""
+  {"type": "item", ...}          one per session item, by position (an archive written before
+                                 session items existed has none)
+  {"type": "footer", "counts": {...}}
+
+Session items (memworker/sessions/items.py) are copied in like episodes, and like episodes
+they stay in their table: an archived session's items are read as they were, and restore
+leaves them as they are (an item forgotten since the archive stays forgotten)."""
 
 from __future__ import annotations
 
@@ -64,6 +70,7 @@ EPISODE_FIELDS = (
     "stored_at",
 )
 CALL_FIELDS = ("id", "query", "max_tokens", "tokens", "memory_ids", "dropped", "sections", "used", "created_at")
+ITEM_FIELDS = ("position", "item", "created_at")
 
 
 # --- the format (pure) -----------------------------------------------------------------------
@@ -74,6 +81,7 @@ def snapshot(
     episodes: Sequence[sessions_db.SessionEpisode],
     calls: Sequence[sessions_db.ContextCall],
     *,
+    items: Sequence[sessions_db.SessionItem] = (),
     version: int,
     archived_at: datetime,
 ) -> list[dict[str, Any]]:
@@ -94,6 +102,7 @@ def snapshot(
     ]
     lines += [{"type": "episode", **{k: _plain(getattr(e, k)) for k in EPISODE_FIELDS}} for e in episodes]
     lines += [{"type": "context_call", **{k: _plain(getattr(c, k)) for k in CALL_FIELDS}} for c in calls]
+    lines += [{"type": "item", **{k: _plain(getattr(i, k)) for k in ITEM_FIELDS}} for i in items]
     lines.append({"type": "footer", "counts": counts_of(lines)})
     return lines
 
@@ -104,6 +113,7 @@ def counts_of(lines: list[dict[str, Any]]) -> dict[str, int]:
     return {
         "episodes": sum(1 for x in lines if x["type"] == "episode"),
         "context_calls": sum(1 for x in lines if x["type"] == "context_call"),
+        "items": sum(1 for x in lines if x["type"] == "item"),
         "working_items": len(doc.get("items", [])),
         "plan_steps": sum(len(m["steps"]) for m in plan["milestones"]) if plan else 0,
     }
@@ -177,7 +187,8 @@ def archive(
     version = row.archive_count + 1
     episodes = sessions_db.episodes(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     calls = sessions_db.context_calls_of_session(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
-    lines = snapshot(row, episodes, calls, version=version, archived_at=session.now())
+    items = sessions_db.items_list(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, limit=None)
+    lines = snapshot(row, episodes, calls, items=items, version=version, archived_at=session.now())
     data, raw_bytes, digest = encode(lines)
     summary = summary_lines(lines)
     episode_id = None
@@ -282,6 +293,7 @@ def restore(
             "working_items": len(doc.get("items", [])),
             "plan_steps": sum(len(m["steps"]) for m in plan["milestones"]) if plan else 0,
             "context_calls": len(calls),
+            "items_in_archive": sum(1 for x in lines if x["type"] == "item"),
             "episodes_in_archive": len(archived),
             "episodes_present": present,
         },
@@ -326,10 +338,11 @@ def scrub_lines(
     lines: list[dict[str, Any]], episode_ids: set[str], found: needles.Needles
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """An archive's lines without what forget erases: the erased episodes' lines (and any
-    other episode line holding a needle), the context calls whose query holds one, and the
+    other episode line holding a needle), the context calls whose query holds one, the items
+    holding one in any string, and the
     needles' texts in the working memory, plan and session metadata. Returns (lines, counts
     of what went); the footer is recounted and marked scrubbed when anything went."""
-    gone = {"episodes": 0, "context_calls": 0, "texts": 0}
+    gone = {"episodes": 0, "context_calls": 0, "items": 0, "texts": 0}
     out: list[dict[str, Any]] = []
     for x in lines:
         if x["type"] == "episode" and (x["id"] in episode_ids or found.scrub(x)[1]):
@@ -337,6 +350,9 @@ def scrub_lines(
             continue
         if x["type"] == "context_call" and found.found_in(x.get("query")):
             gone["context_calls"] += 1
+            continue
+        if x["type"] == "item" and found.scrub(x["item"])[1]:
+            gone["items"] += 1
             continue
         if x["type"] == "working":
             doc, n = working.scrub(x["document"], found.found_in)
@@ -361,7 +377,7 @@ def scrub_archives(
     the agent is read (their text cannot be searched in the database: it is compressed);
     without, only those holding a copy of an erased episode. Returns counts: archives
     rewritten, and the episode lines, context calls and texts they lost."""
-    total = {"archives": 0, "episodes": 0, "context_calls": 0, "texts": 0}
+    total = {"archives": 0, "episodes": 0, "context_calls": 0, "items": 0, "texts": 0}
     if not episode_ids and not found:
         return total
     gone_ids = {str(e) for e in episode_ids}

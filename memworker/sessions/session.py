@@ -403,7 +403,7 @@ def note_context(conn: Conn, row: sessions_db.Session, *, relevant_items: list[i
 
 
 def forget_session(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str) -> dict[str, int]:
-    """Delete a session with its working memory, plan, context-call log and archives
+    """Delete a session with its working memory, plan, context-call log, archives and items
     (cascade), and the webhook deliveries that mention it. Called by forget
     (memworker/erase/forget.py), which erases the session's episodes and memories."""
     counts = sessions_db.cascade_counts(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
@@ -413,6 +413,7 @@ def forget_session(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: st
         "sessions": gone,
         "context_calls": counts.calls,
         "archives": counts.archives,
+        "items": counts.items,
         "webhook_deliveries": deliveries,
     }
 
@@ -421,9 +422,11 @@ def scrub_sessions(conn: Conn, *, tenant_id: UUID, agent_id: str, found: needles
     """Take the needles' texts out of every session of the agent that holds them, for
     forget: working-memory lines and goal (working.scrub), plan texts (plans.scrub) and
     metadata strings are rewritten under the row lock with a new revision; logged context
-    calls whose query holds one are deleted; webhook deliveries not yet pruned (a pre_turn
+    calls whose query holds one are deleted, and so are session items holding one in any
+    string (memworker/sessions/items.py); webhook deliveries not yet pruned (a pre_turn
     payload carries the query) have those strings replaced. Returns counts per place."""
-    out = {"sessions": 0, "working": 0, "plan": 0, "metadata": 0, "context_calls": 0, "webhook_deliveries": 0}
+    out = {"sessions": 0, "working": 0, "plan": 0, "metadata": 0, "context_calls": 0, "items": 0}
+    out["webhook_deliveries"] = 0
     if not found:
         return out
     terms = list(found.terms)
@@ -447,6 +450,7 @@ def scrub_sessions(conn: Conn, *, tenant_id: UUID, agent_id: str, found: needles
         out["plan"] += n_plan
         out["metadata"] += n_meta
     out["context_calls"] = sessions_db.context_calls_scrub(conn, tenant_id=tenant_id, agent_id=agent_id, needles=terms)
+    out["items"] = sessions_db.items_scrub(conn, tenant_id=tenant_id, agent_id=agent_id, needles=terms)
     for delivery in sessions_db.deliveries_with_text(conn, tenant_id=tenant_id, agent_id=agent_id, needles=terms):
         clean, n = found.scrub(delivery.payload)
         if n:

@@ -43,6 +43,7 @@ class AgentCounts:  # the rows of one agent, per table
     sessions: int
     context_calls: int
     archives: int
+    session_items: int
     profile_versions: int
     consolidation_runs: int
     retention_runs: int

@@ -57,6 +57,14 @@ class SessionEpisode:
 class CascadeCounts:
     calls: int
     archives: int
+    items: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionItem:  # a session_items row without its keys: one raw item of the session's log
+    position: int
+    item: Any
+    created_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +197,14 @@ context_calls_scrub = _sql.Run("context_calls_scrub")  # deletes the calls whose
 # The webhook deliveries holding a needle in a string, locked.
 deliveries_with_text = _sql.Rows("deliveries_with_text", DeliveryPayload)
 delivery_scrubbed = _sql.Run("delivery_scrubbed")  # payload: a JSON value (Jsonb)
+
+# --- session items -------------------------------------------------------------------------------
+
+items_append = _sql.Rows[int]("items_append", _sql.first)  # the new places (items: a Jsonb array)
+items_list = _sql.Rows("items_list", SessionItem)  # the last `limit` (None: all), in order
+items_pop = _sql.Row("items_pop", SessionItem)  # None: the session has no item
+items_clear = _sql.Run("items_clear")
+items_scrub = _sql.Run("items_scrub")  # deletes the agent's items holding a needle
 
 # --- context calls -------------------------------------------------------------------------------
 

@@ -338,7 +338,7 @@ def test_archive_then_restore_loses_nothing(alice: Client, worker: Any) -> None:
 
     a1 = alice.archive_session("arc-bot", sid)
     assert a1["version"] == 1 and not a1["already_archived"] and a1["bytes"] < a1["raw_bytes"]
-    assert a1["counts"] == {"episodes": 1, "context_calls": 1, "working_items": 4, "plan_steps": 2}
+    assert a1["counts"] == {"episodes": 1, "context_calls": 1, "items": 0, "working_items": 4, "plan_steps": 2}
     assert alice.archive_session("arc-bot", sid)["already_archived"]  # a retried call changes nothing
     assert alice.session("arc-bot", sid)["status"] == "archived"
     assert _status(lambda: alice.working("arc-bot", sid)) == 409
@@ -358,6 +358,7 @@ def test_archive_then_restore_loses_nothing(alice: Client, worker: Any) -> None:
         "working_items": 4,
         "plan_steps": 2,
         "context_calls": 1,
+        "items_in_archive": 0,
         "episodes_in_archive": 1,
         "episodes_present": 1,
     }

@@ -494,6 +494,9 @@ def _leaves(schema: dict[str, Any], spec: dict[str, Any], prefix: tuple[Any, ...
         out.append(path)
         inner = _resolve(sub, spec)
         if inner.get("type") == "array" and len(path) < 4:
+            element = _resolve(inner.get("items", {}), spec)
+            if element.get("type") == "object" and not element.get("properties"):
+                out.append((*path, 0))  # an array of free objects: the edges are its first element's
             out += _leaves(inner.get("items", {}), spec, (*path, 0))
         elif inner.get("properties") and len(path) < 4:
             out += _leaves(inner, spec, path)

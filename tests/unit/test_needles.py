@@ -89,9 +89,12 @@ def test_an_archive_loses_erased_episodes_matching_calls_and_texts_and_says_so()
         {"type": "episode", "id": "e3", "content": "kept"},
         {"type": "context_call", "id": "c1", "query": "about zk-7741-qx-3309"},
         {"type": "context_call", "id": "c2", "query": "weather"},
+        {"type": "item", "position": 0, "item": {"role": "user", "content": [{"text": "ZK-7741-QX-3309 please"}]}},
+        {"type": "item", "position": 1, "item": {"role": "assistant", "content": "on it"}},
     ]
     kept, gone = archive.scrub_lines(lines, {"e1"}, found)
-    assert gone == {"episodes": 2, "context_calls": 1, "texts": 2}
+    assert gone == {"episodes": 2, "context_calls": 1, "items": 1, "texts": 2}
+    assert [x["position"] for x in kept if x["type"] == "item"] == [1] and kept[-1]["counts"]["items"] == 1
     assert [x["id"] for x in kept if x["type"] in ("episode", "context_call")] == ["e3", "c2"]
     assert kept[-1]["scrubbed"] and kept[-1]["counts"]["episodes"] == 1
     assert "zk-7741" not in str(kept).lower()

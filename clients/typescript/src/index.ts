@@ -451,6 +451,40 @@ export class Client {
     return (await this.op("GET /v1/agents/{agent_id}/sessions/{session_id}/context_calls", params, req)).context_calls;
   }
 
+  /** Append items (JSON objects, kept as given) to the session's raw log, after its last one;
+   * the positions they took. Never recalled or distilled; an archived session is a 409. */
+  async addSessionItems(agentId: string, sessionId: string, items: Record<string, unknown>[], opts?: Acting) {
+    const params = { agent_id: agentId, session_id: sessionId };
+    const req = { ...this.acting(opts), json: { items } };
+    return (await this.op("POST /v1/agents/{agent_id}/sessions/{session_id}/items", params, req)).positions;
+  }
+
+  /** The session's items ({position, item, created_at}), oldest first: the last `limit`, or all. */
+  async sessionItems(agentId: string, sessionId: string, limit?: number, opts?: Acting) {
+    const params = { agent_id: agentId, session_id: sessionId };
+    const req = this.acting(opts);
+    req.query = { ...req.query, limit };
+    return (await this.op("GET /v1/agents/{agent_id}/sessions/{session_id}/items", params, req)).items;
+  }
+
+  /** Delete the session's last item and return it; null when the session has none. */
+  async popSessionItem(agentId: string, sessionId: string, opts?: Acting) {
+    const params = { agent_id: agentId, session_id: sessionId };
+    const out = await this.op(
+      "DELETE /v1/agents/{agent_id}/sessions/{session_id}/items/last",
+      params,
+      this.acting(opts),
+    );
+    return out.item === null ? null : out;
+  }
+
+  /** Delete every item of the session; how many went. */
+  async clearSessionItems(agentId: string, sessionId: string, opts?: Acting) {
+    const params = { agent_id: agentId, session_id: sessionId };
+    return (await this.op("DELETE /v1/agents/{agent_id}/sessions/{session_id}/items", params, this.acting(opts)))
+      .deleted;
+  }
+
   archiveSession(agentId: string, sessionId: string, opts?: Acting) {
     const params = { agent_id: agentId, session_id: sessionId };
     return this.op("POST /v1/agents/{agent_id}/sessions/{session_id}/archive", params, this.acting(opts));
@@ -640,6 +674,10 @@ export const OPERATIONS = {
   "POST /v1/agents/{agent_id}/context": "context",
   "POST /v1/agents/{agent_id}/sessions/{session_id}/usage": "reportUsage",
   "GET /v1/agents/{agent_id}/sessions/{session_id}/context_calls": "contextCalls",
+  "POST /v1/agents/{agent_id}/sessions/{session_id}/items": "addSessionItems",
+  "GET /v1/agents/{agent_id}/sessions/{session_id}/items": "sessionItems",
+  "DELETE /v1/agents/{agent_id}/sessions/{session_id}/items/last": "popSessionItem",
+  "DELETE /v1/agents/{agent_id}/sessions/{session_id}/items": "clearSessionItems",
   "POST /v1/agents/{agent_id}/sessions/{session_id}/archive": "archiveSession",
   "POST /v1/agents/{agent_id}/sessions/{session_id}/restore": "restoreSession",
   "GET /v1/agents/{agent_id}/sessions/{session_id}/archives": "archives",

@@ -570,6 +570,56 @@ export interface paths {
         patch: operations["patch_step_v1_agents__agent_id__sessions__session_id__plan_steps__step_id__patch"];
         trace?: never;
     };
+    "/v1/agents/{agent_id}/sessions/{session_id}/items": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Items
+         * @description The session's items, oldest first (with `limit`, the last N of them); an archived
+         *     session's too.
+         */
+        get: operations["get_items_v1_agents__agent_id__sessions__session_id__items_get"];
+        put?: never;
+        /**
+         * Post Items
+         * @description Append items (JSON objects, kept as given) to the session's log, after its last one;
+         *     the positions they took. Never recalled or distilled (docs/sessions.md, "Session items").
+         */
+        post: operations["post_items_v1_agents__agent_id__sessions__session_id__items_post"];
+        /**
+         * Clear Items
+         * @description Delete every item of the session; how many went.
+         */
+        delete: operations["clear_items_v1_agents__agent_id__sessions__session_id__items_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agents/{agent_id}/sessions/{session_id}/items/last": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Pop Item
+         * @description Delete and answer the session's last item; item and position null when it has none.
+         */
+        delete: operations["pop_item_v1_agents__agent_id__sessions__session_id__items_last_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/agents/{agent_id}/context": {
         parameters: {
             query?: never;
@@ -2310,6 +2360,82 @@ export interface components {
              */
             subject?: string | null;
         };
+        /**
+         * SessionItemList
+         * @description The session's items (the last `limit`, or all), oldest first.
+         */
+        SessionItemList: {
+            /** Session Id */
+            session_id: string;
+            /** Items */
+            items: components["schemas"]["SessionItemOut"][];
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * SessionItemOut
+         * @description One raw item of a session's log: its place in the session and the item as stored.
+         */
+        SessionItemOut: {
+            /** Position */
+            position: number;
+            /** Item */
+            item: {
+                [key: string]: unknown;
+            };
+            /** Created At */
+            created_at: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * SessionItemPopped
+         * @description The session's last item, now deleted; item and position are null when it had none.
+         */
+        SessionItemPopped: {
+            /** Session Id */
+            session_id: string;
+            /** Position */
+            position: number | null;
+            /** Item */
+            item: {
+                [key: string]: unknown;
+            } | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * SessionItemsAdded
+         * @description The positions the appended items took, in the order given.
+         */
+        SessionItemsAdded: {
+            /** Session Id */
+            session_id: string;
+            /** Positions */
+            positions: number[];
+        } & {
+            [key: string]: unknown;
+        };
+        /** SessionItemsCleared */
+        SessionItemsCleared: {
+            /** Session Id */
+            session_id: string;
+            /** Deleted */
+            deleted: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * SessionItemsIn
+         * @description Items to append to a session's log, in order: each a JSON object kept as given
+         *     (memworker/sessions/items.py bounds each item's size and the batch's count).
+         */
+        SessionItemsIn: {
+            /** Items */
+            items: {
+                [key: string]: unknown;
+            }[];
+        };
         /** SessionList */
         SessionList: {
             /** Sessions */
@@ -3934,6 +4060,156 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PlanOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_items_v1_agents__agent_id__sessions__session_id__items_get: {
+        parameters: {
+            query?: {
+                /** @description the last N items; absent: every item */
+                limit?: number | null;
+                /** @description the subject the caller acts for: another subject's session, or a general one, is 403 */
+                subject?: string | null;
+            };
+            header?: never;
+            path: {
+                /** @description letters, digits and . _ : @ -, starting with a letter or digit */
+                agent_id: string;
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionItemList"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    post_items_v1_agents__agent_id__sessions__session_id__items_post: {
+        parameters: {
+            query?: {
+                /** @description the subject the caller acts for: another subject's session, or a general one, is 403 */
+                subject?: string | null;
+            };
+            header?: never;
+            path: {
+                /** @description letters, digits and . _ : @ -, starting with a letter or digit */
+                agent_id: string;
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SessionItemsIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionItemsAdded"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    clear_items_v1_agents__agent_id__sessions__session_id__items_delete: {
+        parameters: {
+            query?: {
+                /** @description the subject the caller acts for: another subject's session, or a general one, is 403 */
+                subject?: string | null;
+            };
+            header?: never;
+            path: {
+                /** @description letters, digits and . _ : @ -, starting with a letter or digit */
+                agent_id: string;
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionItemsCleared"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    pop_item_v1_agents__agent_id__sessions__session_id__items_last_delete: {
+        parameters: {
+            query?: {
+                /** @description the subject the caller acts for: another subject's session, or a general one, is 403 */
+                subject?: string | null;
+            };
+            header?: never;
+            path: {
+                /** @description letters, digits and . _ : @ -, starting with a letter or digit */
+                agent_id: string;
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionItemPopped"];
                 };
             };
             /** @description Validation Error */

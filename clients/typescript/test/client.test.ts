@@ -163,6 +163,29 @@ describe("sessions", () => {
     assert.equal((await client.restoreSession(bot, "s-1")).status, "open");
   });
 
+  test("session items: append in order, the last N, pop, clear", async () => {
+    const bot = agent("items");
+    await client.createSession(bot, { session_id: "log-1" });
+    const items = [
+      { role: "user", content: "hi" },
+      { role: "assistant", content: "hello" },
+      { type: "function_call", name: "lookup", arguments: "{}" },
+    ];
+    assert.deepEqual(await client.addSessionItems(bot, "log-1", items), [0, 1, 2]);
+    assert.deepEqual(
+      (await client.sessionItems(bot, "log-1")).map((x) => x.item),
+      items,
+    );
+    assert.deepEqual(
+      (await client.sessionItems(bot, "log-1", 2)).map((x) => x.position),
+      [1, 2],
+    );
+    assert.deepEqual((await client.popSessionItem(bot, "log-1"))?.item, items[2]);
+    assert.equal(await client.clearSessionItems(bot, "log-1"), 2);
+    assert.equal(await client.popSessionItem(bot, "log-1"), null);
+    assert.deepEqual(await client.sessionItems(bot, "log-1"), []);
+  });
+
   test("the subject a caller acts for guards a session", async () => {
     const bot = agent("subjects");
     await client.createSession(bot, { session_id: "chat-a", subject: "cust-a" });

@@ -1,5 +1,5 @@
-"""Sessions over HTTP: sessions and their working memory, execution plans, the runtime
-context and context use (the flush). Archives are in archives.py, webhooks in hooks.py."""
+"""Sessions over HTTP: sessions and their working memory, execution plans, raw items, the
+runtime context and context use (the flush). Archives are in archives.py, webhooks in hooks.py."""
 
 from __future__ import annotations
 
@@ -30,13 +30,18 @@ from memworker.schemas import (
     ContextOut,
     ContextUse,
     PlanOut,
+    SessionItemList,
+    SessionItemPopped,
+    SessionItemsAdded,
+    SessionItemsCleared,
+    SessionItemsIn,
     SessionList,
     SessionOut,
     Strict,
     WorkingOut,
     subject_field,
 )
-from memworker.sessions import context_call, plans, session, working
+from memworker.sessions import context_call, items, plans, session, working
 from memworker.storage import sessions_db, store
 
 logger = logging.getLogger(__name__)
@@ -346,6 +351,80 @@ def patch_step(
             subject=subject,
         )
     return _plan_json(row)
+
+
+# --- session items: a framework's raw conversation log ---------------------------------------
+
+
+@router.post("/v1/agents/{agent_id}/sessions/{session_id}/items", status_code=201, response_model=SessionItemsAdded)
+def post_items(
+    agent_id: AgentId,
+    session_id: SessionId,
+    body: SessionItemsIn,
+    request: Request,
+    subject: ActingSubject = None,
+    p: keys.Principal = Depends(principal),
+) -> dict[str, Any]:
+    """Append items (JSON objects, kept as given) to the session's log, after its last one;
+    the positions they took. Never recalled or distilled (docs/sessions.md, "Session items")."""
+    p.require("memories:write", agent_id)
+    items.check(body.items)  # before the transaction: an oversized item changes nothing
+    with tx(request, p) as conn:
+        positions = items.append(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, items=body.items, subject=subject
+        )
+    return {"session_id": session_id, "positions": positions}
+
+
+@router.get("/v1/agents/{agent_id}/sessions/{session_id}/items", response_model=SessionItemList)
+def get_items(
+    agent_id: AgentId,
+    session_id: SessionId,
+    request: Request,
+    limit: int | None = Query(None, ge=1, le=PG_INT_MAX, description="the last N items; absent: every item"),
+    subject: ActingSubject = None,
+    p: keys.Principal = Depends(principal),
+) -> dict[str, Any]:
+    """The session's items, oldest first (with `limit`, the last N of them); an archived
+    session's too."""
+    p.require("memories:read", agent_id)
+    with tx(request, p) as conn:
+        rows = items.listing(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, limit=limit, subject=subject
+        )
+    return {"session_id": session_id, "items": [items.view(r) for r in rows]}
+
+
+@router.delete("/v1/agents/{agent_id}/sessions/{session_id}/items/last", response_model=SessionItemPopped)
+def pop_item(
+    agent_id: AgentId,
+    session_id: SessionId,
+    request: Request,
+    subject: ActingSubject = None,
+    p: keys.Principal = Depends(principal),
+) -> dict[str, Any]:
+    """Delete and answer the session's last item; item and position null when it has none."""
+    p.require("memories:write", agent_id)
+    with tx(request, p) as conn:
+        row = items.pop(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
+    if row is None:
+        return {"session_id": session_id, "position": None, "item": None}
+    return {"session_id": session_id, **items.view(row)}
+
+
+@router.delete("/v1/agents/{agent_id}/sessions/{session_id}/items", response_model=SessionItemsCleared)
+def clear_items(
+    agent_id: AgentId,
+    session_id: SessionId,
+    request: Request,
+    subject: ActingSubject = None,
+    p: keys.Principal = Depends(principal),
+) -> dict[str, Any]:
+    """Delete every item of the session; how many went."""
+    p.require("memories:write", agent_id)
+    with tx(request, p) as conn:
+        n = items.clear(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
+    return {"session_id": session_id, "deleted": n}
 
 
 # --- runtime context and context use --------------------------------------------------------

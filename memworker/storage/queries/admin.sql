@@ -108,6 +108,8 @@ SELECT
     AS context_calls,
   (SELECT count(*) FROM session_archives WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s)::int
     AS archives,
+  (SELECT count(*) FROM session_items WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s)::int
+    AS session_items,
   (SELECT count(*) FROM agent_profiles WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s)::int
     AS profile_versions,
   (SELECT count(*) FROM consolidation_runs WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s)::int

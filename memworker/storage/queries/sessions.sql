@@ -86,14 +86,16 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = ANY(%(ids)s
 SELECT (SELECT count(*) FROM context_calls
         WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s) AS calls,
        (SELECT count(*) FROM session_archives
-        WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s) AS archives;
+        WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s) AS archives,
+       (SELECT count(*) FROM session_items
+        WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s) AS items;
 
 -- name: delete_deliveries
 DELETE FROM webhook_deliveries
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s;
 
 -- name: delete
--- Context calls and archives go with it (ON DELETE CASCADE).
+-- Context calls, archives and items go with it (ON DELETE CASCADE).
 DELETE FROM sessions WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND id = %(session_id)s;
 
 -- name: context_call_insert
@@ -286,3 +288,45 @@ SELECT tenant_id, delivery_id FROM due_webhook_deliveries(%(before)s, %(limit)s)
 
 -- name: prune_webhook_deliveries
 SELECT prune_webhook_deliveries(%(before)s) AS n;
+
+-- name: items_append
+-- A batch of a session's items, in order, at the places after its last one. The caller holds
+-- the session's row lock (session.load_open), so concurrent appenders take distinct places.
+INSERT INTO session_items (tenant_id, agent_id, session_id, position, item)
+SELECT %(tenant_id)s, %(agent_id)s, %(session_id)s,
+       (coalesce((SELECT max(i.position) + 1 FROM session_items i
+                  WHERE i.tenant_id = %(tenant_id)s AND i.agent_id = %(agent_id)s
+                    AND i.session_id = %(session_id)s), 0) + e.n - 1)::integer,
+       e.item
+FROM jsonb_array_elements(%(items)s) WITH ORDINALITY AS e(item, n)
+RETURNING position;
+
+-- name: items_list
+-- The session's last `limit` items (every item for NULL), in order.
+SELECT position, item, created_at FROM (
+  SELECT position, item, created_at FROM session_items
+  WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
+  ORDER BY position DESC LIMIT %(limit)s
+) last ORDER BY position;
+
+-- name: items_pop
+-- The session's last item, deleted (under the session's row lock).
+DELETE FROM session_items
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s
+  AND position = (SELECT max(i.position) FROM session_items i
+                  WHERE i.tenant_id = %(tenant_id)s AND i.agent_id = %(agent_id)s
+                    AND i.session_id = %(session_id)s)
+RETURNING position, item, created_at;
+
+-- name: items_clear
+DELETE FROM session_items
+WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND session_id = %(session_id)s;
+
+-- name: items_scrub
+-- Forget: the agent's session items holding a needle (lower-cased by the caller) in any string
+-- go whole (an item is the framework's record of one message or call: it is not rewritten).
+DELETE FROM session_items i
+WHERE i.tenant_id = %(tenant_id)s AND i.agent_id = %(agent_id)s
+  AND EXISTS (SELECT 1 FROM jsonb_path_query(i.item, 'strict $.**') v
+              WHERE jsonb_typeof(v) = 'string'
+                AND EXISTS (SELECT 1 FROM unnest(%(needles)s::text[]) n WHERE strpos(lower(v #>> '{}'), n) > 0));
