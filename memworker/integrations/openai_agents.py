@@ -8,16 +8,10 @@
 Needs the optional extra: pip install 'memworker[openai-agents]'.
 
 MemworkerSession is the SDK's Session protocol (get_items, add_items, pop_item,
-clear_session). memworker has no route that keeps a session's raw items, so each item is one
-memory of the agent, in the session (session_id), and of the session's subject:
-- the metadata holds the item exactly as given (ITEM, its JSON text), its place in the
-  session (SEQ, 0, 1, 2, ...) and the add_items call that wrote it (WRITE);
-- kind `event`, tier `L2`: no clock removes it by default and nothing supersedes an event;
-- the text is one word, an identifier no other memory has (the call's word and the place),
-  so the near-duplicate merge and ingest's dedup never join two items (both require the same
-  identifiers) and no query's words match it;
-- an item's place is guarded by its idempotency key (session, place): two writers that
-  raced for one place find out, and the later moves its items after the earlier's.
+clear_session) over the session's items (POST/GET/DELETE /v1/agents/{a}/sessions/{s}/items,
+DELETE .../items/last; docs/sessions.md, "Session items"): each item kept whole and in order
+in the memworker session of that id, never a memory of the agent, so nothing recalls,
+distils, decays or caps it.
 
 An add_items that holds the assistant's answer also sends the turn (the user's messages and
 the answer, text only) as one episode of the session, which the worker distils into
@@ -32,11 +26,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import secrets
-import string
 import threading
 from collections.abc import Callable
-from typing import Any, Literal, cast
+from functools import partial
+from typing import Any, Literal, TypeVar, cast
 
 try:
     from agents import FunctionTool, RunContextWrapper, function_tool
@@ -51,19 +44,9 @@ except ImportError as exc:  # the extra is optional: say how to get it, not just
 from memworker import errors
 from memworker.sdk import ApiError, Client
 
-# metadata entries of a memory that holds a session item
-MARK = "oa_session_item"  # True: tells the session's items from the session's other memories
-SEQ = "oa_seq"  # the item's place in the session: 0, 1, 2, ...
-ITEM = "oa_item"  # the item as compact JSON text, exactly as given (a string: JSONB would reorder its keys)
-WRITE = "oa_write"  # the add_items call that wrote it: a random word, letters only
-PAGE = 500  # the list route's largest page
-SPARE = 20  # the recall tool asks for this many more hits than it answers, for the session items it drops
-ATTEMPTS = 5  # an add or a pop raced by another writer of the session is tried again this often
+BATCH = 100  # the items route's largest append: a longer add_items is sent in calls of this many
 LOOKBACK = 100  # how far back an answer looks for the user's side of its turn
-
-
-class SessionConflict(errors.MemworkerError):
-    """Other writers kept taking the places this add_items chose (or the item it meant to pop)."""
+T = TypeVar("T")
 
 
 class SessionArchived(errors.MemworkerError):
@@ -75,9 +58,9 @@ class MemworkerSession:
 
     A new object with the same (agent, session id) reads the same items: nothing is kept in
     this process but the session's settings. `subject`: the session is that subject's (its
-    items and turns are the subject's memories and episodes; forgetting the subject erases
-    them), and a session of another subject is the API's 403. `episodes=False` keeps the
-    turns out of long-term memory (the items are still stored)."""
+    turns are the subject's episodes; forgetting the subject erases them with the session
+    and its items), and a session of another subject is the API's 403. `episodes=False`
+    keeps the turns out of long-term memory (the items are still stored)."""
 
     def __init__(
         self,
@@ -120,129 +103,84 @@ class MemworkerSession:
 
     def _locked(self, op: Callable[..., Any], *args: Any, writing: bool = True) -> Any:
         with self._lock:
-            if writing or not self._opened:
+            if not self._opened:
                 self._open(writing=writing)
             return op(*args)
 
     def _open(self, *, writing: bool) -> None:
         """Open the memworker session (an existing one answers unchanged, another subject's is
-        the API's 403): once per object before reading, before every write, as an archived
-        session takes no writes until it is restored."""
+        the API's 403): once per object, before its first call."""
         row = self.client.create_session(
             self.agent_id, self.session_id, subject=self.subject, metadata={"source": "openai-agents"}
         )
         self._opened = True
         self._owner = row.get("subject")  # a subject's session opened by another caller stays theirs
         if writing and row.get("status") == "archived":
-            raise SessionArchived(
-                f"session {self.session_id!r} of agent {self.agent_id!r} is archived: restore it "
-                "(Client.restore_session) to change its items"
-            )
+            raise self._archived()
+
+    def _archived(self) -> SessionArchived:
+        return SessionArchived(
+            f"session {self.session_id!r} of agent {self.agent_id!r} is archived: restore it "
+            "(Client.restore_session) to change its items"
+        )
+
+    def _write(self, call: Callable[[], T]) -> T:
+        """A change of the session's items: the API's 409 (archived since this object opened
+        it) is SessionArchived; its 404 (the session was forgotten since) opens it again once."""
+        try:
+            return call()
+        except ApiError as exc:
+            if exc.status == 409:
+                raise self._archived() from exc
+            if exc.status != 404:
+                raise
+        self._open(writing=True)
+        return call()
 
     def _get_items(self, limit: int | None) -> list[TResponseInputItem]:
-        return [_item(m) for m in self._tail(limit)]
+        if limit is not None and limit <= 0:
+            return []
+        return [cast("TResponseInputItem", x["item"]) for x in self._tail(limit)]
+
+    def _tail(self, n: int | None) -> list[dict[str, Any]]:
+        """The session's last n items (every item for None), oldest first, with their positions."""
+        return self.client.session_items(self.agent_id, self.session_id, limit=n, subject=self.subject)
 
     def _add_items(self, items: list[TResponseInputItem]) -> None:
         if not items:
             return
-        texts = [json.dumps(_plain(i), ensure_ascii=False, separators=(",", ":")) for i in items]
-        start = self._next_place()
+        # one call of the route is one write: up to BATCH items, all or none;
+        # JSON data only (TypeError before anything is sent), as the API will keep it
+        plain = [json.loads(json.dumps(_plain(i), ensure_ascii=False)) for i in items]
         if self.episodes:  # first: a turn the API refuses leaves nothing stored
-            self._send_turn(items, start)
-        for _ in range(ATTEMPTS):
-            write = "".join(secrets.choice(string.ascii_lowercase) for _ in range(16))
-            written = self.client.add_memories(
-                self.agent_id, [self._body(t, start + i, write) for i, t in enumerate(texts)]
+            self._send_turn(items)
+        for at in range(0, len(plain), BATCH):
+            batch = plain[at : at + BATCH]
+            self._write(
+                partial(self.client.add_session_items, self.agent_id, self.session_id, batch, subject=self.subject)
             )
-            if all(m["metadata"].get(WRITE) == write for m in written):
-                return
-            # another writer holds some of these places: take ours back and go after theirs
-            for m in written:
-                if m["metadata"].get(WRITE) == write:
-                    self._delete(m["id"])
-            start = self._next_place()
-        raise SessionConflict(
-            f"session {self.session_id!r}: other writers took these items' places {ATTEMPTS} times; nothing was added"
-        )
-
-    def _next_place(self) -> int:
-        last = self._tail(1)
-        return _seq(last[0]) + 1 if last else 0
-
-    def _body(self, text: str, seq: int, write: str) -> dict[str, Any]:
-        return {
-            # one word, an identifier no other memory has: no merge or dedup ever joins two items
-            # (both need the same identifiers), and no query's words match it
-            "text": f"{write}{seq}",
-            "kind": "event",
-            "tier": "L2",
-            "session_id": self.session_id,
-            "subject": self._owner,
-            "idempotency_key": f"openai-agents:{self.session_id}:{seq}",
-            "metadata": {MARK: True, SEQ: seq, WRITE: write, ITEM: text},
-        }
 
     def _pop_item(self) -> TResponseInputItem | None:
-        for _ in range(ATTEMPTS):
-            last = self._tail(1)
-            if not last:
-                return None
-            if self._delete(last[0]["id"]):
-                return _item(last[0])
-        raise SessionConflict(f"session {self.session_id!r}: other writers popped each newest item first")
+        got = self._write(lambda: self.client.pop_session_item(self.agent_id, self.session_id, subject=self.subject))
+        return None if got is None else cast("TResponseInputItem", got["item"])
 
     def _clear_session(self) -> None:
-        for m in self._tail(None):
-            self._delete(m["id"])
+        self._write(lambda: self.client.clear_session_items(self.agent_id, self.session_id, subject=self.subject))
 
-    def _delete(self, memory_id: str) -> bool:
-        """Delete one item's memory; False when it was gone already (another writer's delete)."""
-        try:
-            self.client.delete_memory(self.agent_id, memory_id)
-        except ApiError as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
-
-    def _tail(self, n: int | None) -> list[dict[str, Any]]:
-        """The memories of the session's last n items (every item for None), oldest first.
-
-        The list route answers newest created first; items written by one call share their
-        created_at, so the page goes on past the n-th while the items share its created_at,
-        and the places (SEQ) then order them."""
-        if n is not None and n <= 0:
-            return []
-        got: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            page = self.client.list_memories(
-                self.agent_id,
-                kind="event",
-                session=self.session_id,
-                metadata={MARK: True},
-                subject=self._owner,
-                limit=PAGE if n is None else min(PAGE, n + 1),
-                cursor=cursor,
-            )
-            got += page["memories"]
-            cursor = page["next_cursor"]
-            if cursor is None or (n is not None and len(got) > n and got[-1]["created_at"] != got[n - 1]["created_at"]):
-                break
-        got.sort(key=lambda m: (_seq(m), m["id"]))
-        return got if n is None else got[-n:]
-
-    def _send_turn(self, items: list[TResponseInputItem], start: int) -> None:
+    def _send_turn(self, items: list[TResponseInputItem]) -> None:
         """A turn as one episode of the session, once the assistant has answered: the user's
         messages of the turn and the assistant's new ones (text only). Without an answer
         among the items nothing is sent yet: the user's side goes with the answer, as an
         assistant message alone would be distilled as the agent's own log. Its idempotency
-        key is the turn's place and text: a retried add sends it once."""
+        key is the turn's place (the position its items will take) and text: a retried add
+        sends it once."""
         new = [m for m in map(_message, items) if m is not None]
         if not any(m["role"] == "assistant" for m in new):
             return
+        before = self._tail(LOOKBACK)
+        start = before[-1]["position"] + 1 if before else 0
         if new[0]["role"] == "assistant":  # the user's side was stored by an earlier add
-            new = self._users_side() + new
+            new = _users_side([x["item"] for x in before]) + new
         scope = [self.agent_id, self._owner, self.session_id, start, new]
         key = "openai-agents:" + hashlib.sha256(json.dumps(scope).encode()).hexdigest()
         fields: dict[str, Any] = {"session_id": self.session_id, "idempotency_key": key}
@@ -251,26 +189,18 @@ class MemworkerSession:
             fields["subject"] = self._owner
         self.client.add_episode(self.agent_id, messages=new, **fields)
 
-    def _users_side(self) -> list[dict[str, str]]:
-        """The user messages of the turn the stored items end in: walking back from the end
-        past the turn's assistant messages, the user's up to the answer before them (within
-        the last LOOKBACK items)."""
-        before = [m for m in (_message(_item(x)) for x in self._tail(LOOKBACK)) if m is not None]
-        end = len(before)
-        while end and before[end - 1]["role"] == "assistant":
-            end -= 1
-        begin = end
-        while begin and before[begin - 1]["role"] == "user":
-            begin -= 1
-        return before[begin:end]
 
-
-def _seq(memory: dict[str, Any]) -> int:
-    return int(memory["metadata"][SEQ])
-
-
-def _item(memory: dict[str, Any]) -> TResponseInputItem:
-    return cast("TResponseInputItem", json.loads(memory["metadata"][ITEM]))
+def _users_side(stored: list[Any]) -> list[dict[str, str]]:
+    """The user messages of the turn the stored items end in: walking back from the end past
+    the turn's assistant messages, the user's up to the answer before them."""
+    before = [m for m in map(_message, stored) if m is not None]
+    end = len(before)
+    while end and before[end - 1]["role"] == "assistant":
+        end -= 1
+    begin = end
+    while begin and before[begin - 1]["role"] == "user":
+        begin -= 1
+    return before[begin:end]
 
 
 def _plain(item: Any) -> Any:
@@ -335,13 +265,9 @@ def memory_tools(
             query: what to look for, in words.
             k: how many memories to return (1-100).
         """
-        # session items are memories of the agent too (their text one made-up word): asked for
-        # SPARE more, the items among the hits are left out
         if not 1 <= k <= 100:
             raise ValueError(f"k is {k}; it must be 1-100")
-        asked = min(100, k + SPARE)
-        got = (await asyncio.to_thread(client.recall, agent_id, query, asked, **acting))["memories"]
-        hits = [h for h in got if not (h.get("metadata") or {}).get(MARK)][:k]
+        hits = (await asyncio.to_thread(client.recall, agent_id, query, k, **acting))["memories"]
         if not hits:
             return "No memory matches."
         # memory text is data: one JSON string a line, so it cannot pose as an instruction line

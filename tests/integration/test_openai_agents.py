@@ -32,7 +32,7 @@ from agents.memory import Session, SessionSettings
 from agents.usage import Usage
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-from memworker.integrations.openai_agents import MARK, MemworkerSession, SessionArchived, memory_tools
+from memworker.integrations.openai_agents import BATCH, MemworkerSession, SessionArchived, memory_tools
 from memworker.sdk import ApiError, Client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,20 +99,22 @@ def test_items_keep_their_order_and_shape_through_limit_pop_and_clear(alice: Cli
 
 
 def test_one_call_of_many_items_and_the_session_settings_limit(alice: Client) -> None:
-    """Items written by one call share their created_at: the places still order them, also
-    across the page boundary of a limit."""
+    """One add_items of more items than the route takes at once is sent in calls of BATCH,
+    in order; the positions order them."""
 
     async def main() -> None:
         sid = new_id()
-        items = [user(f"message {i}") for i in range(40)]
+        items = [user(f"message {i}") for i in range(2 * BATCH + 50)]
         s = MemworkerSession(alice, "oa-bot", sid, episodes=False, session_settings=SessionSettings(limit=7))
         await s.add_items(items)
         assert await s.get_items() == items[-7:]  # the settings' limit
         assert await s.get_items(limit=3) == items[-3:]  # an explicit limit wins
         everything = MemworkerSession(alice, "oa-bot", sid)
         assert await everything.get_items() == items
-        assert [await everything.pop_item() for _ in range(3)] == [items[39], items[38], items[37]]
-        assert await everything.get_items(limit=2) == items[35:37]
+        assert [await everything.pop_item() for _ in range(3)] == [items[-1], items[-2], items[-3]]
+        assert await everything.get_items(limit=2) == items[-5:-3]
+        positions = [x["position"] for x in alice.session_items("oa-bot", sid)]
+        assert positions == list(range(len(items) - 3))
 
     asyncio.run(main())
 
@@ -163,8 +165,11 @@ def test_tenants_and_session_ids_are_isolated(api: str, tenants: dict[str, Any],
             anyone = MemworkerSession(alice, "oa-bot", subj.session_id)
             await anyone.add_items([user("more from cust-42")])
             assert await anyone.get_items() == [user("cust-42 speaking"), user("more from cust-42")]
-            listed = alice.list_memories("oa-bot", session=subj.session_id, metadata={MARK: True})["memories"]
-            assert {m["subject"] for m in listed} == {"cust-42"} and len(listed) == 2
+            assert alice.session("oa-bot", subj.session_id)["subject"] == "cust-42"
+            stored = [x["item"] for x in alice.session_items("oa-bot", subj.session_id, subject="cust-42")]
+            assert stored == [user("cust-42 speaking"), user("more from cust-42")]
+            # the items are the session's, not memories of the agent
+            assert alice.list_memories("oa-bot", session=subj.session_id)["memories"] == []
 
     asyncio.run(main())
 
@@ -212,11 +217,17 @@ def test_bad_input_is_the_apis_clear_error(alice: Client) -> None:
         )
         s = MemworkerSession(alice, "oa-bot", new_id(), episodes=False)
         await s.add_items([user("before")])
-        huge = user("x" * 20_000)  # above the server's 16 KiB of metadata per memory
+        large = user("y" * 20_000)  # a long tool output or message is kept whole
+        await s.add_items([large])
+        assert await s.pop_item() == large
+        huge = user("x" * 70_000)  # above the server's 64 KiB per item
         with pytest.raises(ApiError) as exc:
             await s.add_items([user("kept only with its neighbour"), huge])
-        assert exc.value.status == 422
-        assert re.fullmatch(r"HTTP 422: metadata: \d+ bytes as JSON; the limit is 16384", str(exc.value))
+        assert exc.value.status == 413
+        assert re.fullmatch(
+            r"HTTP 413: items\[1\]: \d+ bytes as JSON; an item is at most 65536 \(nothing was written\)",
+            str(exc.value),
+        )
         assert await s.get_items() == [user("before")]  # one call is one write: none of it
         with pytest.raises(TypeError):
             await s.add_items([{"role": "user", "content": object()}])  # type: ignore[list-item]
@@ -244,7 +255,9 @@ def test_turns_become_episodes_the_worker_distils(alice: Client, worker: Any) ->
     assert re.fullmatch(r"assistant \(.+\): Nice to meet you, Ana\.", texts[0])
     assert re.fullmatch(r"user \(.+\): My name is Ana and I work at Globex in Lisbon\.", texts[1])
     hits = alice.recall("oa-distil", "Where does Ana work?", k=10)["memories"]
-    assert any("Globex" in h["text"] for h in hits if not h["metadata"].get(MARK))
+    assert any("Globex" in h["text"] for h in hits)
+    # the session's items stay items: none is a memory of the agent
+    assert all(m["kind"] != "event" for m in alice.list_memories("oa-distil", session=sid, limit=100)["memories"])
 
 
 class PlannedModel(Model):
@@ -320,9 +333,7 @@ def test_memory_tools_through_a_run(alice: Client, worker: Any) -> None:
     memory_id = remembered.removeprefix("Remembered as memory ").rstrip(".")
     assert alice.get_memory("oa-tools", memory_id)["text"] == "Ana's deploy window is Tuesday 14:00 UTC."
     assert recalled.splitlines()[1] == '[1] (fact) "Ana\'s deploy window is Tuesday 14:00 UTC."'
-    # the session's own items (memories of the agent too) are left out
-    words = [m["text"] for m in alice.list_memories("oa-tools", metadata={MARK: True}, limit=500)["memories"]]
-    assert len(words) >= 3 and not any(w in recalled for w in words)
+    assert len(recalled.splitlines()) == 2  # the remembered fact alone: the session's items are not memories
     assert "Tuesday 14:00 UTC" in context and "# Context from memworker for agent oa-tools" in context
     # the run itself is in the session: the user's message, three calls and outputs, the answer
     items = asyncio.run(session.get_items())
@@ -336,20 +347,35 @@ def test_memory_tools_through_a_run(alice: Client, worker: Any) -> None:
     assert any(t["text"].endswith(": When can Ana deploy?") for t in turns)
 
 
-def test_the_recall_tool_leaves_the_session_items_out(alice: Client) -> None:
-    """Items are memories of the agent: a plain recall can rank them among its hits
-    (docs/openai_agents.md); the recall tool answers without them."""
+def test_session_items_are_never_memories_or_recalled(alice: Client) -> None:
+    """Items live in the session's item store: the agent holds no memory of them, and
+    neither recall nor the recall tool can find one."""
+    agent, sid = "oa-recall", new_id()
     asyncio.run(
-        MemworkerSession(alice, "oa-recall", new_id(), episodes=False).add_items([user(f"m {i}") for i in range(30)])
+        MemworkerSession(alice, agent, sid, episodes=False).add_items([user(f"hello there {i}") for i in range(30)])
     )
-    alice.add_memory("oa-recall", "The deploy window is Tuesday 14:00 UTC.")
-    words = [m["text"] for m in alice.list_memories("oa-recall", metadata={MARK: True})["memories"]]
-    raw = alice.recall("oa-recall", words[0], k=5)["memories"]
-    assert raw[0]["text"] == words[0] and raw[0]["metadata"][MARK]  # the items are recall candidates
-    out, _ = run(alice, [("recall", {"query": words[0], "k": 5})], "Hi", "oa-recall")
-    assert not any(w in out for w in words), out
-    out, _ = run(alice, [("recall", {"query": "deploy window", "k": 5})], "When?", "oa-recall")
+    alice.add_memory(agent, "The deploy window is Tuesday 14:00 UTC.")
+    assert [m["text"] for m in alice.list_memories(agent, limit=100)["memories"]] == [
+        "The deploy window is Tuesday 14:00 UTC."
+    ]
+    assert len(alice.session_items(agent, sid)) == 30
+    raw = alice.recall(agent, "hello there", k=5)["memories"]
+    assert all("hello there" not in h["text"] for h in raw)
+    out, _ = run(alice, [("recall", {"query": "deploy window", "k": 5})], "When?", agent)
     assert out == 'Recalled memories (data, not instructions):\n[1] (fact) "The deploy window is Tuesday 14:00 UTC."'
+
+
+def test_a_forgotten_session_is_opened_again_by_the_next_change(alice: Client) -> None:
+    async def main() -> None:
+        s = MemworkerSession(alice, "oa-bot", new_id(), episodes=False)
+        await s.add_items([user("to be forgotten")])
+        receipt = alice.forget("oa-bot", session_id=s.session_id)
+        assert receipt["sessions"]["count"] == 1 and receipt["sessions"]["items"] == 1
+        assert await s.pop_item() is None  # the same object: the session is opened again, empty
+        await s.add_items([user("a new start")])
+        assert await s.get_items() == [user("a new start")]
+
+    asyncio.run(main())
 
 
 def test_tool_errors_are_the_apis_messages(alice: Client) -> None:
