@@ -127,11 +127,25 @@ def check_metadata(value: dict[str, Any] | None, *, max_depth: int, max_bytes: i
         raise errors.InvalidInput(f"{what}: {size} bytes as JSON; the limit is {max_bytes}")
 
 
+# A session item (memworker/sessions/items.py): its size as compact UTF-8 JSON, and how many
+# one append takes (100 full items stay under MEMWORKER_MAX_BODY_BYTES); docs/input_limits.md.
+MAX_SESSION_ITEM_BYTES = 65_536
+MAX_SESSION_ITEMS_BATCH = 100
+
+
+def session_item_problem(item: dict[str, Any]) -> str | None:
+    """Why a session item is over its size, or None."""
+    size = len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > MAX_SESSION_ITEM_BYTES:
+        return f"{size} bytes as JSON; an item is at most {MAX_SESSION_ITEM_BYTES}"
+    return None
+
+
 class SessionItemsIn(Strict):
     """Items to append to a session's log, in order: each a JSON object kept as given
-    (memworker/sessions/items.py bounds each item's size and the batch's count)."""
+    (memworker/sessions/items.py checks each item's size)."""
 
-    items: list[dict[str, Any]] = Field(min_length=1, max_length=100)
+    items: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_SESSION_ITEMS_BATCH)
 
 
 class Message(Strict):

@@ -150,9 +150,28 @@ def _sessions(conn: db.Conn, spec: Spec, agent_id: str, counts: Counter[str]) ->
             conn, tenant_id=spec.tenant_id, agent_id=agent_id, subject=spec.subject, after_id=after, limit=PAGE
         )
         if not page:
-            return
+            break
         yield _chunk([{"type": "session", "agent": s.agent_id, **_fields(s, skip=("agent_id",))} for s in page], counts)
         after = page[-1].id
+    yield from _session_items(conn, spec, agent_id, counts)
+
+
+def _session_items(conn: db.Conn, spec: Spec, agent_id: str, counts: Counter[str]) -> Iterator[bytes]:
+    """The items of the sessions exported, after every session line (an import writes a
+    session before its items)."""
+    after: tuple[str, int] = ("", -1)
+    while page := portability_db.export_session_items(
+        conn,
+        tenant_id=spec.tenant_id,
+        agent_id=agent_id,
+        subject=spec.subject,
+        after_session=after[0],
+        after_position=after[1],
+        limit=PAGE,
+    ):
+        lines = [{"type": "session_item", "agent": i.agent_id, **_fields(i, skip=("agent_id",))} for i in page]
+        yield _chunk(lines, counts)
+        after = (page[-1].session_id, page[-1].position)
 
 
 def _links(conn: db.Conn, spec: Spec, agent_id: str, counts: Counter[str]) -> Iterator[bytes]:

@@ -15,10 +15,10 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import numpy as np
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError, field_validator
 
 from memworker import memories
-from memworker.schemas import Strict
+from memworker.schemas import Strict, session_item_problem
 
 FORMAT = "memworker-export"
 VERSION = 1
@@ -222,6 +222,26 @@ class SessionLine(Strict):
     subject: Subject | None
 
 
+class SessionItemLine(Strict):
+    """One item of a session's raw log (docs/sessions.md, "Session items"); its session's
+    line comes before it in the file."""
+
+    type: Literal["session_item"]
+    agent: AgentName
+    session_id: str = Field(min_length=1, max_length=128)
+    position: int = Field(ge=0, le=2**31 - 1)
+    item: dict[str, Any]
+    created_at: datetime
+
+    @field_validator("item")
+    @classmethod
+    def _bounded(cls, value: dict[str, Any]) -> dict[str, Any]:
+        problem = session_item_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
 class ProfileLine(Strict):
     type: Literal["profile"]
     version: int = Field(ge=1, le=2**31 - 1)
@@ -246,6 +266,7 @@ LINES: dict[str, type[Strict]] = {
     "review": ReviewLine,
     "episode": EpisodeLine,
     "session": SessionLine,
+    "session_item": SessionItemLine,
     "profile": ProfileLine,
     "policy": PolicyLine,
     "end": EndLine,

@@ -87,6 +87,7 @@ def check(path: Path) -> fmt.Header:
     what it holds; LineError for the first line that is not."""
     header: fmt.Header | None = None
     counts: Counter[str] = Counter()
+    sessions: set[tuple[str, str]] = set()  # (agent, id) of the session lines so far
     ended = 0
     for n, obj in numbered(path):
         if ended:
@@ -103,6 +104,10 @@ def check(path: Path) -> fmt.Header:
                 Policy.resolve(line.policy)
         except (ValueError, errors.InvalidInput) as exc:
             raise LineError(n, str(exc)) from None
+        if isinstance(line, fmt.SessionLine):
+            sessions.add((line.agent, line.id))
+        elif isinstance(line, fmt.SessionItemLine) and (line.agent, line.session_id) not in sessions:
+            raise LineError(n, f"session_item: session {line.session_id!r} has no session line before it")
         if isinstance(line, fmt.EndLine):
             if dict(line.counts) != {k: v for k, v in counts.items() if v}:
                 raise LineError(n, f"the end line counts {line.counts}, the file holds {dict(counts)}")
@@ -221,6 +226,10 @@ def _write_run(
         rows = [_mapped(t, a, o, ("last_flush_episode_id",)) for o in objs]
         written_s = portability_db.restore_sessions(conn, tenant_id=t, agent_id=a, rows=portability_db.rows(rows))
         _count(counts, "sessions", len(written_s), len(objs))
+    elif kind == "session_item":
+        rows = [{k: o[k] for k in ("session_id", "position", "item", "created_at")} for o in objs]
+        written_i = portability_db.restore_session_items(conn, tenant_id=t, agent_id=a, rows=portability_db.rows(rows))
+        _count(counts, "session_items", len(written_i), len(objs))
     elif kind == "profile":
         written_p = portability_db.restore_profiles(conn, tenant_id=t, agent_id=a, rows=portability_db.rows(objs))
         _count(counts, "profiles", len(written_p), len(objs))

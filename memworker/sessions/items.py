@@ -12,19 +12,18 @@ forget by text deletes every item holding one of its needles."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from memworker import errors, redact
+from memworker import errors, redact, schemas
 from memworker.sessions import session
 from memworker.storage import sessions_db, store
 from memworker.storage.db import Conn
 
-MAX_ITEM_BYTES = 65_536  # one item as compact UTF-8 JSON: a message or a tool output, not a file
-MAX_BATCH = 100  # items one append takes (100 full items stay under the body limit)
+MAX_ITEM_BYTES = schemas.MAX_SESSION_ITEM_BYTES  # one item as compact UTF-8 JSON: a message or a tool output
+MAX_BATCH = schemas.MAX_SESSION_ITEMS_BATCH  # items one append takes
 
 
 def check(items: list[dict[str, Any]]) -> None:
@@ -35,11 +34,9 @@ def check(items: list[dict[str, Any]]) -> None:
     if len(items) > MAX_BATCH:
         raise errors.InvalidInput(f"items: {len(items)} items; one call takes at most {MAX_BATCH}")
     for i, item in enumerate(items):
-        size = len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode())
-        if size > MAX_ITEM_BYTES:
-            raise errors.PayloadTooLarge(
-                f"items[{i}]: {size} bytes as JSON; an item is at most {MAX_ITEM_BYTES} (nothing was written)"
-            )
+        problem = schemas.session_item_problem(item)
+        if problem:
+            raise errors.PayloadTooLarge(f"items[{i}]: {problem} (nothing was written)")
 
 
 def append(

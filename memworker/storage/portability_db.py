@@ -125,6 +125,15 @@ class Episode:  # an episodes row, without the worker's bookkeeping (leases, tok
 
 
 @dataclass(frozen=True, slots=True)
+class SessionItem:  # a session_items row: one raw item of a session's log
+    agent_id: str
+    session_id: str
+    position: int
+    item: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Session:  # a sessions row: working memory, plan, context use
     agent_id: str
     id: str
@@ -165,6 +174,8 @@ export_aliases = _sql.Rows("export_aliases", MemoryAlias)
 export_reviews = _sql.Rows("export_reviews", MemoryReview)
 export_episodes = _sql.Rows("export_episodes", Episode, subject=None, after_created=None, after_id=None)
 export_sessions = _sql.Rows("export_sessions", Session, subject=None, after_id=None)
+# after (session, position): ("", -1) before the first
+export_session_items = _sql.Rows("export_session_items", SessionItem, subject=None)
 export_profiles = _sql.Rows("export_profiles", AgentProfile)
 agent_policy = _sql.Row[dict[str, Any]]("agent_policy", _sql.first)
 subject_agents = _sql.Rows[str]("subject_agents", _sql.first)
@@ -178,5 +189,6 @@ restore_aliases = _sql.Run("restore_aliases")
 restore_reviews = _sql.Run("restore_reviews")
 restore_episodes = _sql.Rows[UUID]("restore_episodes", _sql.first)
 restore_sessions = _sql.Rows[str]("restore_sessions", _sql.first)
+restore_session_items = _sql.Rows[int]("restore_session_items", _sql.first)
 restore_profiles = _sql.Rows[int]("restore_profiles", _sql.first)
 merge_agent_policy = _sql.Run("merge_agent_policy")

@@ -54,6 +54,7 @@ def source(clients: dict[str, Client], worker: Any) -> str:
     c.wait_for_episode("src", ep["episode_id"])
     c.create_session("src", "s1", goal="ship the export")
     c.update_working("src", "s1", add=[{"kind": "decision", "text": "the export streams NDJSON"}])
+    c.add_session_items("src", "s1", [{"role": "user", "content": "export it"}, {"type": "function_call", "n": 1}])
     c.set_policy({"recall_vector_weight": 0.6}, agent_id="src")
     return "src"
 
@@ -91,7 +92,7 @@ def test_round_trip_into_another_tenant(clients: dict[str, Client], source: str)
     )
     assert header["model"] and header["exported_at"]
     types = {line["type"] for line in lines[1:]}
-    assert {"memory", "episode", "session", "policy", "end"} <= types
+    assert {"memory", "episode", "session", "session_item", "policy", "end"} <= types
     kinds = {line["kind"] for line in lines if line.get("type") == "memory"}
     assert "turn" in kinds and "fact" in kinds or "event" in kinds
 
@@ -99,6 +100,8 @@ def test_round_trip_into_another_tenant(clients: dict[str, Client], source: str)
     n = sum(1 for line in lines if line.get("type") == "memory")
     assert (report["format"], report["memories_written"], report["memories_existing"]) == ("memworker", n, 0)
     assert report["reembedded"] == 0 and report["episodes_written"] == 1 and report["sessions_written"] == 1
+    assert report["session_items_written"] == 2
+    assert bob.session_items("copy", "s1") == alice.session_items(source, "s1")  # positions, items, dates
 
     again = bob.download_export("copy", embeddings=True)
     assert _comparable(_lines(again)) == _comparable(lines)
@@ -108,6 +111,7 @@ def test_round_trip_into_another_tenant(clients: dict[str, Client], source: str)
     # the same file again adds nothing
     second = bob.import_file("copy", original)
     assert (second["memories_written"], second["memories_existing"]) == (0, n)
+    assert (second["session_items_written"], second["session_items_existing"]) == (0, 2)
     assert _comparable(_lines(bob.download_export("copy", embeddings=True))) == _comparable(lines)
 
     # tenants apart: alice cannot see bob's copy, bob cannot export alice's agent
@@ -115,6 +119,24 @@ def test_round_trip_into_another_tenant(clients: dict[str, Client], source: str)
         with pytest.raises(ApiError) as err:
             c.download_export(agent)
         assert err.value.status == 404
+
+
+def test_a_session_item_needs_its_session_line_before_it(clients: dict[str, Client], source: str) -> None:
+    alice, bob = clients["alice"], clients["bob"]
+    lines = alice.download_export(source).decode().splitlines()
+    sessions = [i for i, line in enumerate(lines) if json.loads(line).get("type") == "session"]
+    orphan = [line for line in lines if json.loads(line).get("type") == "session_item"]
+    assert sessions and orphan
+    kept = [line for i, line in enumerate(lines) if i not in sessions]
+    end = json.loads(kept[-1])
+    end["counts"].pop("session")
+    kept[-1] = json.dumps(end)
+    with pytest.raises(ApiError) as err:
+        bob.import_file("orphans", "\n".join(kept).encode())
+    assert err.value.status == 422 and "session 's1' has no session line before it" in str(err.value)
+    with pytest.raises(ApiError) as err:
+        bob.session_items("orphans", "s1")
+    assert err.value.status == 404  # nothing was written
 
 
 def test_a_bad_line_names_its_number_and_writes_nothing(clients: dict[str, Client], source: str) -> None:
@@ -174,6 +196,9 @@ def test_subject_export_spans_agents(clients: dict[str, Client], source: str) ->
     alice, bob = clients["alice"], clients["bob"]
     alice.add_memory("helpdesk", "Carol asked for a refund on order 77.", subject="carol")
     alice.add_memory("helpdesk", "Dan asked about shipping times.", subject="dan")
+    for who in ("carol", "dan"):
+        alice.create_session("helpdesk", f"chat-{who}", subject=who)
+        alice.add_session_items("helpdesk", f"chat-{who}", [{"role": "user", "content": f"{who} here"}])
     lines = _lines(alice.download_subject_export("carol"))
     assert lines[0]["subject"] == "carol" and lines[0]["agent"] is None
     memories = [x for x in lines if x.get("type") == "memory"]
@@ -181,7 +206,9 @@ def test_subject_export_spans_agents(clients: dict[str, Client], source: str) ->
         ("src", "Carol's order ships to Lisbon."),
         ("helpdesk", "Carol asked for a refund on order 77."),
     }
-    assert lines[-1] == {"type": "end", "counts": {"memory": 2}}
+    items = [(x["session_id"], x["item"]["content"]) for x in lines if x.get("type") == "session_item"]
+    assert items == [("chat-carol", "carol here")]  # the subject's sessions' items only
+    assert lines[-1] == {"type": "end", "counts": {"memory": 2, "session": 1, "session_item": 1}}
     # another tenant's carol: only what bob holds himself (his imported copy), none of alice's agents
     other = [x for x in _lines(bob.download_subject_export("carol")) if x.get("type") == "memory"]
     assert {m["text"] for m in other} <= {"Carol's order ships to Lisbon."}

@@ -2428,7 +2428,7 @@ export interface components {
         /**
          * SessionItemsIn
          * @description Items to append to a session's log, in order: each a JSON object kept as given
-         *     (memworker/sessions/items.py bounds each item's size and the batch's count).
+         *     (memworker/sessions/items.py checks each item's size).
          */
         SessionItemsIn: {
             /** Items */

@@ -71,6 +71,17 @@ WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
   AND (%(after_id)s::text IS NULL OR id > %(after_id)s::text)
 ORDER BY id LIMIT %(limit)s;
 
+-- name: export_session_items
+-- The items of the agent's sessions (of one subject's sessions unless NULL), in keyset pages
+-- on (session, position).
+SELECT i.agent_id, i.session_id, i.position, i.item, i.created_at
+FROM session_items i
+JOIN sessions s ON s.tenant_id = i.tenant_id AND s.agent_id = i.agent_id AND s.id = i.session_id
+WHERE i.tenant_id = %(tenant_id)s AND i.agent_id = %(agent_id)s
+  AND (%(subject)s::text IS NULL OR s.subject = %(subject)s::text)
+  AND (i.session_id, i.position) > (%(after_session)s::text, %(after_position)s::int)
+ORDER BY i.session_id, i.position LIMIT %(limit)s;
+
 -- name: export_profiles
 SELECT version, document, created_at FROM agent_profiles
 WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s
@@ -195,6 +206,15 @@ FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(id text, status text, metadata jso
        archived_at timestamptz, restored_at timestamptz, subject text)
 ON CONFLICT DO NOTHING
 RETURNING id;
+
+-- name: restore_session_items
+-- An item whose place is taken already (the same file again, or the target's own item) is
+-- kept as it is.
+INSERT INTO session_items (tenant_id, agent_id, session_id, position, item, created_at)
+SELECT %(tenant_id)s, %(agent_id)s, r.session_id, r.position, r.item, r.created_at
+FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(session_id text, position int, item jsonb, created_at timestamptz)
+ON CONFLICT DO NOTHING
+RETURNING position;
 
 -- name: restore_profiles
 INSERT INTO agent_profiles (tenant_id, agent_id, version, document, created_at)
