@@ -528,7 +528,8 @@ class _Operations:
         progress: Callable[[int], None] | None = None,
     ) -> _Op[dict[str, Any]]:
         """Import a file (a path, streamed from disk, or bytes): a memworker export, a JSONL of
-        {"text": ...} lines or LangGraph items. `progress` is called with each chunk's size as
+        {"text": ...} lines, LangGraph items or a Mem0 export (format "auto" tells them apart;
+        docs/export.md). `progress` is called with each chunk's size as
         it is sent. Answers the import's counts; ApiError 422 names a bad line (nothing written)."""
         content: bytes | _FileChunks = source if isinstance(source, bytes) else _FileChunks(Path(source), progress)
         return _obj(
@@ -1124,7 +1125,8 @@ class Client(_SyncTransport):
         progress: Callable[[int], None] | None = None,
     ) -> dict[str, Any]:
         """Import a file (a path, streamed from disk, or bytes): a memworker export, a JSONL of
-        {"text": ...} lines or LangGraph items. `progress` is called with each chunk's size as
+        {"text": ...} lines, LangGraph items or a Mem0 export (format "auto" tells them apart;
+        docs/export.md). `progress` is called with each chunk's size as
         it is sent. Answers the import's counts; ApiError 422 names a bad line (nothing written)."""
         return self._send(_OPS.import_file(agent_id, source, format=format, progress=progress))
 
@@ -1499,7 +1501,8 @@ class AsyncClient(_AsyncTransport):
         progress: Callable[[int], None] | None = None,
     ) -> dict[str, Any]:
         """Import a file (a path, streamed from disk, or bytes): a memworker export, a JSONL of
-        {"text": ...} lines or LangGraph items. `progress` is called with each chunk's size as
+        {"text": ...} lines, LangGraph items or a Mem0 export (format "auto" tells them apart;
+        docs/export.md). `progress` is called with each chunk's size as
         it is sent. Answers the import's counts; ApiError 422 names a bad line (nothing written)."""
         return await self._send(_OPS.import_file(agent_id, source, format=format, progress=progress))
 
