@@ -76,6 +76,12 @@ PoolName = Annotated[
 ]
 ProposalId = Annotated[str, Field(description="the proposal's id (see pool_proposals)", min_length=1, max_length=64)]
 Reason = Annotated[str, Field(description="why, kept in the audit trail", max_length=500)]
+HowMany = Annotated[int, Field(description="how many memories, best first", ge=1, le=100)]
+Kinds = Annotated[list[Kind] | None, Field(description="only these kinds")]
+Tiers = Annotated[list[Tier] | None, Field(description="only these tiers")]
+SubjectFilter = Annotated[
+    str | None, Field(description="that subject's memories and the general ones (never another subject's)")
+]
 # A page of a pool read for a server bound to a subject, before the memories of other subjects
 # are dropped: the API lists one subject's memories or every memory, never "S's and the general".
 POOL_PAGE = 500
@@ -238,15 +244,13 @@ class Tools:
         *,
         agent: Agent,
         query: Query,
-        k: Annotated[int, Field(description="how many memories, best first", ge=1, le=100)] = 5,
+        k: HowMany = 5,
         explain: Annotated[
             bool, Field(description="add each memory's signals (bm25, vector, salience, freshness...)")
         ] = False,
-        kinds: Annotated[list[Kind] | None, Field(description="only these kinds")] = None,
-        tiers: Annotated[list[Tier] | None, Field(description="only these tiers")] = None,
-        subject: Annotated[
-            str | None, Field(description="that subject's memories and the general ones (never another subject's)")
-        ] = None,
+        kinds: Kinds = None,
+        tiers: Tiers = None,
+        subject: SubjectFilter = None,
     ) -> dict[str, Any]:
         """Search the agent's memories (hybrid keyword + semantic). Returns "memories" (id,
         text, kind, tier, score, provenance...), best first; with explain=true each has the
@@ -418,13 +422,11 @@ class Tools:
             Field(description="the agents whose memories to rank (default: the bound agent, if any)", max_length=50),
         ] = None,
         pools: Annotated[list[PoolName] | None, Field(description="shared pools to rank in too", max_length=20)] = None,
-        k: Annotated[int, Field(description="how many memories, best first", ge=1, le=100)] = 5,
+        k: HowMany = 5,
         explain: Annotated[bool, Field(description="add each memory's signals")] = False,
-        kinds: Annotated[list[Kind] | None, Field(description="only these kinds")] = None,
-        tiers: Annotated[list[Tier] | None, Field(description="only these tiers")] = None,
-        subject: Annotated[
-            str | None, Field(description="that subject's memories and the general ones (never another subject's)")
-        ] = None,
+        kinds: Kinds = None,
+        tiers: Tiers = None,
+        subject: SubjectFilter = None,
     ) -> dict[str, Any]:
         """Search several agents' memories and shared pools at once: one ranked list, each
         memory naming its "agent_id" (a pool's memory: its "pool"). Needs the memories:read
