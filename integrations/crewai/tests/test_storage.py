@@ -197,13 +197,10 @@ def test_tenants_do_not_see_each_other(storage: MemworkerStorage, api: str, keys
 
 
 def test_bad_input_gives_the_apis_message(storage: MemworkerStorage, api: str, keys: list[str]) -> None:
-    with pytest.raises(MemworkerError) as too_long:
-        storage.save([MemoryRecord(content="x" * 300)])
-    assert too_long.value.status == 422
-    assert str(too_long.value) == (
-        "memworker API: HTTP 422: memory text is 300 characters; the limit is 280 "
-        "(summarize, don't hoard: send long material as an episode)"
-    )
+    with pytest.raises(MemworkerError) as nul:
+        storage.save([MemoryRecord(content="Bad\x00text.")])
+    assert nul.value.status == 422
+    assert "text must not contain NUL" in str(nul.value)
     unreachable = r"cannot reach http://127\.0\.0\.1:9 .*is memworker running there\?"
     with (
         MemworkerStorage(api, "mwk_not_a_key", agent_id="x") as bad,
@@ -229,9 +226,23 @@ def test_bad_input_gives_the_apis_message(storage: MemworkerStorage, api: str, k
         storage.update(MemoryRecord(content="Never saved."))
     # through crewai's Memory, the same message reaches the caller
     memory = memworker_memory(api, keys[0], agent_id=storage.agent_id)
-    with pytest.raises(MemworkerError, match=r"HTTP 422: memory text is 300 characters; the limit is 280"):
-        memory.remember("y" * 300, scope="/", categories=[], importance=0.5)
+    with pytest.raises(MemworkerError, match=r"HTTP 422: .*text must not contain NUL"):
+        memory.remember("Bad\x00text again.", scope="/", categories=[], importance=0.5)
     assert storage.count() == 0  # nothing of the refused writes was stored
+
+
+def test_a_long_content_is_kept_whole(storage: MemworkerStorage, api: str, keys: list[str]) -> None:
+    result = " ".join(f"step {i}: the invoice export for client {i} moved to the new billing API." for i in range(20))
+    record = MemoryRecord(content=f"Task: migrate invoice exports. Result: {result}", scope="/billing")
+    storage.save([record])
+    got = storage.get_record(record.id)
+    assert got is not None and got.content == record.content
+    hits = _search(storage, "which API do invoice exports use now?")
+    assert hits and hits[0][0].content == record.content
+    (memory,) = [m for m in _raw(api, keys[0], storage.agent_id) if m["metadata"].get("crewai_id") == record.id]
+    assert len(memory["text"]) <= 280 and memory["text"].endswith("\u2026")
+    assert record.content.startswith(memory["text"][:-1])
+    storage.reset()
 
 
 def test_async_methods(storage: MemworkerStorage) -> None:

@@ -13,7 +13,9 @@ search turns the vector back into the text and asks memworker's recall. Memory m
 that embedder; a vector from any other embedder is refused with a message that says so.
 
 The mapping (one crewai MemoryRecord = one memworker memory of `agent_id`):
-- content is the memory's text (memworker's bound: 280 characters; longer is the API's 422);
+- content is the memory's text; a longer content than memworker's bound (280 characters) is
+  written as its first words, clipped at a word, and read back whole from metadata (CONTENT),
+  so a crew's raw "Task: ... Result: ..." save is kept rather than refused;
 - importance is the memory's salience, and kept exactly in metadata (IMPORTANCE);
 - the record's id, scope, categories, source and private flag live in the memory's metadata
   under the reserved `crewai_` keys; the scope also as one flat entry per level, so a scope
@@ -50,6 +52,8 @@ CATEGORIES = "crewai_categories"
 IMPORTANCE = "crewai_importance"
 SOURCE = "crewai_source"
 PRIVATE = "crewai_private"
+CONTENT = "crewai_content"  # the whole content of a record longer than MAX_TEXT
+MAX_TEXT = 280  # memworker's bound on a memory's text
 
 RECALL_MAX_K = 100  # the recall route's bound on k
 RECALL_MAX_QUERY = 4000  # the recall route's bound on a query's characters
@@ -127,7 +131,7 @@ def to_record(memory: dict[str, Any]) -> MemoryRecord:
     created = _naive_utc(memory["created_at"])
     return MemoryRecord(
         id=str(meta.get(RECORD_ID) or memory["id"]),
-        content=memory["text"],
+        content=str(meta.get(CONTENT) or memory["text"]),
         scope=str(meta.get(SCOPE) or "/"),
         categories=list(meta.get(CATEGORIES) or []),
         metadata={k: v for k, v in meta.items() if not k.startswith(PREFIX)},
@@ -157,7 +161,18 @@ def to_memory(record: MemoryRecord, kind: str) -> dict[str, Any]:
     }
     if record.source is not None:
         meta[SOURCE] = record.source
-    return {"text": record.content, "kind": kind, "salience": record.importance, "metadata": meta}
+    text = record.content
+    if len(text) > MAX_TEXT:
+        meta[CONTENT] = text
+        text = clip(text)
+    return {"text": text, "kind": kind, "salience": record.importance, "metadata": meta}
+
+
+def clip(text: str) -> str:
+    """The first words of a text, cut at a word and marked with an ellipsis, within MAX_TEXT."""
+    head = text[: MAX_TEXT - 1]
+    cut = head.rsplit(None, 1)[0] if " " in head.strip() else head
+    return cut.rstrip() + "\u2026"
 
 
 def _meta_filter(metadata_filter: dict[str, Any] | None) -> dict[str, Any]:
