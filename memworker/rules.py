@@ -13,7 +13,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 
@@ -226,9 +226,23 @@ def ordered(a: Fact, b: Fact) -> tuple[Fact, Fact]:
     return (a, b) if (a.created_at, a.id) <= (b.created_at, b.id) else (b, a)
 
 
+def _utterance(fact: Fact) -> Fact:
+    """The fact as what its speaker said: a leading "Name: " label (statements.quoted) taken
+    off its text and kept as its speaker when none is known."""
+    speaker, said = statements.quoted(fact.text)
+    if speaker is None:
+        return fact
+    return replace(fact, text=said, speaker=fact.speaker or speaker)
+
+
 def judge(older: Fact, newer: Fact, policy: Policy) -> Verdict | None:
     """Supersede when the newer contradicts the older and is sure enough; a contradiction
     it cannot resolve (unsure, or the older is canonical L3) goes to review; else None."""
+    verdict = _judge(_utterance(older), _utterance(newer), policy)
+    return None if verdict is None else replace(verdict, older=older, newer=newer)
+
+
+def _judge(older: Fact, newer: Fact, policy: Policy) -> Verdict | None:
     if (
         older.speaker
         and newer.speaker

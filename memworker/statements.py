@@ -392,3 +392,22 @@ def first_person(text: str) -> bool:
     """The statement speaks of its speaker ("I", "my", "we", "our"): who said it says whom it
     is about."""
     return any(w.raw.casefold() in _FIRST_PERSON for w in parse(text).words)
+
+
+# "Caroline: I moved to Lyon." A name and a colon before a first- or second-person utterance
+# is who said it, not what it is about; a heading ("Update:", "Onboarding PO: Aisha") is not.
+_LABEL = re.compile(r"^([A-Z][\w.'-]*(?: [A-Z][\w.'-]*)?): +(?=\S)")
+_HEADINGS = frozenset("update note correction fyi reminder summary edit ps re todo important warning heads".split())
+_ADDRESSED = frozenset("i me my mine we us our ours you your yours".split())
+
+
+def quoted(text: str) -> tuple[str | None, str]:
+    """(the speaker a leading "Name: " label names, the utterance after it), or (None, text)
+    when the text has no such label."""
+    m = _LABEL.match(text)
+    if not m or m.group(1).split()[0].casefold() in _HEADINGS:
+        return None, text
+    said = text[m.end() :]
+    if not _ADDRESSED & {w.casefold() for w in re.findall(r"[A-Za-z]+", said)}:
+        return None, text
+    return m.group(1), said

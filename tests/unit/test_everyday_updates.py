@@ -141,3 +141,33 @@ def test_a_statement_reads_its_subject_values_and_cues() -> None:
     assert statements.parse("In 2023 we used Jenkins.").history
     assert statements.parse("We also use Redis.").addition
     assert statements.parse("We switched from Jenkins to Buildkite.").olds >= {"jenkin"}
+
+
+def test_a_speaker_label_names_who_said_it_not_what_it_is_about() -> None:
+    assert statements.quoted("Caroline: I moved to Lyon.") == ("Caroline", "I moved to Lyon.")
+    assert statements.quoted("Mary Ann: my number is 555-0101") == ("Mary Ann", "my number is 555-0101")
+    for heading in (
+        "Update: I moved to Lyon.",
+        "Onboarding PO: Aisha (Sven moved to growth)",
+        "Correction: all-hands is remote",
+    ):
+        assert statements.quoted(heading) == (None, heading)
+
+
+def test_turns_of_two_speakers_written_as_memories_do_not_supersede_each_other() -> None:
+    old = rules.Fact("a", "Melanie: I live in Denver with my kids.", "fact", "L1", 0.9, datetime(2026, 1, 1))
+    new = rules.Fact("b", "Caroline: I live in Boston now.", "fact", "L1", 0.9, datetime(2026, 2, 1))
+    assert rules.judge(old, new, Policy()) is None
+    small_talk = rules.Fact("c", "Caroline: No worries, Mel! Enjoy your day!", "fact", "L1", 0.9, datetime(2026, 3, 1))
+    hello = rules.Fact(
+        "d", "Caroline: Hey Mel! Good to see you! How have you been?", "fact", "L1", 0.9, datetime(2026, 1, 1)
+    )
+    assert rules.judge(hello, small_talk, Policy()) is None
+
+
+def test_the_same_speaker_updating_a_labelled_turn_still_supersedes() -> None:
+    old = rules.Fact("a", "Caroline: I live in Denver.", "fact", "L1", 0.9, datetime(2026, 1, 1))
+    new = rules.Fact("b", "Caroline: I moved to Boston last month.", "fact", "L1", 0.9, datetime(2026, 2, 1))
+    verdict = rules.judge(old, new, Policy())
+    assert verdict is not None and verdict.action == "supersede"
+    assert (verdict.older, verdict.newer) == (old, new)  # the memories as stored, label and all
