@@ -101,7 +101,7 @@ def _query(queries: Queries, rng: np.random.Generator) -> tuple[object, np.ndarr
 
 def statement_ms(stack, tenant_id: str, agent: str, queries: Queries, n: int, seed: int) -> list[float]:  # type: ignore[no-untyped-def]
     from memworker import recall
-    from memworker.policy import Policy
+    from memworker.domain.policy import Policy
     from memworker.storage import bumps, db
 
     rng = np.random.default_rng(seed)
@@ -127,7 +127,7 @@ def statement_ms(stack, tenant_id: str, agent: str, queries: Queries, n: int, se
 def agreement(stack, tenant_id: str, agent: str, queries: Queries, n: int, seed: int) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
     """(share of the exact top 10 the bounded statement returns, exact p50 ms, bounded p50 ms)."""
     from memworker import recall
-    from memworker.policy import Policy
+    from memworker.domain.policy import Policy
     from memworker.storage import db
 
     rng = np.random.default_rng(seed)
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def policy_candidates() -> int:
-    from memworker.policy import Policy
+    from memworker.domain.policy import Policy
 
     return Policy().recall_candidates
 

@@ -93,8 +93,8 @@ def make_corpus(pool_size: int, seed: int) -> Corpus:
 def load_fleet(conn: Any, tenant_id: str, agents: list[str], per_agent: int, corpus: Corpus, seed: int) -> int:
     """COPY agents (created two hours ago), their memories and postings; returns memories written."""
     from memworker import reflection
-    from memworker.memories import content_hash
-    from memworker.tokens import term_frequencies
+    from memworker.domain.memories import content_hash
+    from memworker.domain.tokens import term_frequencies
 
     tid = uuid.UUID(tenant_id)
     rng = random.Random(seed)
@@ -214,7 +214,8 @@ def single_passes(owner_url: str, tenant_id: str, agents: list[str]) -> list[flo
 
 def _fleet_state(conn: Any, tenant_id: str) -> dict[str, Any]:
     left = conn.execute(
-        "SELECT count(*) AS n FROM memworker.memories WHERE tenant_id = %s AND consolidated_at IS NULL", (tenant_id,)
+        "SELECT count(*) AS n FROM memworker.memories WHERE tenant_id = %s AND consolidated_at IS NULL",
+        (tenant_id,),
     ).fetchone()["n"]
     runs = conn.execute(
         "SELECT count(*) FILTER (WHERE status IN ('queued', 'running')) AS open, "

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import add_stack_args, environment_note, loadavg, md_table, run_key, stack_from_args, write_report
 from episodes_recall import DATA, Mapper, client_for, load, post_episodes, wait_stored
 
-from memworker import memories
+from memworker.domain import memories
 
 FLOORS = (0.0, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7)
 _HEAD = re.compile(r"^[^:()]{1,80} \([^)]*\): ")

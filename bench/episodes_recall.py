@@ -2,7 +2,7 @@
 API of one `memworker up` (default settings, default workers, recall k=10, no tuning):
 
   direct-<conv>    every turn written directly (POST memories/batch), text
-                   "Speaker: text [image: caption]" clipped as memworker.memories.clip does,
+                   "Speaker: text [image: caption]" clipped as memworker.domain.memories.clip does,
                    metadata {"dia_id": ...};
   reflect-<conv>   agent policy {"episodic_layer": false} (PUT /v1/agents/{a}/policy): the
                    reflect-only write, sessions posted as episodes;
@@ -232,7 +232,7 @@ def post_episodes(client: Client, agent: str, conv: Conversation, variant: str, 
 
 
 def post_direct(client: Client, agent: str, conv: Conversation, bar: Any) -> None:
-    from memworker.memories import clip
+    from memworker.domain.memories import clip
 
     turns = conv.turns
     for i in range(0, len(turns), DIRECT_BATCH):

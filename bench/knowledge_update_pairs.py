@@ -8,7 +8,7 @@ roles, negations, changed values, paraphrases, near misses).
 
     python bench/knowledge_update_pairs.py [--rules-only] [--api-url URL --api-key KEY --data-dir DIR]
 
-1. The rules (pure, every pair): memworker.rules.changed (what dedup, supersede,
+1. The rules (pure, every pair): memworker.domain.rules.changed (what dedup, supersede,
    review and merge ask), against the contradiction rule alone (the rule before knowledge
    updates), in the same run; and dedup's whole decision (rules.confirms) at each pair's
    real cosine (the bundled embedder) with the default policy, against the cosine-and-words
@@ -42,9 +42,9 @@ from bench._common import (
     stack_from_args,
     write_report,
 )
-from memworker import rules
+from memworker.domain import rules
+from memworker.domain.policy import Policy
 from memworker.models import embeddings
-from memworker.policy import Policy
 from memworker.sdk import Client
 from memworker.settings import Settings
 

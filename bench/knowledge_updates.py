@@ -25,7 +25,7 @@ back from the memories, their supersession and the open reviews. Then a sleep pa
 - both_true: a false alarm when a memory of either episode is superseded or put in review.
 - contradiction: right when a review is opened; a winner (one superseded) is counted apart.
 
---rules-only: no server; memworker.rules.changed(older, newer) on every (older, newer)
+--rules-only: no server; memworker.domain.rules.changed(older, newer) on every (older, newer)
 message pair of each case (a quick loop for tuning; it skips the reflector, so it judges the
 raw messages, not the items ingest compares).
 
@@ -393,7 +393,7 @@ def api_report(results: list[Result], splits: list[str], show_test: bool) -> lis
 
 
 def rules_report(cases: list[Case], splits: list[str]) -> list[str]:
-    from memworker import rules
+    from memworker.domain import rules
 
     def judged(case: Case) -> bool:
         return any(rules.changed(o, n) is not None for o in case["older"] for n in case["newer"])
@@ -408,7 +408,7 @@ def rules_report(cases: list[Case], splits: list[str]) -> list[str]:
                 if part:
                     rows.append([split, label, source, len(part), meaning, pct(sum(map(judged, part)), len(part))])
     return [
-        "## The rule alone (memworker.rules.changed on every older x newer message pair; no reflector)",
+        "## The rule alone (memworker.domain.rules.changed on every older x newer message pair; no reflector)",
         "",
         md_table(["split", "label", "source", "cases", "measure", "rate"], rows),
     ]

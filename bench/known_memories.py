@@ -41,7 +41,7 @@ from recall_latency import Queries, text_vector  # noqa: E402
 
 def time_agent(stack, tenant_id: str, agent: str, queries: int, seed: int) -> tuple[list[float], list[float]]:  # type: ignore[no-untyped-def]
     """Milliseconds of nearest_live and of find_duplicate, per episode."""
-    from memworker import memories, tokens
+    from memworker.domain import memories, tokens
     from memworker.ingest import neighbours
     from memworker.storage import core_db, store
 

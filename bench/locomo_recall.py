@@ -45,8 +45,8 @@ import numpy as np
 from tqdm import tqdm
 
 from memworker import Client
-from memworker.memories import clip
-from memworker.policy import Policy
+from memworker.domain.memories import clip
+from memworker.domain.policy import Policy
 
 DATA = Path("/work/shared/benchdata/locomo/locomo10.json")
 RESULTS = Path(__file__).resolve().parent / "results" / "locomo_recall.md"

@@ -27,11 +27,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import locomo_recall as lr  # noqa: E402
 
-from memworker import tokens  # noqa: E402
-from memworker.policy import Policy  # noqa: E402
+from memworker.domain import tokens  # noqa: E402
+from memworker.domain.policy import Policy  # noqa: E402
 
 # Stop lists: "seed" is memworker's list before tuning (without the interrogatives),
-# "current" is memworker.tokens.STOP_WORDS as it is now, "seed+wh" adds the interrogatives to
+# "current" is memworker.domain.tokens.STOP_WORDS as it is now, "seed+wh" adds the interrogatives to
 # the seed list, and "extended" adds further general-English function words to that.
 WH = frozenset(["how", "when", "where", "why", "whose"])
 EXTENDED = frozenset(

@@ -22,7 +22,7 @@ baseline computed here, side by side in one run (recall k=10, default policy):
   episodes  the conversation posted as episodes of 20 consecutive messages, each message
             {"role": "user", "content": "<user|assistant>: <text>"} (no name, no dates);
   direct    every message written as one memory (POST memories/batch), its content clipped as
-            memworker.memories.clip does (280 characters), metadata naming the message;
+            memworker.domain.memories.clip does (280 characters), metadata naming the message;
   dense     no stack: cosine between the question's embedding and each whole message's
             (the same content string), the 10 nearest messages; the embedder is the one a
             worker of this environment builds (memworker.models.embeddings.for_settings).
@@ -74,7 +74,7 @@ from episodes_recall import DATA, Answer, Conversation, Mapper, load, mean, wait
 from reflect_vs_raw import CATEGORIES  # noqa: E402
 
 from memworker import Client  # noqa: E402
-from memworker.memories import MAX_TEXT_CHARS, clip  # noqa: E402
+from memworker.domain.memories import MAX_TEXT_CHARS, clip  # noqa: E402
 
 K = 10
 WIDE_K = 30

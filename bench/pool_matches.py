@@ -43,9 +43,9 @@ from bench._common import (
     write_report,
 )
 from bench.knowledge_updates import SHAPES, load_pairs
-from memworker import memories
+from memworker.domain import memories
+from memworker.domain.policy import Policy
 from memworker.fleet import matches
-from memworker.policy import Policy
 from memworker.sdk import Client
 
 

@@ -13,7 +13,7 @@ then memories (deterministic short sentences from a fixed vocabulary, random uni
 vectors of 384 dims, created_at spread over 90 days, content_hash and doc_len as
 memworker.storage.store.write_memory computes them, unique source_key) and their BM25 postings
 (memworker.memory_terms, one row per (memory, term) with tf from
-memworker.tokens.term_frequencies), all with binary COPY, one agent per transaction over
+memworker.domain.tokens.term_frequencies), all with binary COPY, one agent per transaction over
 --load-connections owner connections in parallel (at most one agent's rows per connection in
 memory); then ANALYZE. The load time, the database size and the bench process's peak memory
 are reported. memory_events rows (the audit trail) are not written: recall never reads them.
@@ -132,7 +132,7 @@ def text_vector(text: str, rng: np.random.Generator, noise: float = 0.5) -> np.n
     fixed random vector per BM25 term of text, plus noise (the share `noise` of the norm), so
     texts that share terms lie close and a query finds its texts by vector too (random
     vectors give every memory the same distance to every query)."""
-    from memworker.tokens import tokenize
+    from memworker.domain.tokens import tokenize
 
     terms = tokenize(text) or [text]
     v = np.sum([_term_vector(t) for t in terms], axis=0)
@@ -153,7 +153,7 @@ class Loaded:
     rss_mb: float = 0.0  # this process's peak resident memory after the load
 
 
-# memworker.tokens stems with one module-level snowballstemmer instance, which keeps its state
+# memworker.domain.tokens stems with one module-level snowballstemmer instance, which keeps its state
 # in the instance and is not thread-safe: two loader threads stemming at once raised IndexError
 # inside it (and could return a wrong stem). The loader threads take turns here (they share the
 # GIL anyway, so this costs nothing); their backends still insert in parallel.
@@ -166,8 +166,8 @@ def agent_rows(
     """One agent's memories rows and BM25 postings, from generators seeded by (seed, index), so
     the corpus is the same whatever the number of loader connections or their order. Vectors
     are random unit vectors, or with term_vectors text_vector()'s."""
-    from memworker.memories import content_hash
-    from memworker.tokens import term_frequencies
+    from memworker.domain.memories import content_hash
+    from memworker.domain.tokens import term_frequencies
 
     maker = TextMaker(seed * 1_000_003 + index)
     id_rng = random.Random(seed * 2_000_003 + index)
@@ -403,7 +403,7 @@ def recall_statement_ms(
     import redis
 
     from memworker import recall
-    from memworker.policy import Policy
+    from memworker.domain.policy import Policy
     from memworker.storage import bumps, db
 
     app_url = stack.info.get("database_url")

@@ -224,7 +224,7 @@ def covered_by_provenance(memory: dict[str, Any], episodes: dict[str, list[str]]
 
 
 def post_raw(client: Client, agent: str, conv: Conversation) -> int:
-    from memworker.memories import clip
+    from memworker.domain.memories import clip
 
     turns = conv.turns
     for i in range(0, len(turns), RAW_BATCH):

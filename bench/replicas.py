@@ -63,10 +63,10 @@ from _common import (  # noqa: E402
 from recall_latency import Queries, Run, agent_ids, agent_rows, cached_queries, copy_agent, load_corpus, run_recalls  # noqa: E402
 
 from memworker import keys  # noqa: E402
+from memworker.domain.tokens import term_frequencies  # noqa: E402
 from memworker.local import embedded  # noqa: E402
 from memworker.settings import Settings  # noqa: E402
 from memworker.storage import core_db, db, migrate  # noqa: E402
-from memworker.tokens import term_frequencies  # noqa: E402
 
 
 @dataclass

@@ -31,7 +31,7 @@ from pgvector.psycopg import register_vector
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 
-from memworker import tokens  # noqa: E402
+from memworker.domain import tokens  # noqa: E402
 from memworker.lifecycle import retention
 from memworker.local import embedded
 from memworker.storage import db, migrate

@@ -89,8 +89,8 @@ class Texts:
 
 
 def prefill(stack: Any, tenant_id: str, agent: str, texts: Texts, n: int, large: bool, seed: int) -> None:
-    from memworker.memories import content_hash
-    from memworker.tokens import term_frequencies
+    from memworker.domain.memories import content_hash
+    from memworker.domain.tokens import term_frequencies
 
     tid = uuid.UUID(tenant_id)
     rng = np.random.default_rng(seed)

@@ -97,7 +97,7 @@ def flush_rate(stack, tenant_id: str, agent: str) -> float:  # type: ignore[no-u
 
 def write_round(stack, tenant_id: str, agent: str, n: int, maker: TextMaker, rng: np.random.Generator) -> float:  # type: ignore[no-untyped-def]
     """Memories per second for n writes."""
-    from memworker import memories
+    from memworker.domain import memories
     from memworker.storage import db, store
 
     tid = uuid.UUID(tenant_id)

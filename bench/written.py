@@ -24,7 +24,7 @@ coverage   the share of LoCoMo's `observation`s (facts an LLM noted per session,
                  observation other than the conversation's speakers, pronouns, stop words and
                  dates, found case-insensitively as a word of the text), or a number (a digit
                  run), or a date word (a month or weekday name), or at least half of the
-                 observation's content terms (memworker.tokens stems, stop words and the
+                 observation's content terms (memworker.domain.tokens stems, stop words and the
                  speakers' names out) are terms of the text.
            An item is "of a session" when its provenance maps to a message of that session's
            episode. Each observation's best item is the highest-cosine item passing (b), else the
@@ -56,7 +56,7 @@ summaries  after the sleep pass: the share of a session's observations that the 
 stems      user-facing texts (items, summaries, insights, conclusions, the profile's strings)
            holding a token that is a stem, not a word: a lower-case alphabetic token of 4+
            letters that is not a whole word of any message of the conversation but is a
-           prefix or the Porter stem (memworker.tokens) of one ("decemb", "approv", "happi").
+           prefix or the Porter stem (memworker.domain.tokens) of one ("decemb", "approv", "happi").
 
 --dump PATH keeps what the run read (items, derived memories, profile) as JSON; --from-dump
 PATH measures it again without a server (the matcher and labels are the same). Writes
@@ -92,7 +92,8 @@ from _common import (  # noqa: E402
 )
 from episodes_recall import DATA, Conversation, Mapper, load, post_episodes, wait_stored  # noqa: E402
 
-from memworker import Client, memories, tokens  # noqa: E402
+from memworker import Client  # noqa: E402
+from memworker.domain import memories, tokens  # noqa: E402
 
 LABELS = Path(__file__).resolve().parent / "data" / "written"
 REFLECTED = ("fact", "preference", "decision", "method", "event", "conclusion")

@@ -19,10 +19,11 @@ from uuid import UUID
 
 import numpy as np
 
-from memworker import errors, tokens
+from memworker import errors
+from memworker.domain import tokens
+from memworker.domain.memories import KINDS, SUBJECT, TIERS
+from memworker.domain.policy import RECALL_CANDIDATES_MAX, Policy
 from memworker.fleet import pools
-from memworker.memories import KINDS, SUBJECT, TIERS
-from memworker.policy import RECALL_CANDIDATES_MAX, Policy
 from memworker.storage import bumps, core_db, db, large_agents, replicas
 from memworker.storage.db import Conn, Pool
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 from uuid import UUID
 
-from memworker import errors, memories, tokens
+from memworker import errors
+from memworker.domain import memories, tokens
 from memworker.models import llm
 
 MAX_ITEMS = 5

@@ -14,8 +14,8 @@ from pathlib import Path
 import redis
 
 from memworker import errors, reflection
+from memworker.domain.policy import PolicyCache
 from memworker.models import embeddings
-from memworker.policy import PolicyCache
 from memworker.settings import Settings
 from memworker.storage import db
 from memworker.storage.db import Pool

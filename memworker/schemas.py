@@ -11,10 +11,11 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator, with_config
 from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only from Python 3.12
 
-from memworker import errors, memories
+from memworker import errors
+from memworker.domain import memories
 from memworker.settings import JSON_DEPTH_CEILING
 
-# The domain's words (memworker/memories.py): a filter may name every kind, tier and status.
+# The domain's words (memworker/domain/memories.py): a filter may name every kind, tier and status.
 Kind = memories.Kind
 Tier = memories.Tier
 EpisodeStatus = memories.EpisodeStatus

@@ -27,7 +27,7 @@ from urllib.parse import quote
 import httpx
 
 from memworker import errors
-from memworker.memories import EpisodeStatus
+from memworker.domain.memories import EpisodeStatus
 
 T = TypeVar("T")
 U = TypeVar("U")

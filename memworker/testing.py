@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from memworker import tokens
+from memworker.domain import tokens
 
 
 class FakeEmbedder:

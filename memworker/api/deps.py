@@ -13,7 +13,8 @@ from uuid import UUID
 from fastapi import Path, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from memworker import errors, keys, memories, runtime, schemas
+from memworker import errors, keys, runtime, schemas
+from memworker.domain import memories
 from memworker.storage import db, replicas
 from memworker.storage.db import Conn
 from memworker.storage.rows import jsonable as jsonable  # the routes' row -> JSON helper

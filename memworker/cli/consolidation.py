@@ -11,8 +11,8 @@ from psycopg.types.json import Jsonb
 
 from memworker import errors
 from memworker.cli import common
+from memworker.domain.policy import Policy
 from memworker.models import embeddings, llm
-from memworker.policy import Policy
 from memworker.settings import Settings
 from memworker.sleep import consolidation
 from memworker.storage import core_db, db, sleep_db, store

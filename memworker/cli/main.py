@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memworker import errors, keys, memories
+from memworker import errors, keys
 from memworker import settings as settings_mod
 from memworker.cli import admin, common, consolidation, demo, lifecycle, mcp, portability, proposals, sessions
+from memworker.domain import memories
 from memworker.fleet import pools
 from memworker.settings import Settings
 from memworker.storage import core_db, db, migrate

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memworker import errors, memories
+from memworker import errors
 from memworker.cli import common
+from memworker.domain import memories
 from memworker.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -53,7 +53,8 @@ from uuid import UUID
 
 from psycopg.errors import DeadlockDetected, SerializationFailure
 
-from memworker import errors, memories, rules
+from memworker import errors
+from memworker.domain import memories, rules
 from memworker.fleet import pools
 from memworker.lifecycle import governance, needles
 from memworker.sessions import archive, session

@@ -30,8 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from uuid import UUID
 
-from memworker import rules, tokens
-from memworker.policy import Policy
+from memworker.domain import rules, tokens
+from memworker.domain.policy import Policy
 from memworker.storage import core_db, proposals_db, store
 from memworker.storage.db import Conn
 

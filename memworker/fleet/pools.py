@@ -26,10 +26,11 @@ from uuid import UUID
 
 import numpy as np
 
-from memworker import errors, memories, redact
+from memworker import errors
+from memworker.domain import memories, redact
+from memworker.domain.policy import Policy
 from memworker.fleet import matches
 from memworker.lifecycle import governance
-from memworker.policy import Policy
 from memworker.storage import core_db, db, proposals_db, store
 from memworker.storage.db import Conn
 

@@ -26,8 +26,8 @@ from uuid import UUID
 import numpy as np
 
 from memworker import errors
+from memworker.domain.policy import Policy
 from memworker.fleet import pools
-from memworker.policy import Policy
 from memworker.storage import core_db, db, proposals_db, store
 from memworker.storage.db import Conn
 

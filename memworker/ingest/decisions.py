@@ -15,8 +15,8 @@ from datetime import datetime
 from uuid import UUID
 
 from memworker import errors, metrics, reflection
+from memworker.domain.policy import Policy
 from memworker.lifecycle import governance
-from memworker.policy import Policy
 from memworker.storage import store
 from memworker.storage.db import Conn
 

@@ -14,7 +14,8 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from memworker import errors, redact, schemas
+from memworker import errors, schemas
+from memworker.domain import redact
 from memworker.storage import core_db, sessions_db, sleep_db, store
 from memworker.storage.db import Conn
 

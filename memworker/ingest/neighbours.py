@@ -11,7 +11,8 @@ from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
-from memworker import memories, reflection, tokens
+from memworker import reflection
+from memworker.domain import memories, tokens
 from memworker.models.embeddings import Embedder
 from memworker.storage import core_db, db, store
 from memworker.storage.db import Pool

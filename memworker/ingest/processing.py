@@ -19,11 +19,12 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from memworker import episodic, errors, memories, reflection, tracing
+from memworker import errors, reflection, tracing
+from memworker.domain import episodic, memories
+from memworker.domain.policy import Policy
 from memworker.ingest import decisions, neighbours
 from memworker.lifecycle import governance
 from memworker.models.embeddings import Embedder
-from memworker.policy import Policy
 from memworker.settings import Settings
 from memworker.storage import core_db, db, store
 from memworker.storage.db import Conn, Pool

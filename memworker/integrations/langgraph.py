@@ -52,7 +52,7 @@ try:
 except ImportError as exc:  # the extra is optional: say how to get it, not just what is missing
     raise ImportError("memworker.integrations.langgraph needs LangGraph: pip install 'memworker[langgraph]'") from exc
 
-from memworker import memories
+from memworker.domain import memories
 from memworker.schemas import Kind, Tier, WritableTier
 from memworker.sdk import REFUSED, ApiError, Client, answer, retry_after
 

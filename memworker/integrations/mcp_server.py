@@ -37,7 +37,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from memworker import errors, memories
+from memworker import errors
+from memworker.domain import memories
 from memworker.schemas import Kind, Message, Tier, WritableKind, WritableTier
 from memworker.sdk import ApiError, Client
 

@@ -22,7 +22,7 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from memworker import memories
+from memworker.domain import memories
 from memworker.storage import sleep_db, store
 from memworker.storage.db import Conn
 

@@ -1,4 +1,4 @@
-"""Lifecycle operations on one agent's memories, the I/O side of memworker.rules:
+"""Lifecycle operations on one agent's memories, the I/O side of memworker.domain.rules:
 confirmation and promotion, supersede or review when a memory is written, merge, the
 history of a memory, the review list, and policy overrides. Every change writes a
 memory_events row (ids, reason, actor; never text). The caller owns the transaction."""
@@ -11,9 +11,10 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from memworker import errors, memories, rules
+from memworker import errors
+from memworker.domain import memories, rules
+from memworker.domain.policy import Policy
 from memworker.lifecycle import derived
-from memworker.policy import Policy
 from memworker.storage import core_db, lifecycle_db, store
 from memworker.storage.db import Conn
 

@@ -22,9 +22,9 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from memworker import memories, rules
+from memworker.domain import memories, rules
+from memworker.domain.policy import Policy
 from memworker.lifecycle import governance
-from memworker.policy import Policy
 from memworker.storage import db, large_agents, lifecycle_db, store
 from memworker.storage.db import Conn, Pool
 

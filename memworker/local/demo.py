@@ -14,7 +14,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from memworker import memories
+from memworker.domain import memories
 from memworker.sdk import Client
 
 ROLES = ["support", "devops", "research", "sales", "tutor"]

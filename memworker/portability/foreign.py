@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memworker import memories
+from memworker.domain import memories
 from memworker.portability import format as fmt
 from memworker.schemas import Kind, MemoryIn, Tier
 

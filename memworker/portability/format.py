@@ -17,7 +17,7 @@ from uuid import UUID
 import numpy as np
 from pydantic import Field, TypeAdapter, ValidationError, field_validator
 
-from memworker import memories
+from memworker.domain import memories
 from memworker.schemas import Strict, session_item_problem
 
 FORMAT = "memworker-export"

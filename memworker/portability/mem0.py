@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memworker import errors, memories
+from memworker import errors
+from memworker.domain import memories
 from memworker.portability import format as fmt
 from memworker.schemas import MemoryIn
 

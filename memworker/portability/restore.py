@@ -19,9 +19,10 @@ from uuid import UUID
 
 import numpy as np
 
-from memworker import errors, memories, tokens
+from memworker import errors
+from memworker.domain import memories, tokens
+from memworker.domain.policy import Policy
 from memworker.models.embeddings import Embedder
-from memworker.policy import Policy
 from memworker.portability import format as fmt
 from memworker.portability import mem0
 from memworker.storage import db, portability_db, store

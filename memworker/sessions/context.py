@@ -29,10 +29,11 @@ from uuid import UUID
 
 import numpy as np
 
-from memworker import errors, memories, recall, reflection, tokens
-from memworker.memories import Kind
+from memworker import errors, recall, reflection
+from memworker.domain import memories, tokens
+from memworker.domain.memories import Kind
+from memworker.domain.policy import Policy
 from memworker.models.budget import Counter
-from memworker.policy import Policy
 from memworker.sessions import plans, working
 from memworker.sleep import profile
 from memworker.storage import sessions_db, sleep_db
@@ -185,7 +186,7 @@ def memory_pieces(hits: list[dict[str, Any]], pinned: list[dict[str, Any]], term
     return out
 
 
-_TURN_HEAD = re.compile(r"^[^:\n]{1,120}?: ")  # a turn's "<speaker> (<date>): " (memworker.episodic)
+_TURN_HEAD = re.compile(r"^[^:\n]{1,120}?: ")  # a turn's "<speaker> (<date>): " (memworker.domain.episodic)
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
 

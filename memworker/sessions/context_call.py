@@ -14,7 +14,7 @@ from uuid import UUID
 
 import numpy as np
 
-from memworker import redact
+from memworker.domain import redact
 from memworker.models.budget import Counter
 from memworker.sessions import context, hooks, session
 from memworker.storage import sessions_db, store

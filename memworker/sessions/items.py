@@ -17,7 +17,8 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from memworker import errors, redact, schemas
+from memworker import errors, schemas
+from memworker.domain import redact
 from memworker.sessions import session
 from memworker.storage import sessions_db, store
 from memworker.storage.db import Conn

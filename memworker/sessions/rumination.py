@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from memworker import memories
+from memworker.domain import memories
+from memworker.domain.policy import Policy
 from memworker.ingest import intake
-from memworker.policy import Policy
 from memworker.sessions import archive, plans
 from memworker.storage import db, sessions_db, store
 from memworker.storage.db import Pool

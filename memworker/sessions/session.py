@@ -22,10 +22,11 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from memworker import errors, memories, redact
+from memworker import errors
+from memworker.domain import memories, redact
+from memworker.domain.policy import Policy
 from memworker.ingest import intake
 from memworker.lifecycle import needles
-from memworker.policy import Policy
 from memworker.sessions import plans, working
 from memworker.storage import sessions_db, store
 from memworker.storage.db import Conn

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memworker import errors, memories, tokens
+from memworker import errors
+from memworker.domain import memories, tokens
 
 KINDS = ("constraint", "decision", "question", "candidate")
 SECTION = {

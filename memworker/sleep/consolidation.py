@@ -21,11 +21,12 @@ from uuid import UUID
 import numpy as np
 from psycopg.types.json import Jsonb
 
-from memworker import errors, memories, metrics
+from memworker import errors, metrics
+from memworker.domain import memories
+from memworker.domain.policy import Policy
 from memworker.fleet import pools
 from memworker.models import llm as llm_mod
 from memworker.models.embeddings import Embedder
-from memworker.policy import Policy
 from memworker.settings import Settings
 from memworker.sleep import current, profile, subjects, summaries, synthesis
 from memworker.sleep.synthesis import Connection, Item

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from memworker import episodic, memories, tokens
+from memworker.domain import episodic, memories, tokens
 from memworker.models import llm
 
 SALIENCE = 0.6

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from memworker.memories import Kind
+from memworker.domain.memories import Kind
 from memworker.reflection import _kind as _kind_of  # the cues the offline reflector types with
 from memworker.sleep.synthesis import Item, surface
 from memworker.storage import sleep_db

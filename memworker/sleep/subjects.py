@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from memworker import memories
+from memworker.domain import memories
+from memworker.domain.policy import Policy
 from memworker.lifecycle import governance
-from memworker.policy import Policy
 from memworker.sleep import profile
 from memworker.sleep.synthesis import Item
 from memworker.storage import store

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from memworker import memories, tokens
+from memworker.domain import memories, tokens
 from memworker.lifecycle import governance
 from memworker.models.embeddings import Embedder
 from memworker.sleep import distil, profile

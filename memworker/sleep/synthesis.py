@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from memworker import memories, reflection, tokens
+from memworker import reflection
+from memworker.domain import memories, tokens
 from memworker.models import llm
 
 INSIGHT_SALIENCE = 0.8

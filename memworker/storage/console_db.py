@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from memworker import memories
+from memworker.domain import memories
 from memworker.storage import _sql, core_db
 
 

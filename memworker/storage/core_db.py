@@ -1,6 +1,6 @@
 """Typed queries of queries/core.sql: tenants, api keys, agents and their policies, episodes,
 memories, recall. One function per `-- name:` block, named like it; rows come back as
-frozen dataclasses, and memories as memworker.memories.Memory.
+frozen dataclasses, and memories as memworker.domain.memories.Memory.
 
 The caller owns the transaction and binds the tenant (db.tenant_tx); the cross-tenant ones
 (authenticate, stale_episodes) go through SECURITY DEFINER functions. store.py keeps the
@@ -15,7 +15,7 @@ from uuid import UUID
 
 import numpy as np
 
-from memworker import memories
+from memworker.domain import memories
 from memworker.storage import _sql
 
 _MEMORY = _sql.via(memories.Memory.from_row)

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from memworker import memories
+from memworker.domain import memories
 from memworker.storage import _sql
 from memworker.storage.sessions_db import TenantAgent
 

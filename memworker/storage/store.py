@@ -11,8 +11,9 @@ from uuid import UUID
 
 import numpy as np
 
-from memworker import errors, memories, rules, tokens
-from memworker.policy import Policy
+from memworker import errors
+from memworker.domain import memories, rules, tokens
+from memworker.domain.policy import Policy
 from memworker.storage import core_db, db
 from memworker.storage.db import Conn
 

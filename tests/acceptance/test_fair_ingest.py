@@ -57,7 +57,8 @@ def test_a_lone_episode_is_stored_before_another_tenants_backlog_drains(
         time.sleep(1)
     assert left == 0
     total, distinct = _rows(
-        stack, "SELECT count(*), count(DISTINCT source_key) FROM memworker.memories WHERE agent_id = 'backlog-bot'"
+        stack,
+        "SELECT count(*), count(DISTINCT source_key) FROM memworker.memories WHERE agent_id = 'backlog-bot'",
     )[0]
     assert total == distinct >= BACKLOG
     assert _rows(stack, "SELECT max(attempts) FROM memworker.episodes WHERE agent_id = 'backlog-bot'") == [(1,)]

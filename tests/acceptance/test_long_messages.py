@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from memworker import episodic, tokens
+from memworker.domain import episodic, tokens
 from memworker.sdk import Client
 
 # four sentences per part at most: the message is cut into several turns

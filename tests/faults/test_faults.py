@@ -242,7 +242,9 @@ def test_sigkill_in_the_middle_of_a_two_layer_write(fault_stack: FaultStack) -> 
     assert sorted(str(i) for i in item_ids) == sorted(
         str(i)
         for (i,) in fault_stack.query(
-            "SELECT id FROM memworker.memories WHERE tenant_id = %s AND agent_id = %s AND kind <> 'turn'", tid, agent
+            "SELECT id FROM memworker.memories WHERE tenant_id = %s AND agent_id = %s AND kind <> 'turn'",
+            tid,
+            agent,
         )
     )  # the reflected items, written once, beside the turns
     seen_by_bob = passes.call(fault_stack, "bob", "GET", f"/v1/agents/{agent}/memories")

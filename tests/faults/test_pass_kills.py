@@ -30,7 +30,7 @@ from tests.faults.harness import FaultStack
 
 VISIBILITY_S = 5  # short, so a killed worker's message comes back within the test
 
-# One rollout's facts, none a changed value of another (memworker.updates): a superseded
+# One rollout's facts, none a changed value of another (memworker.domain.updates): a superseded
 # memory leaves the pass's window, so it would stay unconsolidated.
 ORION = [
     "The Orion rollout failed at the schema migration step on Tuesday.",

@@ -11,8 +11,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from memworker import memories
 from memworker.cli import main as cli
+from memworker.domain import memories
 from memworker.storage import db, store
 from memworker.testing import FakeEmbedder
 from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)

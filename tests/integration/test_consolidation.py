@@ -15,11 +15,12 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from memworker import errors, memories, recall, reflection
+from memworker import errors, recall, reflection
+from memworker.domain import memories
+from memworker.domain.policy import Policy
 from memworker.ingest import intake
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.models.llm import OpenAICompatible
-from memworker.policy import Policy
 from memworker.sleep import consolidation
 from memworker.storage import db, sleep_db, store
 from memworker.testing import FakeLLM
@@ -491,7 +492,9 @@ def test_an_empty_insight_answer_skips_the_insight(
         stack, "SELECT count(*) FROM memworker.memory_connections WHERE agent_id = %s AND insight_id IS NULL", llm_agent
     ) == [(2,)]
     assert _owner(
-        stack, "SELECT count(*) FROM memworker.memories WHERE agent_id = %s AND consolidated_at IS NULL", llm_agent
+        stack,
+        "SELECT count(*) FROM memworker.memories WHERE agent_id = %s AND consolidated_at IS NULL",
+        llm_agent,
     ) == [(0,)]
 
 

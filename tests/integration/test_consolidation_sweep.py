@@ -16,7 +16,7 @@ import pytest
 import redis
 from psycopg.types.json import Jsonb
 
-from memworker import memories
+from memworker.domain import memories
 from memworker.ingest import intake
 from memworker.sleep import consolidation
 from memworker.storage import db, sleep_db, store

@@ -16,10 +16,11 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from memworker import memories, recall, reflection
+from memworker import recall, reflection
+from memworker.domain import memories
+from memworker.domain.policy import Policy
 from memworker.lifecycle import governance
 from memworker.models.embeddings import CachedQueryEmbedder
-from memworker.policy import Policy
 from memworker.sdk import ApiError, Client
 from memworker.sleep import consolidation
 from memworker.storage import db, store

@@ -12,7 +12,7 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from memworker import memories
+from memworker.domain import memories
 from memworker.storage import db, store
 from memworker.testing import FakeEmbedder
 from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)

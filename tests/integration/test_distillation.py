@@ -16,7 +16,7 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from memworker import episodic, memories
+from memworker.domain import episodic, memories
 from memworker.lifecycle import governance, retention
 from memworker.models.llm import OpenAICompatible
 from memworker.sleep import consolidation

@@ -13,12 +13,13 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from memworker import errors, memories, recall
+from memworker import errors, recall
+from memworker.domain import memories
+from memworker.domain.policy import Policy
 from memworker.erase import forget
 from memworker.ingest import intake
 from memworker.lifecycle import governance
 from memworker.models.embeddings import CachedQueryEmbedder
-from memworker.policy import Policy
 from memworker.sessions import session
 from memworker.storage import db, store
 from memworker.testing import FakeEmbedder
@@ -157,7 +158,11 @@ def test_forget_by_provenance_takes_the_episode_its_memories_and_what_was_derive
     assert count(stack, "SELECT count(*) FROM memworker.episodes WHERE id = %s", ep) == 0
     assert count(stack, "SELECT count(*) FROM memworker.episodes WHERE id = %s", keep_ep) == 1
     assert (
-        count(stack, "SELECT count(*) FROM memworker.memories WHERE id = ANY(%s)", [grafana, other, unrelated_insight])
+        count(
+            stack,
+            "SELECT count(*) FROM memworker.memories WHERE id = ANY(%s)",
+            [grafana, other, unrelated_insight],
+        )
         == 3
     )
     # grafana lost its insight: back in consolidation's window; 'other' keeps its own

@@ -15,7 +15,8 @@ from uuid import UUID
 
 import pytest
 
-from memworker import memories, reflection
+from memworker import reflection
+from memworker.domain import memories
 from memworker.erase import forget
 from memworker.ingest import intake, processing
 from memworker.sessions import archive, hooks, session

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from memworker import memories
+from memworker.domain import memories
 from memworker.erase import forget
 from memworker.ingest import intake
 from memworker.storage import core_db, db, store

@@ -180,7 +180,7 @@ def strategy(schema: dict[str, Any], spec: dict[str, Any], hostile: bool, depth:
 
 
 def _policy_body() -> st.SearchStrategy[dict[str, Any]]:
-    from memworker.policy import Policy
+    from memworker.domain.policy import Policy
 
     knobs = list(Policy.__dataclass_fields__)
     extremes = st.sampled_from([0, -1, 1, 0.5, 1.0, 2**31, 10**9, 10**40, 1e300, None, True, "x", ["L9"], []])
@@ -570,7 +570,7 @@ def test_every_field_at_every_edge(
 def test_every_policy_knob_at_its_edges(
     api: str, http: httpx.Client, fingerprint: Any, tenants: dict[str, Any]
 ) -> None:
-    from memworker.policy import Policy
+    from memworker.domain.policy import Policy
 
     agent = "fz-policy"
     with Client(api, tenants["alice"]["key"]) as c:
@@ -642,7 +642,7 @@ def _integer_targets(spec: dict[str, Any]) -> list[tuple[str, str, str, Any]]:
     """(method, path, where, name) for every integer of every /v1 route in the spec: where is
     'path' or 'query' (name: the parameter) or 'body' (name: the path to the field); a policy
     body, free-form in the schema, has its integer knobs."""
-    from memworker.policy import Policy
+    from memworker.domain.policy import Policy
 
     knobs = [k for k, v in Policy().to_json().items() if isinstance(v, int) and not isinstance(v, bool)]
     out: list[tuple[str, str, str, Any]] = []
@@ -702,7 +702,7 @@ def test_every_integer_of_every_route_is_bounded(spec: dict[str, Any]) -> None:
     unbounded = []
     for method, path, where, name in _integer_targets(spec):
         if where == "body" and path.endswith("/policy"):
-            continue  # free-form in the schema: memworker/policy.py bounds each knob
+            continue  # free-form in the schema: memworker/domain/policy.py bounds each knob
         op = spec["paths"][path][method.lower()]
         if where == "body":
             schema = op["requestBody"]["content"]["application/json"]["schema"]

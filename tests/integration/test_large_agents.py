@@ -15,10 +15,11 @@ import numpy as np
 import psycopg
 import pytest
 
-from memworker import errors, memories, recall, tokens
+from memworker import errors, recall
+from memworker.domain import memories, tokens
+from memworker.domain.policy import Policy
 from memworker.lifecycle import retention
 from memworker.local import embedded
-from memworker.policy import Policy
 from memworker.storage import db, large_agents, store
 
 DIM = 384

@@ -13,10 +13,11 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from memworker import errors, memories, recall, rules
+from memworker import errors, recall
+from memworker.domain import memories, rules
+from memworker.domain.policy import Policy
 from memworker.lifecycle import governance, retention
 from memworker.models.embeddings import CachedQueryEmbedder
-from memworker.policy import Policy
 from memworker.storage import db, lifecycle_db, store
 from memworker.testing import FakeEmbedder
 from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)

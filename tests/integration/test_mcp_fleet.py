@@ -14,8 +14,8 @@ import anyio
 import pytest
 
 from memworker import keys
+from memworker.domain.policy import Policy
 from memworker.fleet import pools
-from memworker.policy import Policy
 from memworker.sdk import Client as ApiClient
 from memworker.storage import db
 from tests.integration.test_mcp import TOOLS, data, error_text, stdio

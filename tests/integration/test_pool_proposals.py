@@ -19,8 +19,8 @@ import pytest
 
 from memworker import keys
 from memworker.cli import main as cli
+from memworker.domain.policy import Policy
 from memworker.fleet import matches, pools
-from memworker.policy import Policy
 from memworker.sdk import ApiError, Client
 from memworker.sleep import consolidation
 from memworker.storage import core_db, db

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from memworker import keys
+from memworker.domain.policy import Policy
 from memworker.fleet import pools
-from memworker.policy import Policy
 from memworker.sdk import ApiError, Client
 from memworker.sleep import consolidation
 from memworker.storage import db

@@ -15,9 +15,10 @@ import psycopg
 import pytest
 import redis
 
-from memworker import memories, recall, tokens
+from memworker import recall
+from memworker.domain import memories, tokens
+from memworker.domain.policy import Policy
 from memworker.models.embeddings import CachedQueryEmbedder
-from memworker.policy import Policy
 from memworker.storage import bumps, db, store
 from memworker.testing import FakeEmbedder
 

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from memworker import memories, recall
+from memworker import recall
+from memworker.domain import memories
+from memworker.domain.policy import Policy
 from memworker.models.embeddings import CachedQueryEmbedder
-from memworker.policy import Policy
 from memworker.storage import _sql, db, store
 from memworker.testing import FakeEmbedder
 

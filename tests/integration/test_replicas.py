@@ -168,7 +168,8 @@ def test_writes_answer_their_lsn_and_reads_see_them_from_the_replica(
     with psycopg.connect(replica["owner_url"]) as conn:
         assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (True,)
         n = conn.execute(
-            "SELECT count(*) FROM memworker.memories WHERE agent_id = %s AND text LIKE 'the deploy window%%'", (AGENT,)
+            "SELECT count(*) FROM memworker.memories WHERE agent_id = %s AND text LIKE 'the deploy window%%'",
+            (AGENT,),
         ).fetchone()
         assert n == (5,)
     # a read performs no write: no LSN header on it

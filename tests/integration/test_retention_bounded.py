@@ -11,7 +11,7 @@ from uuid import UUID
 
 import pytest
 
-from memworker import memories
+from memworker.domain import memories
 from memworker.lifecycle import governance, retention
 from memworker.storage import db, store
 from memworker.testing import FakeEmbedder

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from memworker import keys
-from memworker.redact import redact
+from memworker.domain.redact import redact
 from memworker.sdk import ApiError, Client
 from memworker.storage import core_db, db
 

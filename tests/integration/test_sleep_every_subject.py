@@ -9,7 +9,8 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from memworker import memories, reflection
+from memworker import reflection
+from memworker.domain import memories
 from memworker.sleep import consolidation
 from memworker.storage import db, store
 

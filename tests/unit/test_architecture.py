@@ -5,12 +5,12 @@
   memworker` runs the CLI, and memworker.sdk's enqueue_in_cluster imports tasks.publish inside
   the function (the SDK works without Celery installed until it is called).
 - No import cycles among memworker/ and tasks/ modules, counting imports inside functions too.
-- Package level: each room (a subpackage of memworker/) and each top-level module is one node
+- Package level: each package (a subpackage of memworker/) and each top-level module is one node
   (tasks/ one more); among the nodes there is no cycle, and every node sits in one of LAYERS,
   whose imports go only to its own layer or lower ones (the allowed ways into an entry point
   aside).
 - Celery( is built only under tasks/.
-- memworker/ keeps at most 20 modules at its top level (__init__ and __main__ aside); the rest
+- memworker/ keeps at most 12 modules at its top level (__init__ and __main__ aside); the rest
   live in packages (subpackages).
 
 An edge goes to the module an import names (`from memworker.storage import store` is an edge
@@ -33,22 +33,15 @@ ALLOWED = [
     ("memworker.__main__", "memworker.cli.main", False),
     ("memworker.sdk", "tasks.publish", True),
 ]
-MAX_TOP_LEVEL_MODULES = 20
+MAX_TOP_LEVEL_MODULES = 12
 # Lowest first. A node imports only nodes of its own layer or of a lower one; a new top-level
-# module or room is placed here on purpose (docs/ARCHITECTURE.md says why each sits where).
+# module or package is placed here on purpose (docs/ARCHITECTURE.md says why each sits where).
 LAYERS: list[tuple[str, set[str]]] = [
     (
         "domain",
         {
             "memworker.errors",
-            "memworker.memories",
-            "memworker.tokens",
-            "memworker.policy",
-            "memworker.redact",
-            "memworker.rules",
-            "memworker.updates",
-            "memworker.statements",
-            "memworker.episodic",
+            "memworker.domain",
             "memworker.schemas",
             "memworker.settings",
             "memworker.metrics",
@@ -226,7 +219,7 @@ def test_no_import_cycles_counting_function_level_imports() -> None:
 
 
 def node(module: str) -> str:
-    """The package-level node of a module: its room (memworker.<room>), its own name at the
+    """The package-level node of a module: its package (memworker.<package>), its own name at the
     top of memworker/, or tasks."""
     parts = module.split(".")
     if parts[0] == "tasks" or len(parts) == 1:
@@ -280,7 +273,7 @@ def test_the_package_rules_themselves() -> None:
     assert node("memworker.storage.store") == "memworker.storage"
     assert node("memworker.ingest") == "memworker.ingest"
     assert node("tasks.publish") == "tasks" and node("memworker") == "memworker"
-    assert _level("memworker.rules") < _level("memworker.storage.store") < _level("memworker.ingest")
+    assert _level("memworker.domain.rules") < _level("memworker.storage.store") < _level("memworker.ingest")
     assert _level("memworker.ingest") < _level("memworker.sessions.hooks") < _level("memworker.erase.forget")
     assert _reaches_up(Import("memworker.storage.store", "memworker.lifecycle.governance", 1, True))
     assert _reaches_up(Import("memworker.ingest", "memworker.sessions.hooks", 1, False))
@@ -301,6 +294,6 @@ def test_celery_apps_are_built_only_under_tasks() -> None:
 def test_the_top_level_of_memworker_stays_small() -> None:
     top = sorted(p.name for p in (ROOT / "memworker").glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
     assert len(top) <= MAX_TOP_LEVEL_MODULES, (
-        f"{len(top)} modules at memworker/'s top level (at most {MAX_TOP_LEVEL_MODULES}): put the new one in a room "
-        f"(api, cli, sleep, lifecycle, sessions, erase, models, storage, local); see docs/ARCHITECTURE.md. {top}"
+        f"{len(top)} modules at memworker/'s top level (at most {MAX_TOP_LEVEL_MODULES}): put the new one in a package "
+        f"(domain, api, cli, sleep, lifecycle, sessions, erase, models, storage, local); see docs/ARCHITECTURE.md. {top}"
     )

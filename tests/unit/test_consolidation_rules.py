@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from memworker import reflection, tokens
+from memworker import reflection
+from memworker.domain import tokens
 from memworker.ingest import intake
 from memworker.models import llm
 from memworker.sleep import profile, synthesis

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memworker import memories
+from memworker.domain import memories
 from memworker.sleep import distil
 
 WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""One source for each domain word (memworker/memories.py: Kind, Tier, EpisodeStatus): the
+"""One source for each domain word (memworker/domain/memories.py: Kind, Tier, EpisodeStatus): the
 database's checks, the API's schemas, the CLI's choices and the console's filters list exactly
 its values, and a word still travels as its plain string (JSON, error messages)."""
 
@@ -15,7 +15,7 @@ import pytest
 from memworker import schemas
 from memworker.api.console import pages
 from memworker.cli.main import _parser
-from memworker.memories import EPISODE_STATUSES, KINDS, TIERS, EpisodeStatus, Kind, Tier
+from memworker.domain.memories import EPISODE_STATUSES, KINDS, TIERS, EpisodeStatus, Kind, Tier
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = (ROOT / "sql" / "schema.sql").read_text()

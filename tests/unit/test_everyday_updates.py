@@ -1,4 +1,4 @@
-"""Knowledge updates said as people say them (memworker.updates.revision through
+"""Knowledge updates said as people say them (memworker.domain.updates.revision through
 rules.changed): a changed value, a replacement, a retraction, in other words than the old
 statement; and statements that look alike but are both true (another subject, an addition,
 history, a plan, a question) left alone."""
@@ -9,8 +9,8 @@ from datetime import datetime
 
 import pytest
 
-from memworker import rules, statements, updates
-from memworker.policy import Policy
+from memworker.domain import rules, statements, updates
+from memworker.domain.policy import Policy
 
 UPDATES = [
     ("Our on-call number is 555-0134.", "New on-call number: 555-0188."),

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from memworker import memories
+from memworker.domain import memories
 from memworker.models import budget
 from memworker.sessions import context
 from memworker.settings import Settings

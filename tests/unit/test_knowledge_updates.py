@@ -1,4 +1,4 @@
-"""Knowledge updates (memworker.updates, through rules.changed): a statement that
+"""Knowledge updates (memworker.domain.updates, through rules.changed): a statement that
 says the opposite of a live memory is a change, never a confirmation or a merge; a true
 paraphrase is not a change. The pair set is tests/data/knowledge_updates.jsonl (the bench
 bench/knowledge_updates.py prints its rates)."""
@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memworker import memories, rules, updates
-from memworker.policy import Policy
+from memworker.domain import memories, rules, updates
+from memworker.domain.policy import Policy
 
 PAIRS = [json.loads(line) for line in (Path(__file__).parent.parent / "data" / "knowledge_updates.jsonl").open()]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

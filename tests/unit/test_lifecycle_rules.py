@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memworker import rules
-from memworker.policy import Policy
-from memworker.rules import Fact, Pair
+from memworker.domain import rules
+from memworker.domain.policy import Policy
+from memworker.domain.rules import Fact, Pair
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 POLICY = Policy()

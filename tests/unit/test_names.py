@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from memworker import errors, recall
+from memworker.domain.policy import Policy
 from memworker.erase import forget
 from memworker.fleet import pools
-from memworker.policy import Policy
 
 
 @pytest.mark.parametrize("name", ["alice\n", "a/b", "", "-x"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from memworker import settings
 from memworker.api import app
-from memworker.policy import Policy
+from memworker.domain.policy import Policy
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 

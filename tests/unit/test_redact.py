@@ -1,4 +1,4 @@
-"""PII redaction (memworker/redact.py) as a pure function: every phone number in a text is
+"""PII redaction (memworker/domain/redact.py) as a pure function: every phone number in a text is
 replaced, however close it sits to the next one, and what is not a phone number stays."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from memworker.redact import redact
+from memworker.domain.redact import redact
 
 # Adjacent numbers: each must go, whatever separates it from the next one.
 ADJACENT = [

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from memworker import errors
-from memworker.policy import Policy
+from memworker.domain.policy import Policy
 from memworker.settings import Settings
 
 

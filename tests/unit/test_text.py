@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memworker import memories, reflection, tokens
+from memworker import reflection
+from memworker.domain import memories, tokens
 from memworker.models import llm
 
 

@@ -23,8 +23,8 @@ from fastapi.staticfiles import StaticFiles
 from memworker import errors, keys, recall, schemas
 from memworker.api import deps
 from memworker.api.console import auth, charts, samples
+from memworker.domain.memories import AGENT_ID, EPISODE_STATUSES, KINDS, SUBJECT, TIERS, EpisodeStatus
 from memworker.lifecycle import governance
-from memworker.memories import AGENT_ID, EPISODE_STATUSES, KINDS, SUBJECT, TIERS, EpisodeStatus
 from memworker.sleep import consolidation, profile
 from memworker.sleep.reports import run_json, status_json
 from memworker.storage import console_db, core_db, sleep_db, store

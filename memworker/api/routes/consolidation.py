@@ -8,8 +8,9 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from memworker import errors, keys, memories
+from memworker import errors, keys
 from memworker.api.deps import AgentId, principal, publisher, resources, tx
+from memworker.domain import memories
 from memworker.schemas import PG_INT_MAX, ConsolidationStatus, ProfileOut, RunList, RunQueued
 from memworker.sleep import consolidation, profile, subjects
 from memworker.sleep.reports import run_json, status_json

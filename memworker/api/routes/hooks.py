@@ -12,8 +12,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from pydantic import Field
 
-from memworker import errors, keys, memories
+from memworker import errors, keys
 from memworker.api.deps import jsonable, principal, resources, tx
+from memworker.domain import memories
 from memworker.schemas import DeliveryList, Strict, WebhookList, WebhookOut
 from memworker.sessions import hooks
 from memworker.storage import sessions_db

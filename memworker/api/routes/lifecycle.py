@@ -9,8 +9,9 @@ from uuid import UUID
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import Field
 
-from memworker import errors, keys, memories, redact, runtime
+from memworker import errors, keys, runtime
 from memworker.api.deps import AgentId, jsonable, principal, resources, tx
+from memworker.domain import memories, redact
 from memworker.erase import forget
 from memworker.fleet import pools
 from memworker.lifecycle import governance, retention

@@ -11,8 +11,9 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from memworker import errors, keys, memories, redact
+from memworker import errors, keys
 from memworker.api.deps import AgentId, check_metadata, decode_cursor, encode_cursor, principal, read_tx, resources, tx
+from memworker.domain import memories, redact
 from memworker.fleet import pools
 from memworker.lifecycle import governance
 from memworker.schemas import Kind, MemoryBatch, MemoryIn, MemoryList, MemoryOut, MemoryPatch, Tier

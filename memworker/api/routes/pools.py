@@ -10,9 +10,10 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 from pydantic import Field
 
-from memworker import keys, memories
+from memworker import keys
 from memworker.api.deps import AgentId, decode_cursor, principal, resources, tx
 from memworker.api.routes.memories import _write, memory_page
+from memworker.domain import memories
 from memworker.fleet import pools
 from memworker.schemas import MemoryBatch, MemoryIn, MemoryList, MemoryOut, PoolList, Shared, Strict
 from memworker.storage import store

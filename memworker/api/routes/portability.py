@@ -14,9 +14,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from memworker import errors, keys, memories
+from memworker import errors, keys
 from memworker.api.deps import AgentId, check_metadata, principal, resources, tx
 from memworker.api.routes import memories as memory_routes
+from memworker.domain import memories
 from memworker.models import embeddings
 from memworker.portability import export, foreign, mem0, restore
 from memworker.portability import format as fmt

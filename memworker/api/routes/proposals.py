@@ -10,8 +10,9 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import Field
 
-from memworker import keys, memories, redact
+from memworker import keys
 from memworker.api.deps import principal, resources, tx
+from memworker.domain import memories, redact
 from memworker.fleet import pools, proposals
 from memworker.schemas import ProposalDecided, ProposalList, Strict
 from memworker.storage import store

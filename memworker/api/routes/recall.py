@@ -10,8 +10,8 @@ from starlette.concurrency import run_in_threadpool
 
 from memworker import keys, metrics, recall
 from memworker.api.deps import AgentId, check_metadata, client_lsn, principal, reads, resources, tx
+from memworker.domain.policy import Policy
 from memworker.fleet import pools
-from memworker.policy import Policy
 from memworker.schemas import AgentsRecallIn, Recalled, RecallIn
 from memworker.storage import store
 

@@ -11,7 +11,7 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import Field
 
-from memworker import errors, keys, memories, redact
+from memworker import errors, keys
 from memworker.api.deps import (
     AgentId,
     check_metadata,
@@ -23,6 +23,7 @@ from memworker.api.deps import (
     resources,
     tx,
 )
+from memworker.domain import memories, redact
 from memworker.models import budget
 from memworker.schemas import (
     PG_INT_MAX,

@@ -7,8 +7,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
 
-from memworker import errors, keys, memories
+from memworker import errors, keys
 from memworker.api.deps import principal, tx
+from memworker.domain import memories
 from memworker.erase import subjects
 from memworker.schemas import SubjectForgetIn, SubjectForgotten
 

@@ -566,7 +566,7 @@ UPDATE agents SET ann_ready = true WHERE tenant_id = %(tenant_id)s AND id = %(ag
 -- agents are on one scale. A subject filter as in `recall`. It reads, never bumps access
 -- counts (an operator's look is not the agent's use), and does not collapse items into
 -- their turns. One text is one hit: copies with the same content_hash (normalised words,
--- memworker/memories.py) and subject take the slot of their best-ranked copy, which names
+-- memworker/domain/memories.py) and subject take the slot of their best-ranked copy, which names
 -- every wanted live copy among the agents (holder_agents, holder_ids: best-ranked first,
 -- then those outside the ranked pool by agent). `pool` (k per agent) leaves room for k texts
 -- however many agents hold each one.

@@ -22,7 +22,7 @@ LIMIT %(limit)s;
 
 -- name: export_terms
 -- The BM25 postings of memories whose index is not their own text (a split message's turns
--- index the whole message: memworker/episodic.py).
+-- index the whole message: memworker/domain/episodic.py).
 SELECT memory_id, array_agg(term ORDER BY term) AS terms, array_agg(tf ORDER BY term) AS tfs
 FROM memory_terms WHERE tenant_id = %(tenant_id)s AND memory_id = ANY(%(memory_ids)s::uuid[])
 GROUP BY memory_id;

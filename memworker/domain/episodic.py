@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memworker import memories, tokens
+from memworker.domain import memories, tokens
 
 # Words that carry no content by themselves: a message made only of these is not a memory.
 ACKNOWLEDGEMENTS = frozenset(

@@ -1,6 +1,6 @@
 """Knowledge updates: when a new statement says the opposite of a live memory, it is a
 change of what is true, never a confirmation (dedup) or a near-duplicate (merge). Pure and
-lexical, like memworker.rules (which asks `change` besides its own contradiction
+lexical, like memworker.domain.rules (which asks `change` besides its own contradiction
 rule): with no LLM in the loop it must be deterministic, and it must not mistake a true
 paraphrase for an update. Three shapes:
 
@@ -30,12 +30,12 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from memworker import statements
+from memworker.domain import statements
 
 _TOKEN = re.compile(r"\d+(?:[.:/,-]\d+)*[A-Za-z%]*|[^\W_]+")
 _NEGATIONS = frozenset({"not", "no", "never", "cannot", "nobody", "nothing", "neither", "nor"})
 # Adverbs that change how a thing is said, not what ("now uses", "officially uses"); the
-# contradiction rule (memworker.rules) drops the same words.
+# contradiction rule (memworker.domain.rules) drops the same words.
 FILLERS = frozenset(
     {
         "now",
@@ -309,7 +309,7 @@ def _value_changed(words_a: tuple[_Word, ...], words_b: tuple[_Word, ...]) -> bo
 #
 # People rarely restate a fact in the same words when it changes: "Our on-call number is
 # 555-0134" becomes "New on-call number: 555-0188", "We use Datadog for monitoring" becomes
-# "Monitoring moved over to Grafana". revision() reads both as statements (memworker.statements)
+# "Monitoring moved over to Grafana". revision() reads both as statements (memworker.domain.statements)
 # and calls the newer an update when it speaks of the same subject and attribute and gives it
 # another value; it stays silent for what looks alike but is also true: another subject, an
 # addition, a plan, a question, a statement of what was.

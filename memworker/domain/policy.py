@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from memworker import errors, memories
+from memworker import errors
+from memworker.domain import memories
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class Policy:
     recall_prior_weight: float = 0.03  # priors re-order near-ties; they never overrule relevance
     recall_vector_floor: float = 0.15  # cosine below this with no term match = not relevant
     recall_candidates: int = 60  # per signal, before fusion
-    # A message stored in n parts (a long one, memworker/episodic.py) has n chances at the
+    # A message stored in n parts (a long one, memworker/domain/episodic.py) has n chances at the
     # vector signal, so its best part outranks a short message that says the same: its fused
     # score is lowered by this times ln(n / 2) past two parts (0: off). Measured on long
     # assistant answers beside short user messages; a message of up to two parts (about 560

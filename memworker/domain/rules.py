@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 
-from memworker import memories, statements, updates
-from memworker.policy import Policy
+from memworker.domain import memories, statements, updates
+from memworker.domain.policy import Policy
 
 TIER_RANK: dict[str, int] = {t: i for i, t in enumerate(memories.Tier)}
 # The episodic layer is L0 (turns, scratch): raw material that goes by age, by being distilled
@@ -183,7 +183,7 @@ def contradiction(older: str, newer: str) -> str | None:
 
 
 def changed(older: str, newer: str) -> str | None:
-    """contradiction(), or a knowledge update it does not see (memworker.updates:
+    """contradiction(), or a knowledge update it does not see (memworker.domain.updates:
     roles swapped, a negation or a value changed in a looser sentence). The same words
     reordered as a list ('uses Python and Go' / 'uses Go and Python') change nothing."""
     if updates.reordered(older, newer):

@@ -35,7 +35,7 @@ class Kind(Word):
     EVENT = "event"
     INSIGHT = "insight"
     SUMMARY = "summary"
-    TURN = "turn"  # the episodic layer: one message as it was said (memworker/episodic.py); ingest only
+    TURN = "turn"  # the episodic layer: one message as it was said (memworker/domain/episodic.py); ingest only
 
 
 class Tier(Word):
@@ -142,7 +142,7 @@ class Draft:
     trust: str = "episode"  # where it came from: episode, api, consolidation
     subject: str | None = None  # None: the agent's general knowledge
     # what BM25 indexes when it is not the text itself: the first part of a split message
-    # indexes its whole message, the others nothing (memworker/episodic.py); None: the text
+    # indexes its whole message, the others nothing (memworker/domain/episodic.py); None: the text
     index_text: str | None = None
     parts: int = 1  # the parts of the message this memory is one of (a split message's turns)
 

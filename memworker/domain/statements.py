@@ -1,7 +1,7 @@
 """One statement read for what it says about the world: which words are values (numbers,
 dates, names, addresses), which part is its subject (the words before its verb), and how it
 is said (a question, a plan, history, an addition, a change, a negation, which value it names
-as the old one). Pure, lexical and deterministic: memworker.updates compares two of these to
+as the old one). Pure, lexical and deterministic: memworker.domain.updates compares two of these to
 tell a knowledge update from two statements that are both true."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from memworker import tokens
+from memworker.domain import tokens
 
 _TOKEN = re.compile(
     r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # an address
