@@ -297,3 +297,40 @@ def test_the_top_level_of_memworker_stays_small() -> None:
         f"{len(top)} modules at memworker/'s top level (at most {MAX_TOP_LEVEL_MODULES}): put the new one in a package "
         f"(domain, api, cli, sleep, lifecycle, sessions, erase, models, storage, local); see docs/ARCHITECTURE.md. {top}"
     )
+
+
+# storage's infrastructure: connections and transactions, migrations, replicas, the access
+# buffer, the row -> JSON helper. Every other storage module runs statements: a query module.
+STORAGE_INFRASTRUCTURE = {
+    "memworker.storage",
+    "memworker.storage.db",
+    "memworker.storage.migrate",
+    "memworker.storage.replicas",
+    "memworker.storage.bumps",
+    "memworker.storage.rows",
+}
+ENTRY_POINT_PACKAGES = ("memworker.api", "memworker.cli", "tasks")
+
+
+def _query_module(module: str) -> bool:
+    return _within(module, "memworker.storage") and module not in STORAGE_INFRASTRUCTURE
+
+
+def test_entry_points_import_no_query_module() -> None:
+    """The API, the CLI, the console and the Celery tasks reach the data through a capability's
+    service; they may open a transaction or migrate, never run a statement themselves."""
+    bad = [
+        f"{i.importer} (line {i.line}) imports {i.imported}"
+        for i in imports()
+        if any(_within(i.importer, entry) for entry in ENTRY_POINT_PACKAGES) and _query_module(i.imported)
+    ]
+    assert not bad, "entry points importing a query module (call a service instead):\n" + "\n".join(bad)
+
+
+def test_services_import_no_entry_point() -> None:
+    bad = [
+        f"{i.importer} (line {i.line}) imports {i.imported}"
+        for i in imports()
+        if i.importer.endswith(".service") and any(_within(i.imported, entry) for entry in ENTRY_POINTS)
+    ]
+    assert not bad, "services importing an entry point:\n" + "\n".join(bad)
