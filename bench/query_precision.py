@@ -41,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command_line, environment_note, loadavg, md_table, percentile, progress, write_report  # noqa: E402
 from episodes_recall import DATA, Answer, Conversation, Mapper, episode_bodies, load, mean  # noqa: E402
 
+from memworker.tenancy import service as tenancy
+
 K = 10
 VARIANTS = ("episodes", "direct")
 CATEGORY = {1: "1 multi-hop", 2: "2 temporal", 3: "3 open-domain", 4: "4 single-hop"}
@@ -129,7 +131,7 @@ def ask_all(
 ) -> tuple[dict[tuple[str, str], list[Answer]], dict[str, int]]:
     """(variant, precision) -> answers; variant -> questions whose top 10 is the same list."""
     from memworker import recall
-    from memworker.storage import db, store
+    from memworker.storage import db
 
     answers: dict[tuple[str, str], list[Answer]] = defaultdict(list)
     same: dict[str, int] = defaultdict(int)
@@ -140,7 +142,7 @@ def ask_all(
             agent = agents[(v, conv.sample_id)]
             mapper = mapper_for(owner, agent, conv)
             with db.tenant_tx(pool, tenant) as conn:
-                policy = store.policy_for(conn, tenant_id=tenant, agent_id=agent)
+                policy = tenancy.policy_for(conn, tenant_id=tenant, agent_id=agent)
                 for q in conv.questions:
                     vecs = emb.both(q.text, "fp32" if n % 2 == 0 else "int8")
                     n += 1

@@ -50,6 +50,8 @@ from _common import (  # noqa: E402
 )
 from recall_latency import text_vector  # noqa: E402
 
+from memworker.tenancy import service as tenancy
+
 INDEX = "memory_terms_impact"
 ANN = "memories_ann"
 PER_TX = 20
@@ -108,7 +110,7 @@ def write_round(stack, tenant_id: str, agent: str, n: int, maker: TextMaker, rng
         started = time.perf_counter()
         for i in range(0, n, PER_TX):
             with db.tenant_tx(pool, tid) as conn:
-                store.ensure_agent(conn, tenant_id=tid, agent_id=agent)
+                tenancy.ensure_agent(conn, tenant_id=tid, agent_id=agent)
                 for text, vec in zip(texts[i : i + PER_TX], vectors[i : i + PER_TX], strict=True):
                     store.write_memory(
                         conn,

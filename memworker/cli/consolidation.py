@@ -15,7 +15,8 @@ from memworker.domain.policy import Policy
 from memworker.models import embeddings, llm
 from memworker.settings import Settings
 from memworker.sleep import consolidation
-from memworker.storage import core_db, db, sleep_db, store
+from memworker.storage import core_db, db, sleep_db
+from memworker.tenancy import service as tenancy
 
 DEFAULT_TENANT = "dev"  # the tenant `memworker up` creates
 
@@ -61,7 +62,7 @@ def _switch(settings: Settings, args: argparse.Namespace, value: bool | None) ->
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
         field, stored = "consolidation_enabled", None if value is None else Jsonb(value)
         if args.agent:
-            store.require_agent(conn, tenant_id=tenant.id, agent_id=args.agent)
+            tenancy.require_agent(conn, tenant_id=tenant.id, agent_id=args.agent)
             overrides = sleep_db.set_agent_policy_field(
                 conn, tenant_id=tenant.id, agent_id=args.agent, field=field, value=stored
             )
@@ -69,7 +70,7 @@ def _switch(settings: Settings, args: argparse.Namespace, value: bool | None) ->
             overrides = sleep_db.set_tenant_policy_field(conn, tenant_id=tenant.id, field=field, value=stored)
         assert overrides is not None
         Policy.validated(overrides)  # never leave a policy the service would reject
-        effective = consolidation.enabled(store.policy_for(conn, tenant_id=tenant.id, agent_id=args.agent), settings)
+        effective = consolidation.enabled(tenancy.policy_for(conn, tenant_id=tenant.id, agent_id=args.agent), settings)
         conn.commit()
     common.invalidate_caches(settings)
     scope = f"agent {args.agent}" if args.agent else f"tenant {args.tenant}"
@@ -81,13 +82,13 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
         tid = tenant.id
         if args.agent:
-            store.require_agent(conn, tenant_id=tid, agent_id=args.agent)
+            tenancy.require_agent(conn, tenant_id=tid, agent_id=args.agent)
             rows: list[sleep_db.AgentGates | None] = [sleep_db.agent_gates(conn, tenant_id=tid, agent_id=args.agent)]
             runs = sleep_db.runs_list(conn, tenant_id=tid, agent_id=args.agent, limit=args.runs)
         else:
             rows, runs = list(sleep_db.gates(conn, tenant_id=tid)), []
         on = {
-            r.agent_id: consolidation.enabled(store.policy_for(conn, tenant_id=tid, agent_id=r.agent_id), settings)
+            r.agent_id: consolidation.enabled(tenancy.policy_for(conn, tenant_id=tid, agent_id=r.agent_id), settings)
             for r in rows
             if r
         }
@@ -139,7 +140,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
                     raise errors.NotFound(f"no tenant named {args.tenant!r} (memworker tenant list)")
                 tid = tenant.id
                 db.bind_tenant(conn, tid)
-                store.require_agent(conn, tenant_id=tid, agent_id=args.agent)
+                tenancy.require_agent(conn, tenant_id=tid, agent_id=args.agent)
                 run_id = consolidation.request_run(conn, tenant_id=tid, agent_id=args.agent, trigger="cli")
             embedder = embeddings.for_settings(settings)
             client = (

@@ -25,8 +25,9 @@ from memworker import errors
 from memworker.erase import forget
 from memworker.fleet import pools
 from memworker.lifecycle import governance
-from memworker.storage import admin_db, store
+from memworker.storage import admin_db
 from memworker.storage.db import Conn
+from memworker.tenancy import service as tenancy
 
 
 def erase_agent(conn: Conn, *, tenant_id: UUID, agent_id: str, now: datetime | None = None) -> dict[str, Any]:
@@ -35,7 +36,7 @@ def erase_agent(conn: Conn, *, tenant_id: UUID, agent_id: str, now: datetime | N
     if pools.name_of(agent_id) is not None:
         raise errors.NotFound("agent not found")
     base: dict[str, Any] = dict(tenant_id=tenant_id, agent_id=agent_id)
-    store.require_agent(conn, **base)
+    tenancy.require_agent(conn, **base)
     forget.lock_agent(conn, tenant_id, agent_id)
     now = now or governance.clock(conn)
     admin_db.hold_episodes(conn, **base)

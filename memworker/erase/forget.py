@@ -60,6 +60,7 @@ from memworker.lifecycle import governance, needles
 from memworker.sessions import archive, session
 from memworker.storage import db, lifecycle_db, sessions_db, store
 from memworker.storage.db import Conn
+from memworker.tenancy import service as tenancy
 
 MAX_IDS = 1_000
 MAX_DERIVED_ROUNDS = 5  # insights of insights: a handful of levels at most
@@ -153,7 +154,7 @@ def forget(
     changing what the request erases (or deadlocks keep ending the erase) past
     MAX_PLAN_SEARCHES searches of its plan (nothing is erased then)."""
     request.validate()
-    store.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
+    tenancy.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
     _lock(conn, tenant_id, agent_id)
     now = now or governance.clock(conn)
     base: dict[str, Any] = dict(tenant_id=tenant_id, agent_id=agent_id)

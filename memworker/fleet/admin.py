@@ -15,8 +15,9 @@ from typing import Any
 
 from memworker import errors, keys
 from memworker.fleet import pools
-from memworker.storage import admin_db, core_db, store
+from memworker.storage import admin_db, core_db
 from memworker.storage.db import Conn
+from memworker.tenancy import service as tenancy
 
 MAX_PAGE = 200
 
@@ -53,7 +54,7 @@ def subjects_page(
     conn: Conn, p: keys.Principal, agent_id: str, *, limit: int, cursor: str | None
 ) -> tuple[list[dict[str, Any]], str | None]:
     """A page of the subjects the agent holds anything of, with counts per place."""
-    store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+    tenancy.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
     rows = admin_db.agent_subjects(
         conn, tenant_id=p.tenant_id, agent_id=agent_id, after=decode_cursor(cursor), limit=min(limit, MAX_PAGE) + 1
     )

@@ -33,6 +33,7 @@ from memworker.fleet import matches
 from memworker.lifecycle import governance
 from memworker.storage import core_db, db, proposals_db, store
 from memworker.storage.db import Conn
+from memworker.tenancy import service as tenancy
 
 PREFIX = "pool~"
 
@@ -100,7 +101,7 @@ def share(
         raise errors.NotFound("memory not found (or no longer live)")
     target = ensure(conn, tenant_id=tenant_id, name=pool)
     source = f"memory:{agent_id}/{memory_id}"
-    pool_policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=target)
+    pool_policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=target)
     if pool_policy.redact_pii:
         src = _redacted(src, embed)
     dup = store.find_duplicate(
@@ -273,7 +274,7 @@ def share_from(
         embed=embed,
     )
     target = owner(pool)
-    pool_policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=target)
+    pool_policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=target)
     for other in others:
         if other not in store.get_memory(conn, tenant_id=tenant_id, agent_id=target, memory_id=mid).provenance:
             governance.confirm(

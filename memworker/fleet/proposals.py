@@ -30,6 +30,7 @@ from memworker.domain.policy import Policy
 from memworker.fleet import pools
 from memworker.storage import core_db, db, proposals_db, store
 from memworker.storage.db import Conn
+from memworker.tenancy import service as tenancy
 
 STATUSES = ("open", "approved", "rejected")
 
@@ -155,7 +156,7 @@ def _sharer(
         raise errors.Conflict(
             "none of this proposal's source memories (of the agents this key names) is live: reject it instead"
         )
-    policies = {a: store.policy_for(conn, tenant_id=tenant_id, agent_id=a) for a, _ in live}
+    policies = {a: tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=a) for a, _ in live}
     # stable: the proposing agent's first otherwise
     live.sort(key=lambda s: (agent_ids is not None and s[0] not in agent_ids, pool not in policies[s[0]].pools_write))
     (agent, mid), rest = live[0], live[1:]

@@ -16,8 +16,9 @@ from psycopg.types.json import Jsonb
 
 from memworker import errors, schemas
 from memworker.domain import redact
-from memworker.storage import core_db, sessions_db, sleep_db, store
+from memworker.storage import core_db, sessions_db, sleep_db
 from memworker.storage.db import Conn
+from memworker.tenancy import service as tenancy
 
 logger = logging.getLogger(__name__)
 
@@ -86,9 +87,9 @@ def accept(
     an in-cluster agent's) the repeat must be the same episode, its subject and content,
     else Conflict and the caller's transaction writes nothing; without (the service's own
     keys, such as a rumination's day, whose input can grow on a re-run) the first stands."""
-    store.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
+    tenancy.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
     sent = episodes
-    if store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id).redact_pii:
+    if tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id).redact_pii:
         # Before storage, and so before any LLM sees it: the raw episode is kept redacted.
         episodes = [_redacted(ep) for ep in episodes]
     episodes = _session_subjects(conn, tenant_id, agent_id, episodes)

@@ -28,6 +28,7 @@ from memworker.models.embeddings import Embedder
 from memworker.settings import Settings
 from memworker.storage import core_db, db, store
 from memworker.storage.db import Conn, Pool
+from memworker.tenancy import service as tenancy
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ def _prepare(
             layered = {
                 a
                 for a in {t.agent_id for t in tokens}
-                if store.policy_for(conn, tenant_id=tenant_id, agent_id=a).episodic_layer
+                if tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=a).episodic_layer
             }
         # the claim (attempts spent) is committed before any payload is read: an episode that
         # cannot be read fails alone, counts its attempt and ends dead, never stalling the rest
@@ -356,7 +357,7 @@ def _store_one(
         if current is None or current.status != memories.EpisodeStatus.PROCESSING or current.attempts != c.attempts:
             outcome.skipped.append(c.id)  # someone else's claim now, or already stored
             return
-        policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=c.agent_id)
+        policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=c.agent_id)
         expires_at = store.expiry(conn, policy, memories.Tier.L1)
         item_vectors, turn_vectors = vectors[: len(c.result.items)], vectors[len(c.result.items) :]
         # the episodic layer; the episode's memory_ids stay its reflected items (turns are found

@@ -17,6 +17,7 @@ from memworker.domain.policy import Policy
 from memworker.lifecycle import derived
 from memworker.storage import core_db, lifecycle_db, store
 from memworker.storage.db import Conn
+from memworker.tenancy import service as tenancy
 
 PROBE_TERMS = 6  # a memory's rarest terms, through which merge/contradiction candidates are found
 PAIRS_PER_MEMORY = 12  # the most candidates one memory is judged against (most probes shared first)
@@ -521,6 +522,6 @@ def put_policy(conn: Conn, *, tenant_id: UUID, agent_id: str | None, overrides: 
     if agent_id is None:
         lifecycle_db.set_tenant_policy(conn, tenant_id=tenant_id, policy=clean)
     else:
-        store.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
+        tenancy.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
         lifecycle_db.set_agent_policy(conn, tenant_id=tenant_id, agent_id=agent_id, policy=clean)
     return get_policy(conn, tenant_id=tenant_id, agent_id=agent_id)

@@ -25,8 +25,9 @@ from uuid import UUID
 from memworker.domain import memories, rules
 from memworker.domain.policy import Policy
 from memworker.lifecycle import governance
-from memworker.storage import db, large_agents, lifecycle_db, store
+from memworker.storage import db, large_agents, lifecycle_db
 from memworker.storage.db import Conn, Pool
+from memworker.tenancy import service as tenancy
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ def sweep_agent(
     started = time.perf_counter()
     report = Report(agent_id)
     with db.tenant_tx(pool, tenant_id) as conn:
-        store.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
+        tenancy.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
         report.clock = now = now or governance.clock(conn)
         run_id = lifecycle_db.retention_start(
             conn,
@@ -137,7 +138,7 @@ def sweep_agent(
             report.status = "duplicate"
             return report
         report.run_id = str(run_id)
-        policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
+        policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
         state = lifecycle_db.retention_state(
             conn,
             tenant_id=tenant_id,
@@ -496,7 +497,7 @@ class _Sweep:
 
 def runs(conn: Conn, *, tenant_id: UUID, agent_id: str, limit: int = 20) -> list[dict[str, Any]]:
     """The agent's latest retention reports, newest first. Raises NotFound for an unknown agent."""
-    store.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
+    tenancy.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
     return [asdict(r) for r in lifecycle_db.retention_runs(conn, tenant_id=tenant_id, agent_id=agent_id, limit=limit)]
 
 

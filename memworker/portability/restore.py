@@ -26,6 +26,7 @@ from memworker.models.embeddings import Embedder
 from memworker.portability import format as fmt
 from memworker.portability import mem0
 from memworker.storage import db, portability_db, store
+from memworker.tenancy import service as tenancy
 
 CHUNK = 500  # lines written per statement
 MEMWORKER, JSONL, LANGGRAPH, MEM0 = "memworker", "jsonl", "langgraph", mem0.MEM0
@@ -138,7 +139,7 @@ def restore(conn: db.Conn, target: Target, path: Path, header: fmt.Header) -> di
     fits = header.embeddings and header.model == target.model and header.dim == target.dim
     counts: Counter[str] = Counter()
     pending: list[tuple[str, str]] = []  # (memory id, the id of the memory that superseded it)
-    store.ensure_agent(conn, tenant_id=target.tenant_id, agent_id=target.agent_id)
+    tenancy.ensure_agent(conn, tenant_id=target.tenant_id, agent_id=target.agent_id)
     for kind, objs, vectors in _ahead(target, _runs(path), fits):
         _write_run(conn, target, kind, objs, vectors, counts, pending)
     if pending:

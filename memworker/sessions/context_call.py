@@ -17,8 +17,9 @@ import numpy as np
 from memworker.domain import redact
 from memworker.models.budget import Counter
 from memworker.sessions import context, hooks, session
-from memworker.storage import sessions_db, store
+from memworker.storage import sessions_db
 from memworker.storage.db import Conn
+from memworker.tenancy import service as tenancy
 
 
 @dataclass
@@ -52,7 +53,7 @@ def run(
     without memories:write): the use is counted but a due flush waits for a caller that may
     write. gathered: the inputs of a call without a session, already read on a replica
     (gather_sessionless)."""
-    policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id, must_exist=True)
+    policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id, must_exist=True)
     row = _session(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
     budget = max_tokens or policy.context_max_tokens
     inputs = gathered or context.gather(
@@ -124,7 +125,7 @@ def gather_sessionless(
 ) -> context.Inputs:
     """What a context call without a session reads (recall, the profile): only reads, so a
     replica may serve it; run(gathered=...) then does the call's writes on the primary."""
-    policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id, must_exist=True)
+    policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id, must_exist=True)
     return context.gather(
         conn,
         qvec,

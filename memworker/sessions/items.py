@@ -20,8 +20,9 @@ from psycopg.types.json import Jsonb
 from memworker import errors, schemas
 from memworker.domain import redact
 from memworker.sessions import session
-from memworker.storage import sessions_db, store
+from memworker.storage import sessions_db
 from memworker.storage.db import Conn
+from memworker.tenancy import service as tenancy
 
 MAX_ITEM_BYTES = schemas.MAX_SESSION_ITEM_BYTES  # one item as compact UTF-8 JSON: a message or a tool output
 MAX_BATCH = schemas.MAX_SESSION_ITEMS_BATCH  # items one append takes
@@ -53,7 +54,7 @@ def append(
     NotFound, Forbidden (not `subject`'s), Conflict (archived), InvalidInput."""
     check(items)
     session.load_open(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
-    if store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id).redact_pii:  # stored redacted, like an episode
+    if tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id).redact_pii:  # stored redacted, like an episode
         items = [redact.redact_value(i) for i in items]
     places = sessions_db.items_append(
         conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, items=Jsonb(items)

@@ -15,8 +15,9 @@ from memworker.domain import memories
 from memworker.domain.policy import Policy
 from memworker.ingest import intake
 from memworker.sessions import archive, plans
-from memworker.storage import db, sessions_db, store
+from memworker.storage import db, sessions_db
 from memworker.storage.db import Pool
+from memworker.tenancy import service as tenancy
 
 MAX_AGENTS = 10_000  # per day; the rest would wait for tomorrow's window (logged by the task)
 
@@ -85,7 +86,7 @@ def ruminate(pool: Pool, *, tenant_id: UUID, agent_id: str, start: datetime, end
     (to be published), None when there was nothing or it was written before."""
     day = start.date().isoformat()
     with db.tenant_tx(pool, tenant_id) as conn:
-        policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
+        policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
         if not policy.rumination_enabled:
             return None
         rows = sessions_db.archives_in_window(conn, tenant_id=tenant_id, agent_id=agent_id, start=start, end=end)

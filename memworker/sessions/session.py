@@ -30,6 +30,7 @@ from memworker.lifecycle import needles
 from memworker.sessions import plans, working
 from memworker.storage import sessions_db, store
 from memworker.storage.db import Conn
+from memworker.tenancy import service as tenancy
 
 SESSION_ID = memories.AGENT_ID  # the same alphabet as agent ids: safe in paths
 
@@ -57,8 +58,8 @@ def create(
         raise errors.InvalidInput(
             "session_id must be 1-128 letters, digits and . _ : @ -, starting with a letter or digit"
         )
-    store.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
-    if store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id).redact_pii:  # stored redacted, like an episode
+    tenancy.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
+    if tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id).redact_pii:  # stored redacted, like an episode
         goal = redact.redact(goal) if goal else goal
         metadata = redact.redact_value(metadata)
     doc = working.empty()

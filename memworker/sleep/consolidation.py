@@ -32,6 +32,7 @@ from memworker.sleep import current, profile, subjects, summaries, synthesis
 from memworker.sleep.synthesis import Connection, Item
 from memworker.storage import db, sleep_db, store
 from memworker.storage.db import Conn, Pool
+from memworker.tenancy import service as tenancy
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ def run_pass(
                 report.status = "busy"
                 metrics.CONSOLIDATION_PASSES.labels("busy").inc()
                 return report
-            policy = store.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
+            policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
             _Pass(
                 conn,
                 embedder,

@@ -209,7 +209,7 @@ authenticate = _sql.Row("authenticate", KeyAuth)
 policies = _sql.Row("policies", Policies)
 
 
-# Create the agent unless it exists (no validation: store.ensure_agent checks the id).
+# Create the agent unless it exists (no validation: tenancy.ensure_agent checks the id).
 ensure_agent = _sql.Run("ensure_agent")
 
 

@@ -25,36 +25,6 @@ CANDIDATE_POSTINGS = 200
 DF_CAP = 256
 DUPLICATE_PROBE_TERMS = 3
 
-# --- tenants, keys, agents, policy -----------------------------------------------------
-
-
-def policy_for(conn: Conn, *, tenant_id: UUID, agent_id: str | None, must_exist: bool = False) -> Policy:
-    """The agent's effective policy: defaults, tenant overrides, agent overrides.
-
-    Raises NotFound when must_exist and the agent is not in this tenant."""
-    row = core_db.policies(conn, tenant_id=tenant_id, agent_id=agent_id)
-    if must_exist and (row is None or row.agent_policy is None):
-        raise errors.NotFound("agent not found")
-    if row is None:
-        return Policy()
-    return Policy.resolve(row.tenant_policy, row.agent_policy, stored=True)
-
-
-def ensure_agent(conn: Conn, *, tenant_id: UUID, agent_id: str) -> None:
-    """Create the agent on first use within the tenant."""
-    if not memories.AGENT_ID.fullmatch(agent_id):
-        raise errors.InvalidInput(
-            "agent_id must be 1-128 characters of letters, digits and . _ : @ -, starting with a letter or digit"
-        )
-    core_db.ensure_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
-
-
-def require_agent(conn: Conn, *, tenant_id: UUID, agent_id: str) -> None:
-    """Raises NotFound unless the agent exists in this tenant."""
-    if not core_db.agent_exists(conn, tenant_id=tenant_id, agent_id=agent_id):
-        raise errors.NotFound("agent not found")
-
-
 # --- memories ---------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ import pytest
 from memworker.cli import main as cli
 from memworker.domain import memories
 from memworker.storage import db, store
+from memworker.tenancy import service as tenancy
 from memworker.testing import FakeEmbedder
 from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)
 
@@ -88,7 +89,7 @@ def test_retention_run_and_status(env: Any, stack: dict[str, Any], capsys: pytes
     alice = env["alice"]["id"]
     with db.connect(stack["app_url"]) as conn:
         db.bind_tenant(conn, alice)
-        store.ensure_agent(conn, tenant_id=alice, agent_id="cli-bot")
+        tenancy.ensure_agent(conn, tenant_id=alice, agent_id="cli-bot")
         for text in ("The kiosk reboots at midnight.", "The kiosk reboots at midnight!"):
             store.write_memory(
                 conn,

@@ -23,6 +23,7 @@ from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.models.llm import OpenAICompatible
 from memworker.sleep import consolidation
 from memworker.storage import db, sleep_db, store
+from memworker.tenancy import service as tenancy
 from memworker.testing import FakeLLM
 
 OPS = [
@@ -55,7 +56,7 @@ def _seed(pool: Any, embedder: Any, tenant: UUID, agent: str, texts: list[str], 
     vectors = embedder.embed(texts)
     ids = []
     with db.tenant_tx(pool, tenant) as conn:
-        store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
+        tenancy.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
         for text, vec in zip(texts, vectors, strict=True):
             kind = reflection._kind(text)
             d = memories.Draft(

@@ -20,6 +20,7 @@ from memworker.domain import memories
 from memworker.ingest import intake
 from memworker.sleep import consolidation
 from memworker.storage import db, sleep_db, store
+from memworker.tenancy import service as tenancy
 from memworker.testing import FakeEmbedder
 
 EMB = FakeEmbedder()
@@ -46,7 +47,7 @@ def _agent(
     """An agent with n memories, created age_min minutes ago; sql runs as the owner after."""
     texts = [f"{agent} note {i} about the Postgres backup schedule." for i in range(n)]
     with db.tenant_tx(pool, tenant) as conn:
-        store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
+        tenancy.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
         for text, vec in zip(texts, EMB.embed(texts), strict=True):
             store.write_memory(
                 conn,

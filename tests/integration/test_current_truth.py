@@ -24,6 +24,7 @@ from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.sdk import ApiError, Client
 from memworker.sleep import consolidation
 from memworker.storage import db, store
+from memworker.tenancy import service as tenancy
 
 OLD_STANDUP = "The platform team's standup meets at 09:30 in the Alder room."
 NEW_STANDUP = "The platform team's standup meets at 10:15 in the Birch room."
@@ -45,7 +46,7 @@ def _seed(pool: Any, embedder: Any, tenant: UUID, agent: str, texts: list[str], 
     """Memories written as ingest writes them (no contradiction check: the tests decide)."""
     ids = []
     with db.tenant_tx(pool, tenant) as conn:
-        store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
+        tenancy.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
         for text, vec in zip(texts, embedder.embed(texts), strict=True):
             draft = memories.Draft(
                 text=text, kind=kind, entities=reflection.entities_of(text), topics=reflection.topics_of(text)

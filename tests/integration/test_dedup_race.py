@@ -14,6 +14,7 @@ import pytest
 
 from memworker.domain import memories
 from memworker.storage import db, store
+from memworker.tenancy import service as tenancy
 from memworker.testing import FakeEmbedder
 from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)
 
@@ -67,7 +68,7 @@ def test_two_writers_racing_on_one_sentence_leave_one_live_memory(
     agent = "racer"
     for tenant in (alice, bob):
         with db.tenant_tx(pool, tenant) as conn:
-            store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
+            tenancy.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
     for n in range(ROUNDS):
         text = f"The deploy window for service number {n} opens at nine."
         subject = "customer-7" if n % 3 == 2 else None  # a subject's writers race the same way

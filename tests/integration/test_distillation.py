@@ -21,6 +21,7 @@ from memworker.lifecycle import governance, retention
 from memworker.models.llm import OpenAICompatible
 from memworker.sleep import consolidation
 from memworker.storage import db, store
+from memworker.tenancy import service as tenancy
 from memworker.testing import FakeLLM
 
 DAY = timedelta(days=1)
@@ -57,7 +58,7 @@ def _owner(stack: dict[str, Any], sql: str, *args: Any) -> list[tuple[Any, ...]]
 
 def _write(pool: Any, embedder: Any, tenant: UUID, agent: str, draft: memories.Draft, key: str) -> UUID:
     with db.tenant_tx(pool, tenant) as conn:
-        store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
+        tenancy.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
         mid, _ = store.write_memory(
             conn,
             tenant_id=tenant,

@@ -22,6 +22,7 @@ from memworker.lifecycle import governance
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.sessions import session
 from memworker.storage import db, store
+from memworker.tenancy import service as tenancy
 from memworker.testing import FakeEmbedder
 from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)
 
@@ -60,7 +61,7 @@ def memory(
     subject: str | None = None,
 ) -> UUID:
     with db.tenant_tx(pool, tenant) as conn:
-        store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
+        tenancy.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
         mid, _ = store.write_memory(
             conn,
             tenant_id=tenant,

@@ -21,6 +21,7 @@ from memworker.erase import forget
 from memworker.ingest import intake, processing
 from memworker.sessions import archive, hooks, session
 from memworker.storage import db, store
+from memworker.tenancy import service as tenancy
 from tests.probes import marked_counts, wait_until_blocked
 
 MARKER = "RK-71683"
@@ -42,7 +43,7 @@ def bystander(stack: dict[str, Any], tenants: dict[str, Any], pool: db.Pool, emb
     """The same marker in another tenant: no forget here may touch it."""
     tenant = tenants["bob"]["id"]
     with db.tenant_tx(pool, tenant) as conn:
-        store.ensure_agent(conn, tenant_id=tenant, agent_id="agent-subject")
+        tenancy.ensure_agent(conn, tenant_id=tenant, agent_id="agent-subject")
         store.write_memory(
             conn,
             tenant_id=tenant,

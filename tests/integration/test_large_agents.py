@@ -21,6 +21,7 @@ from memworker.domain.policy import Policy
 from memworker.lifecycle import retention
 from memworker.local import embedded
 from memworker.storage import db, large_agents, store
+from memworker.tenancy import service as tenancy
 
 DIM = 384
 # A small vocabulary, as templated agent logs have: every term is common. "deploy" is in every
@@ -51,7 +52,7 @@ def _write(pool: Any, tenant: UUID, agent: str, texts: list[str], seed: int, key
     rng = np.random.default_rng(seed)
     ids = []
     with db.tenant_tx(pool, tenant) as conn:
-        store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
+        tenancy.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
         for i, text in enumerate(texts):
             mid, _ = store.write_memory(
                 conn,

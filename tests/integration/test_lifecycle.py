@@ -19,6 +19,7 @@ from memworker.domain.policy import Policy
 from memworker.lifecycle import governance, retention
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.storage import db, lifecycle_db, store
+from memworker.tenancy import service as tenancy
 from memworker.testing import FakeEmbedder
 from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)
 
@@ -57,7 +58,7 @@ def write(
 ) -> UUID:
     """A memory written straight to the store (no write-path hooks), by default never expiring."""
     with db.tenant_tx(pool, tenant) as conn:
-        store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
+        tenancy.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
         mid, _ = store.write_memory(
             conn,
             tenant_id=tenant,
@@ -249,7 +250,7 @@ def test_promotion_by_recalls_connections_and_confirmations(
 
     confirmed = write(pool, bob, a, "The release train leaves every Tuesday.", expires_at=t0 + 7 * DAY)
     with db.tenant_tx(pool, bob) as conn:
-        policy = store.policy_for(conn, tenant_id=bob, agent_id=a)
+        policy = tenancy.policy_for(conn, tenant_id=bob, agent_id=a)
         governance.confirm(
             conn,
             tenant_id=bob,
@@ -352,7 +353,7 @@ def test_a_sure_contradiction_supersedes_on_write_and_an_unsure_one_is_reviewed(
     def write_checked(text: str, confidence: float) -> tuple[UUID, list[rules.Verdict]]:
         mid = write(pool, alice, a, text, confidence=confidence)
         with db.tenant_tx(pool, alice) as conn:
-            policy = store.policy_for(conn, tenant_id=alice, agent_id=a)
+            policy = tenancy.policy_for(conn, tenant_id=alice, agent_id=a)
             draft = memories.Draft(text=text, confidence=confidence)
             return mid, governance.check_new(
                 conn, tenant_id=alice, agent_id=a, written=[(mid, draft)], policy=policy, actor="test"
@@ -381,7 +382,7 @@ def test_a_sure_contradiction_supersedes_on_write_and_an_unsure_one_is_reviewed(
     with db.tenant_tx(pool, alice) as conn:
         (item,) = governance.reviews(conn, tenant_id=alice, agent_id=a, status="open", limit=10)
         assert item["newer"]["id"] == v312 and item["older"]["id"] == v311
-        policy = store.policy_for(conn, tenant_id=alice, agent_id=a)
+        policy = tenancy.policy_for(conn, tenant_id=alice, agent_id=a)
         out = governance.resolve_review(
             conn,
             tenant_id=alice,

@@ -20,6 +20,7 @@ from memworker.domain import memories, tokens
 from memworker.domain.policy import Policy
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.storage import bumps, db, store
+from memworker.tenancy import service as tenancy
 from memworker.testing import FakeEmbedder
 
 WORDS = [
@@ -83,7 +84,7 @@ class _Vectors:
 
 
 def _write(conn: Any, tenant: UUID, agent: str, text: str, vec: np.ndarray, key: str) -> UUID:
-    store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
+    tenancy.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
     mid, _ = store.write_memory(
         conn, tenant_id=tenant, agent_id=agent, draft=memories.Draft(text=text), embedding=vec, source_key=key
     )

@@ -15,6 +15,7 @@ from memworker.domain import memories
 from memworker.domain.policy import Policy
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.storage import _sql, db, store
+from memworker.tenancy import service as tenancy
 from memworker.testing import FakeEmbedder
 
 WORDS = "deploy window thursday kafka lag budget review garden paris coffee launch incident rollback".split()
@@ -54,7 +55,7 @@ def test_the_cached_generic_plan_ranks_as_a_plan_per_call(pool: Any, tenants: di
     texts = [" ".join(rng.choices(WORDS, k=rng.randint(3, 9))) for _ in range(80)]
     embedder = FakeEmbedder()
     with db.tenant_tx(pool, tenant) as conn:
-        store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
+        tenancy.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
         for i, (text, vec) in enumerate(zip(texts, embedder.embed(texts), strict=True)):
             store.write_memory(
                 conn,

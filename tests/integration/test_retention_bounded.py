@@ -14,6 +14,7 @@ import pytest
 from memworker.domain import memories
 from memworker.lifecycle import governance, retention
 from memworker.storage import db, store
+from memworker.tenancy import service as tenancy
 from memworker.testing import FakeEmbedder
 from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)
 
@@ -40,7 +41,7 @@ def pool(stack: dict[str, Any]) -> Iterator[Any]:  # noqa: F811
 def write(pool: Any, tenant: UUID, agent: str, text: str) -> UUID:
     """A memory written straight to the store (no write-path checks: the sweep's to do)."""
     with db.tenant_tx(pool, tenant) as conn:
-        store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
+        tenancy.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
         mid, _ = store.write_memory(
             conn,
             tenant_id=tenant,

@@ -13,6 +13,7 @@ from memworker import reflection
 from memworker.domain import memories
 from memworker.sleep import consolidation
 from memworker.storage import db, store
+from memworker.tenancy import service as tenancy
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ def _texts(who: str) -> list[str]:
 def _seed(pool: Any, embedder: Any, tenant: UUID, agent: str, texts: list[str], subject: str | None) -> list[str]:
     ids = []
     with db.tenant_tx(pool, tenant) as conn:
-        store.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
+        tenancy.ensure_agent(conn, tenant_id=tenant, agent_id=agent)
         for text, vec in zip(texts, embedder.embed(texts), strict=True):
             draft = memories.Draft(
                 text=text,

@@ -54,6 +54,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "lower packages",
         {
             "memworker.keys",
+            "memworker.tenancy",  # tenants, agents, policies: who an agent is and its rules
             "memworker.maintenance",
             "memworker.runtime",
             "memworker.lifecycle",

@@ -28,6 +28,7 @@ from memworker.lifecycle import governance
 from memworker.sleep import consolidation, profile
 from memworker.sleep.reports import run_json, status_json
 from memworker.storage import console_db, core_db, sleep_db, store
+from memworker.tenancy import service as tenancy
 
 HERE = Path(__file__).parent
 STATUSES = EPISODE_STATUSES
@@ -246,13 +247,13 @@ def memories_page(request: Request, agent_id: str) -> Response:
         res = deps.resources(request)
         qvec = res.query_embedder.embed_one(q)  # before a connection is taken, as the recall route does
         with deps.read_tx(request, p, agent_id) as conn:
-            policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+            policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
             # recall() only reads: an operator looking is not the agent recalling (access counts feed retention)
             found = recall.recall(conn, qvec, tenant_id=p.tenant_id, agent_id=agent_id, query=query, policy=policy)
         hits = [h for h in found if flag is None or flag in h.get("flags", [])]
     else:
         with deps.read_tx(request, p, agent_id) as conn:
-            store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+            tenancy.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
             items = console_db.agent_memories(
                 conn,
                 tenant_id=p.tenant_id,
@@ -411,7 +412,7 @@ def consolidation_page(request: Request, agent_id: str) -> Response:
     p = auth.principal(request)
     p.require("memories:read", check_agent(agent_id))
     with deps.tx(request, p) as conn:
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
         gates = sleep_db.agent_gates(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         runs = sleep_db.runs_list(conn, tenant_id=p.tenant_id, agent_id=agent_id, limit=20)
         doc = profile.load(conn, tenant_id=p.tenant_id, agent_id=agent_id)
@@ -437,7 +438,7 @@ def review_page(request: Request, agent_id: str) -> Response:
     p = auth.principal(request)
     p.require("memories:read", check_agent(agent_id))
     with deps.tx(request, p) as conn:
-        store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        tenancy.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         open_items = governance.reviews(conn, tenant_id=p.tenant_id, agent_id=agent_id, status="open", limit=100)
         done = governance.reviews(conn, tenant_id=p.tenant_id, agent_id=agent_id, status="resolved", limit=20)
     return render(
@@ -460,7 +461,7 @@ def resolve(request: Request, agent_id: str, review_id: str, f: dict[str, str] =
     p.require("memories:write", check_agent(agent_id))
     rid = parse_id(review_id, "review")
     with deps.tx(request, p) as conn:
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
         governance.resolve_review(
             conn,
             tenant_id=p.tenant_id,

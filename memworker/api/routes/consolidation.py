@@ -14,7 +14,8 @@ from memworker.domain import memories
 from memworker.schemas import PG_INT_MAX, ConsolidationStatus, ProfileOut, RunList, RunQueued
 from memworker.sleep import consolidation, profile, subjects
 from memworker.sleep.reports import run_json, status_json
-from memworker.storage import sleep_db, store
+from memworker.storage import sleep_db
+from memworker.tenancy import service as tenancy
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["consolidation"])
@@ -27,7 +28,7 @@ def post_consolidate(agent_id: AgentId, request: Request, p: keys.Principal = De
     p.require("memories:write", agent_id)
     settings = resources(request).settings
     with tx(request, p) as conn:
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
         if not consolidation.enabled(policy, settings):
             raise errors.InvalidInput(
                 "consolidation is off for this agent; set its policy consolidation_enabled to true "
@@ -50,7 +51,7 @@ def list_runs(
     """The agent's pass reports, newest first."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        tenancy.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         rows = sleep_db.runs_list(conn, tenant_id=p.tenant_id, agent_id=agent_id, limit=limit)
     return {"runs": [run_json(r) for r in rows]}
 
@@ -60,7 +61,7 @@ def get_status(agent_id: AgentId, request: Request, p: keys.Principal = Depends(
     """Whether consolidation is on, the gates, failures (flagged after 3 in a row)."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
         row = sleep_db.agent_gates(conn, tenant_id=p.tenant_id, agent_id=agent_id)
     assert row is not None
     return status_json(row, consolidation.enabled(policy, resources(request).settings))
@@ -82,10 +83,10 @@ def get_profile(
         raise errors.InvalidInput("a subject's profile has no versions: give subject or version, not both")
     with tx(request, p) as conn:
         if subject is not None:
-            policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+            policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
             doc = subjects.build(conn, tenant_id=p.tenant_id, agent_id=agent_id, subject=subject, policy=policy)
             return {"agent_id": agent_id, **doc}
-        store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        tenancy.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         doc = profile.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, version=version)
     if version is not None and doc["version"] != version:
         raise errors.NotFound("profile version not found")

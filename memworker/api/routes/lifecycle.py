@@ -27,8 +27,8 @@ from memworker.schemas import (
     Strict,
     Tier,
 )
-from memworker.storage import store
 from memworker.storage.db import Conn
+from memworker.tenancy import service as tenancy
 
 router = APIRouter(tags=["lifecycle"])
 
@@ -67,7 +67,7 @@ def promote(
     """Move a memory up a tier, audited. L3 (canonical) needs the admin scope."""
     p.require("admin" if body.tier == Tier.L3 else "memories:write", agent_id)
     with tx(request, p) as conn:
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
         memory_id = governance.resolve(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=memory_id)
         return governance.promote(
             conn,
@@ -108,7 +108,7 @@ def review_list(
     """Contradictions the validate/repair rules could not settle on their own."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        tenancy.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         items = governance.reviews(conn, tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit)
     return {"reviews": [{**jsonable(i), "newer": jsonable(i["newer"]), "older": jsonable(i["older"])} for i in items]}
 
@@ -120,7 +120,7 @@ def review_resolve(
     """keep 'both', or keep one memory: the other is superseded by it."""
     p.require("memories:write", agent_id)
     with tx(request, p) as conn:
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
         return governance.resolve_review(
             conn,
             tenant_id=p.tenant_id,
@@ -183,7 +183,7 @@ def _check_pool_grants(conn: Conn, p: keys.Principal, agent_id: str, body: dict[
     pools it reaches itself (its list names 'pool~<name>') or those the agent already has:
     else it could read and write any pool of the tenant through the agent. Forbidden otherwise."""
     assert p.agent_ids is not None
-    current = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+    current = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
     for name in ("pools_read", "pools_write"):
         asked = body.get(name)
         had = set(getattr(current, name))

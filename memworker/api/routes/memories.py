@@ -19,6 +19,7 @@ from memworker.lifecycle import governance
 from memworker.schemas import Kind, MemoryBatch, MemoryIn, MemoryList, MemoryOut, MemoryPatch, Tier
 from memworker.storage import store
 from memworker.storage.db import Conn
+from memworker.tenancy import service as tenancy
 
 router = APIRouter(tags=["memories"])
 
@@ -63,10 +64,10 @@ def _write(request: Request, p: keys.Principal, agent_id: str, bodies: list[Memo
     with tx(request, p) as conn:
         pool = pools.name_of(agent_id)
         if pool is None:
-            store.ensure_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+            tenancy.ensure_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         else:
             pools.ensure(conn, tenant_id=p.tenant_id, name=pool)
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         if policy.redact_pii:  # a direct write is redacted like an episode
             bodies, vectors = _redacted(request, bodies, vectors)
         written: list[tuple[UUID, memories.Draft]] = []
@@ -156,7 +157,7 @@ def list_memories(
     after = decode_cursor(cursor) if cursor else None
     contains = _metadata_filter(request, metadata) if metadata is not None else None
     with read_tx(request, p, agent_id) as conn:  # a replica's, when there are some
-        store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        tenancy.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         items, nxt = memory_page(
             conn,
             p.tenant_id,
@@ -243,7 +244,7 @@ def patch_memory(
         check_text(changes["text"])
         vec = resources(request).embedder.embed([changes["text"]])[0]
     with tx(request, p) as conn:
-        if store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:  # like a write
+        if tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:  # like a write
             raw = changes.get("text")
             changes.update({k: redact.redact_value(changes[k]) for k in ("text", "metadata") if k in changes})
             if raw is not None and changes["text"] != raw:

@@ -17,6 +17,7 @@ from memworker.domain import memories
 from memworker.fleet import pools
 from memworker.schemas import MemoryBatch, MemoryIn, MemoryList, MemoryOut, PoolList, Shared, Strict
 from memworker.storage import store
+from memworker.tenancy import service as tenancy
 
 router = APIRouter(tags=["pools"])
 PoolName = Path(pattern=memories.AGENT_ID.pattern, max_length=128, description="the pool's name")
@@ -88,7 +89,7 @@ def share_memory(
     the same fact already, one more source for it."""
     p.require("memories:write", agent_id)
     with tx(request, p) as conn:
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
         mid, how = pools.share(
             conn,
             tenant_id=p.tenant_id,

@@ -22,7 +22,7 @@ from memworker.models import embeddings
 from memworker.portability import export, foreign, mem0, restore
 from memworker.portability import format as fmt
 from memworker.schemas import ImportReport, MemoryIn
-from memworker.storage import store
+from memworker.tenancy import service as tenancy
 
 router = APIRouter(tags=["portability"])
 
@@ -59,7 +59,7 @@ def export_agent(
     """Everything the agent holds, as NDJSON (docs/export.md), streamed page by page."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        tenancy.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
     model, dim = _model(request)
     spec = export.Spec(p.tenant_id, agent_id, None, vectors, model, dim)
     return _stream(request, spec, f"{agent_id}.memworker.ndjson")

@@ -15,8 +15,8 @@ from memworker.api.deps import principal, resources, tx
 from memworker.domain import memories, redact
 from memworker.fleet import pools, proposals
 from memworker.schemas import ProposalDecided, ProposalList, Strict
-from memworker.storage import store
 from memworker.storage.db import Conn
+from memworker.tenancy import service as tenancy
 
 router = APIRouter(tags=["pools"])
 PoolName = Path(pattern=memories.AGENT_ID.pattern, max_length=128, description="the pool's name")
@@ -55,7 +55,7 @@ def list_proposals(
 
 def _reason(conn: Conn, p: keys.Principal, pool: str, reason: str) -> str:
     """The reason as the audit trail keeps it: redacted when the pool's policy redacts."""
-    policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=pools.owner(pool))
+    policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=pools.owner(pool))
     return redact.redact(reason) if policy.redact_pii else reason
 
 

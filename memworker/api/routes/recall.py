@@ -13,7 +13,7 @@ from memworker.api.deps import AgentId, check_metadata, client_lsn, principal, r
 from memworker.domain.policy import Policy
 from memworker.fleet import pools
 from memworker.schemas import AgentsRecallIn, Recalled, RecallIn
-from memworker.storage import store
+from memworker.tenancy import service as tenancy
 
 router = APIRouter(tags=["recall"])
 
@@ -74,7 +74,7 @@ def _query(body: RecallIn) -> recall.Query:
 def _policy(request: Request, p: keys.Principal, agent_id: str) -> Policy:
     """The agent's effective policy; NotFound (404) when the agent does not exist."""
     with tx(request, p) as conn:
-        return store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
+        return tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
 
 
 @router.post("/v1/recall", response_model=Recalled)
@@ -96,10 +96,10 @@ def post_recall_agents(
     qvec = res.query_embedder.embed_one(q.text)  # before taking a connection: none waits on the model
     with tx(request, p) as conn:
         for agent_id in agents:
-            store.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+            tenancy.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         for name in dict.fromkeys(body.pools):
             pools.require(conn, tenant_id=p.tenant_id, name=name)
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=None)
+        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=None)
     hits = recall.serve_agents(res.pool, qvec, tenant_id=p.tenant_id, agent_ids=agents + owners, query=q, policy=policy)
     took = time.perf_counter() - started
     metrics.RECALL_SECONDS.observe(took)

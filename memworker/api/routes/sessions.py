@@ -43,7 +43,8 @@ from memworker.schemas import (
     subject_field,
 )
 from memworker.sessions import context_call, items, plans, session, working
-from memworker.storage import sessions_db, store
+from memworker.storage import sessions_db
+from memworker.tenancy import service as tenancy
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["sessions"])
@@ -194,7 +195,7 @@ def post_session(
             metadata=body.metadata,
             subject=body.subject,
         )
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
     if not created:
         response.status_code = 200
     return {**session.summary(row, policy), "created": created}
@@ -210,7 +211,7 @@ def list_sessions(
 ) -> dict[str, Any]:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         rows = sessions_db.recent(conn, tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit)
     return {"sessions": [session.summary(r, policy) for r in rows]}
 
@@ -226,7 +227,7 @@ def get_session(
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
         row = session.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
-        return session.summary(row, store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id))
+        return session.summary(row, tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id))
 
 
 @router.get("/v1/agents/{agent_id}/sessions/{session_id}/working", response_model=WorkingOut)
@@ -268,7 +269,7 @@ def patch_working(
         touch=tuple(body.touch),
     )
     with tx(request, p) as conn:
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         row, report = session.patch_working(
             conn,
             tenant_id=p.tenant_id,
@@ -297,7 +298,7 @@ def put_plan(
     p.require("memories:write", agent_id)
     spec = body.model_dump(exclude_unset=True)
     with tx(request, p) as conn:
-        if store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:
+        if tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:
             spec = redact.redact_keys(spec, PLAN_TEXTS)  # archives, flushes and webhooks then hold no raw value
         row = session.put_plan(
             conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, spec=spec, subject=subject
@@ -337,7 +338,7 @@ def patch_step(
     p.require("memories:write", agent_id)
     patch = plans.StepPatch(body.status, body.progress, body.output, body.note)
     with tx(request, p) as conn:
-        if store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:
+        if tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:
             patch = plans.StepPatch(
                 body.status, body.progress, *(redact.redact(t) if t else t for t in (body.output, body.note))
             )
@@ -451,7 +452,7 @@ def post_context(
             client_lsn=client_lsn(request),
         )
     with tx(request, p) as conn:
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         # the query is kept (context-call log, pre_turn webhooks): redacted like any stored text
         query = redact.redact(body.query) if policy.redact_pii else body.query
         call = context_call.run(
@@ -500,7 +501,7 @@ def post_usage(
     estimate); at or above the policy's flush_at the session log is distilled."""
     p.require("memories:write", agent_id)
     with tx(request, p) as conn:
-        policy = store.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
+        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
         row = session.load_open(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
         use, flush_episode = session.record_use(conn, row, policy=policy, reported=_use(body), context_tokens=None)
     after_commit(request, p.tenant_id, flush_episode, [])
