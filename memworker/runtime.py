@@ -17,7 +17,7 @@ from memworker import errors, reflection
 from memworker.domain.policy import PolicyCache
 from memworker.models import embeddings
 from memworker.settings import Settings
-from memworker.storage import db
+from memworker.storage import db, redis_keys
 from memworker.storage.db import Pool
 
 logger = logging.getLogger(__name__)
@@ -25,7 +25,6 @@ logger = logging.getLogger(__name__)
 STACK_FILE = "stack.json"
 # Bumped when a key is revoked or a policy changes: every API process reads it on each
 # request's rate-limit round trip and drops its key and policy caches when it moves.
-CACHE_GENERATION = "memworker:cache_generation"
 
 
 def stack_file(settings: Settings) -> Path:
@@ -137,7 +136,7 @@ def invalidate_caches(redis_url: str | None) -> None:
         return
     client = redis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
     try:
-        client.incr(CACHE_GENERATION)
+        client.incr(redis_keys.CACHE_GENERATION)
     except redis.RedisError as exc:
         logger.warning("could not invalidate the API caches (they expire within 10 s): %s", exc)
     finally:

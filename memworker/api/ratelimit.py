@@ -15,7 +15,8 @@ import time
 
 import redis
 
-from memworker import errors, runtime
+from memworker import errors
+from memworker.storage import redis_keys
 
 logger = logging.getLogger(__name__)
 
@@ -71,28 +72,26 @@ class Limiter:
         """Take one token from the key's and the tenant's bucket, or raise RateLimited (also
         when `client` has used up its failed authentications). Returns the cache generation
         (None when Redis is unreachable)."""
-        buckets = [f"memworker:rl:key:{key_id}", f"memworker:rl:tenant:{tenant_id}"]
+        buckets = [redis_keys.rate_bucket_for_key(key_id), redis_keys.rate_bucket_for_tenant(tenant_id)]
         args: list[float] = [self.key_rate, self.key_burst, self.tenant_rate, self.tenant_burst]
         if client is not None:  # checked, not taken: only failures spend this bucket
-            buckets.append(_auth_fail_key(client))
+            buckets.append(redis_keys.failed_auth_bucket(client))
             args += [self.auth_fail_rate, self.auth_fail_burst]
         return self._run(buckets, 2, args)
 
     def failed_auth(self, client: str) -> None:
         """Take one token from the client's failed-authentication bucket; RateLimited when it is
         empty (the caller answers 429 instead of 401)."""
-        self._run([_auth_fail_key(client)], 1, [self.auth_fail_rate, self.auth_fail_burst])
+        self._run([redis_keys.failed_auth_bucket(client)], 1, [self.auth_fail_rate, self.auth_fail_burst])
 
     def _run(self, buckets: list[str], taken: int, args: list[float]) -> int | None:
         try:
-            wait, generation = self._script(keys=[runtime.CACHE_GENERATION, *buckets], args=[time.time(), taken, *args])
+            wait, generation = self._script(
+                keys=[redis_keys.CACHE_GENERATION, *buckets], args=[time.time(), taken, *args]
+            )
         except redis.RedisError as exc:
             logger.warning("rate limiter unavailable, letting the request through: %s", exc)
             return None
         if float(wait) > 0:
             raise errors.RateLimited(retry_after_s=float(wait))
         return int(generation)
-
-
-def _auth_fail_key(client: str) -> str:
-    return f"memworker:rl:authfail:{client}"

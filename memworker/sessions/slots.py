@@ -14,10 +14,10 @@ from uuid import UUID
 import redis
 
 from memworker.settings import Settings
+from memworker.storage import redis_keys
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "memworker:webhook_slots:"
 
 # KEYS[1] the tenant's set; ARGV: limit, lease seconds, token. Server time, so senders'
 # clocks do not matter.
@@ -46,7 +46,7 @@ class TenantSlots:
         enforced (logged): a broker outage must not also stop deliveries that can go."""
         token = secrets.token_hex(8)
         try:
-            ok = self._acquire(keys=[PREFIX + str(tenant_id)], args=[self._limit, self._lease_s, token])
+            ok = self._acquire(keys=[redis_keys.webhook_slots(tenant_id)], args=[self._limit, self._lease_s, token])
         except redis.RedisError as exc:
             logger.warning("webhook slots unavailable (%s); sending without the per-tenant limit", exc)
             return token
@@ -54,7 +54,7 @@ class TenantSlots:
 
     def release(self, tenant_id: UUID | str, token: str) -> None:
         try:
-            self._client.zrem(PREFIX + str(tenant_id), token)
+            self._client.zrem(redis_keys.webhook_slots(tenant_id), token)
         except redis.RedisError as exc:  # the lease frees it
             logger.warning("could not release a webhook slot of tenant %s: %s", tenant_id, exc)
 

@@ -28,15 +28,11 @@ import redis
 from redis.commands.core import Script
 
 from memworker import metrics
-from memworker.storage import core_db, db
+from memworker.storage import core_db, db, redis_keys
 from memworker.storage.db import Pool
 
 logger = logging.getLogger(__name__)
 
-PENDING = "memworker:bumps:pending"
-BATCH = "memworker:bumps:batch"  # the batch being applied ...
-BATCH_AT = "memworker:bumps:batch_at"  # ... and its time (epoch seconds)
-LOCK = "memworker:bumps:lock"
 MAX_PENDING = 200_000  # memories with bumps waiting; about 20 MB of Redis at most
 LOCK_S = 120  # a drain holds the lock at most this long (a dead drain's lock lapses)
 
@@ -71,7 +67,7 @@ def _send(queue: Script, counts: Counter[str]) -> int:
     for field, n in counts.items():
         args += [field, n]
     try:
-        queued = int(cast(int, queue(keys=[PENDING], args=args)))
+        queued = int(cast(int, queue(keys=[redis_keys.BUMPS_PENDING], args=args)))
     except redis.RedisError as exc:
         logger.warning("access bumps lost (Redis): %s", exc)
         queued = 0
@@ -120,19 +116,21 @@ def drain(pool: Pool, client: redis.Redis) -> int:
     """Apply the queued bumps on the primary (pool); returns the memory rows updated, 0 when
     another drain holds the lock or nothing waits."""
     token = secrets.token_hex(8)
-    if not client.set(LOCK, token, nx=True, ex=LOCK_S):
+    if not client.set(redis_keys.BUMPS_LOCK, token, nx=True, ex=LOCK_S):
         return 0
     try:
-        at = client.eval(_TAKE, 3, PENDING, BATCH, BATCH_AT, repr(_clock(pool)))
+        at = client.eval(
+            _TAKE, 3, redis_keys.BUMPS_PENDING, redis_keys.BUMPS_BATCH, redis_keys.BUMPS_BATCH_AT, repr(_clock(pool))
+        )
         if at is None:
             return 0
-        batch = cast("dict[bytes, bytes]", client.hgetall(BATCH))
+        batch = cast("dict[bytes, bytes]", client.hgetall(redis_keys.BUMPS_BATCH))
         updated = _apply(pool, batch, datetime.fromtimestamp(float(cast(bytes, at)), UTC))
-        client.delete(BATCH, BATCH_AT)
+        client.delete(redis_keys.BUMPS_BATCH, redis_keys.BUMPS_BATCH_AT)
         metrics.ACCESS_BUMPS.labels("applied").inc(sum(int(v) for v in batch.values()))
         return updated
     finally:
-        client.eval(_UNLOCK, 1, LOCK, token)
+        client.eval(_UNLOCK, 1, redis_keys.BUMPS_LOCK, token)
 
 
 def _clock(pool: Pool) -> float:

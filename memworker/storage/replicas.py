@@ -34,7 +34,7 @@ import psycopg_pool
 import redis
 
 from memworker import errors, metrics
-from memworker.storage import db
+from memworker.storage import db, redis_keys
 from memworker.storage.db import Conn, Pool
 
 logger = logging.getLogger(__name__)
@@ -43,7 +43,6 @@ T = TypeVar("T")
 PROBE_EVERY_S = 0.5
 _POLL_S = 0.005  # how often a read waiting for its LSN asks the replica again
 _LSN = re.compile(r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$")
-_KEY = "memworker:lsn:{tenant}:{agent}"  # agent "*": a write of the tenant outside any agent
 # Keep the higher of the stored and the new position (zero-padded hex compares as text).
 _NOTE = """
 local cur = redis.call('GET', KEYS[1])
@@ -179,9 +178,9 @@ class Reads:
 
     def _wanted(self, tenant_id: UUID, agent_id: str | None, client_lsn: int) -> tuple[int, str | None]:
         """The WAL position the read must see, or a reason to go to the primary at once."""
-        keys = [_KEY.format(tenant=tenant_id, agent="*")]
+        keys = [redis_keys.write_lsn(tenant_id, None)]
         if agent_id is not None:
-            keys.append(_KEY.format(tenant=tenant_id, agent=agent_id))
+            keys.append(redis_keys.write_lsn(tenant_id, agent_id))
         try:
             noted = [int(v, 16) for v in cast("list[bytes | None]", self.client.mget(keys)) if v]
         except redis.RedisError:
@@ -224,7 +223,7 @@ class Reads:
         lack it. Best effort: without Redis the client still has X-Memworker-LSN."""
         ttl = str(int(self.max_lag_s + 2 * PROBE_EVERY_S) + 1)
         try:
-            self.client.eval(_NOTE, 1, _KEY.format(tenant=tenant_id, agent=agent_id or "*"), f"{lsn:016X}", ttl)
+            self.client.eval(_NOTE, 1, redis_keys.write_lsn(tenant_id, agent_id), f"{lsn:016X}", ttl)
         except redis.RedisError as exc:
             logger.warning("could not note a write's LSN in Redis: %s", exc)
 

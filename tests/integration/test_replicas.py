@@ -26,7 +26,7 @@ from memworker import Client, errors, runtime
 from memworker.api import app as api_mod
 from memworker.local import embedded
 from memworker.settings import Settings
-from memworker.storage import _sql, bumps, db, replicas
+from memworker.storage import _sql, bumps, db, redis_keys, replicas
 
 AGENT = "rep-agent"
 
@@ -254,11 +254,11 @@ def test_access_bumps_reach_the_primary_once(rapi: str, tenants: dict[str, Any],
         with psycopg.connect(stack["owner_url"]) as conn:
             row = conn.execute("SELECT last_access_at FROM memworker.memories WHERE id = %s", (mid,)).fetchone()
         assert row is not None
-        client.hset(bumps.BATCH, f"{tenants['alice']['id']}:{mid}", 3)
-        client.set(bumps.BATCH_AT, repr(row[0].timestamp()))
+        client.hset(redis_keys.BUMPS_BATCH, f"{tenants['alice']['id']}:{mid}", 3)
+        client.set(redis_keys.BUMPS_BATCH_AT, repr(row[0].timestamp()))
         bumps.drain(pool, client)
         assert access_count(stack, mid) == start + 3
-        assert not client.exists(bumps.BATCH)
+        assert not client.exists(redis_keys.BUMPS_BATCH)
     finally:
         pool.close()
         client.close()
@@ -267,7 +267,7 @@ def test_access_bumps_reach_the_primary_once(rapi: str, tenants: dict[str, Any],
 def test_the_bump_queue_is_bounded(stack: dict[str, Any], tenants: dict[str, Any], monkeypatch: Any) -> None:
     client = redis.Redis.from_url(stack["redis_url"])
     try:
-        client.delete(bumps.PENDING)
+        client.delete(redis_keys.BUMPS_PENDING)
         monkeypatch.setattr(bumps, "MAX_PENDING", 2)
         tenant = tenants["charlie"]["id"]
         buffer = bumps.Buffer(client, every_s=3600)  # sent when flushed
@@ -276,10 +276,10 @@ def test_the_bump_queue_is_bounded(stack: dict[str, Any], tenants: dict[str, Any
             assert buffer.flush() == 2
         buffer.add(tenant, ["00000000-0000-0000-0000-000000000003"])
         buffer.close()  # the hash is full: dropped
-        assert client.hlen(bumps.PENDING) == 2
-        assert client.hget(bumps.PENDING, f"{tenant}:00000000-0000-0000-0000-000000000001") == b"2"
+        assert client.hlen(redis_keys.BUMPS_PENDING) == 2
+        assert client.hget(redis_keys.BUMPS_PENDING, f"{tenant}:00000000-0000-0000-0000-000000000001") == b"2"
     finally:
-        client.delete(bumps.PENDING)
+        client.delete(redis_keys.BUMPS_PENDING)
         client.close()
 
 

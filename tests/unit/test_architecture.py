@@ -309,6 +309,7 @@ STORAGE_INFRASTRUCTURE = {
     "memworker.storage.replicas",
     "memworker.storage.bumps",
     "memworker.storage.rows",
+    "memworker.storage.redis_keys",
 }
 ENTRY_POINT_PACKAGES = ("memworker.api", "memworker.cli", "tasks")
 
@@ -335,3 +336,20 @@ def test_services_import_no_entry_point() -> None:
         if i.importer.endswith(".service") and any(_within(i.imported, entry) for entry in ENTRY_POINTS)
     ]
     assert not bad, "services importing an entry point:\n" + "\n".join(bad)
+
+
+def test_redis_keys_are_named_in_one_place() -> None:
+    """Every Redis key's shape lives in memworker/storage/redis_keys.py (storage/db.py's
+    advisory-lock names are Postgres's, not Redis's)."""
+    here = {"memworker.storage.redis_keys", "memworker.storage.db"}
+    bad = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for name, path in modules().items()
+        if name not in here
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("memworker:")
+        and node.value[len("memworker:") : len("memworker:") + 1].isalpha()
+    ]
+    assert not bad, f"a Redis key spelled outside memworker/storage/redis_keys.py: {bad}"

@@ -21,6 +21,7 @@ import anyio
 import redis
 
 from memworker import keys
+from memworker.storage import redis_keys
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ def minute_of(t: float) -> int:
 
 
 def redis_key(tenant_id: UUID, minute: int) -> str:
-    return f"memworker:console:recall:{tenant_id}:{minute}"
+    return redis_keys.console_recalls(tenant_id, minute)
 
 
 class Recorder:
