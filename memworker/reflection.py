@@ -330,6 +330,12 @@ _REACTION = re.compile(
     r"amazing|lovely|beautiful|gorgeous|so (cool|nice|great|fun|sweet|happy))\b",
     re.I,
 )
+# An appraisal of something named only by a pronoun ("It's definitely therapeutic.", "That was
+# such a refreshing experience."): without its antecedent it says nothing on its own, unless it
+# names something (a name, a number) or something of the speaker's.
+_ANAPHORIC = re.compile(
+    r"^\W*(it|that|this|these|those)\s*('s|'re| is| was| are| were| feels?| felt| looks?| seems?| sounds?)\b", re.I
+)
 _STATED = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|we|we're|we've|our)\b|\d", re.I)
 # Where a question's own clause begins: after the last comma, semicolon or dash before its end.
 _LAST_CLAUSE = re.compile(r"[,;:\u2013\u2014]\s+|\s+-\s+")
@@ -340,8 +346,11 @@ def small_talk(sentence: str, names: frozenset[str] = frozenset()) -> bool:
     """Whether a sentence is small talk (see _SOCIAL): nothing in it but social words, social
     formulas and the names of the people it addresses (names: the conversation's speakers);
     or a reaction to the other person's news that says nothing of the speaker's (_REACTION)."""
-    if _REACTION.match(sentence) and not _OWN.search(_SOCIAL_PHRASE.sub(" ", sentence)):
+    reaction = _REACTION.match(sentence)
+    if reaction and not _OWN.search(_SOCIAL_PHRASE.sub(" ", sentence[reaction.end() :])):
         return not _WISH.search(sentence)
+    if _ANAPHORIC.match(sentence) and not (_OWN.search(sentence) or entities_of(sentence)):
+        return True
     rest = _VOCATIVE.sub(r"\1 ", _SOCIAL_PHRASE.sub(" ", sentence))
     words = [t for t in tokens.tokenize(rest, stem=False) if t not in names]
     return all(not w.isdigit() and tokens.stem_word(w) in _SOCIAL for w in words)

@@ -28,6 +28,22 @@ def test_small_talk_is_never_an_item(text: str) -> None:
     assert _items(text) == []
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["It was an absolutely lovely evening.", "That felt really rewarding.", "I bet the concert was unforgettable!"],
+)
+def test_an_appraisal_of_what_a_pronoun_names_is_small_talk(text: str) -> None:
+    assert _items(text) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["It was my first marathon in ten years.", "That was the office in Lisbon we visited.", "It is 40 km from Porto."],
+)
+def test_a_pronoun_sentence_that_names_something_is_kept(text: str) -> None:
+    assert [i.text for i in _items(text)] == [text]
+
+
 def test_an_assistant_acknowledgement_is_small_talk_too() -> None:
     assert _items("Thanks Dana, noted. Let me know if there is anything else I can help with.", "assistant") == []
 
