@@ -158,7 +158,8 @@ _CUES: list[tuple[str, re.Pattern[str]]] = [
         "decision",
         re.compile(
             r"\b(decided|decide|decision|we will|we'll|i will|i'll|going to|chose|"
-            r"choose|agreed|plan to|planning to|opted|settled on|switch(ed)? to)\b|决定|选择",
+            r"choose|chosen|agreed|approved|plan to|planning to|opted|settled on|switch(ed)? to|"
+            r"(go|going|went|gone) with|let'?s go with|pick(ed)? between)\b|决定|选择",
             re.I,
         ),
     ),
@@ -166,7 +167,9 @@ _CUES: list[tuple[str, re.Pattern[str]]] = [
         "method",
         re.compile(
             r"^to \w+\b[^,]{0,80},|\b(how to|by using|steps?|run |install|configure|workaround|fix(ed)? (it )?by|"
-            r"use .+ to|recipe|command|procedure)\b|方法|步骤",
+            r"use .+ to|recipe|command|procedure|by \w+ing|(the|my) (trick|key|secret) is|my way of|"
+            r"then (add|choose|click|run|open|restart|select|press|type|enter|log in)|"
+            r"if [^,]{3,60}, (restart|open|run|try|check|click|use|call|press|reboot))\b|方法|步骤",
             re.I,
         ),
     ),
@@ -184,7 +187,10 @@ _CUES: list[tuple[str, re.Pattern[str]]] = [
             r"\b(yesterday|today|last (week|month|year|night|weekend)|ago|on (monday|tuesday|"
             r"wednesday|thursday|friday|saturday|sunday)|went|visited|met|attended|"
             r"happened|started|finished|joined|moved|\d{4}-\d{2}-\d{2}|\d{1,2} (jan|feb|mar|apr|may|"
-            r"jun|jul|aug|sep|oct|nov|dec)\w*)\b|昨天|今天|上周",
+            r"jun|jul|aug|sep|oct|nov|dec)\w*|(in|on|since|last) (january|february|march|april|may|june|"
+            r"july|august|september|october|november|december)|on (jan|feb|mar|apr|may|jun|jul|aug|sep|"
+            r"oct|nov|dec)\w* \d{1,2}|last (monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+            r"just (got|came|finished|returned|moved)|passed away|graduated|celebrated)\b|昨天|今天|上周",
             re.I,
         ),
     ),

@@ -83,6 +83,21 @@ def test_a_question_after_a_statement_keeps_the_statement() -> None:
     assert [i.text for i in _items(text)] == [text]
 
 
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("We're going with Postgres for the analytics store.", "decision"),
+        ("The board approved the move to the new office.", "decision"),
+        ("The trick is to preheat the stone before the dough goes in.", "method"),
+        ("We rotate the keys by running the vault script on Fridays.", "method"),
+        ("Our daughter graduated from high school in June.", "event"),
+        ("I just got back from a week of hiking in the Alps.", "event"),
+    ],
+)
+def test_decisions_methods_and_events_in_everyday_words(text: str, kind: str) -> None:
+    assert reflection._kind(text) == kind
+
+
 def test_like_as_a_preposition_is_no_preference() -> None:
     assert reflection._kind("Moments like these remind us how important our friends are.") != "preference"
     assert reflection._kind("Caroline loves painting sunsets.") == "preference"
