@@ -4,6 +4,8 @@ its values, and a word still travels as its plain string (JSON, error messages).
 
 from __future__ import annotations
 
+import enum
+import importlib
 import json
 import re
 from pathlib import Path
@@ -78,3 +80,29 @@ def test_a_refused_word_is_named_by_its_values() -> None:
     with pytest.raises(pydantic.ValidationError) as refused:
         schemas.RecallIn.model_validate({"query": "x", "tiers": ["L4"]})
     assert "Input should be 'L0', 'L1', 'L2' or 'L3'" in str(refused.value)
+
+
+def _enums() -> list[type[enum.Enum]]:
+    """Every Enum defined in memworker's modules (imported, so they are all seen)."""
+    found: list[type[enum.Enum]] = []
+    for path in sorted((ROOT / "memworker").rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        if "integrations" in name or name.endswith("__main__"):
+            continue  # optional dependencies; they define no domain word
+        module = importlib.import_module(name)
+        found += [
+            v
+            for v in vars(module).values()
+            if isinstance(v, type) and issubclass(v, enum.Enum) and v.__module__ == name
+        ]
+    return found
+
+
+def test_every_status_the_database_checks_is_an_enum() -> None:
+    """A constrained word (each `<table>_status_check` of sql/schema.sql) is one Enum in the code,
+    with exactly the database's values in its order: no status is a bare string list."""
+    checks = re.findall(r"CONSTRAINT (\w+_status_check) CHECK", SCHEMA)
+    assert len(checks) >= 7
+    enums = {tuple(str(m.value) for m in e): e for e in _enums()}
+    missing = [c for c in checks if tuple(check_values(c)) not in enums]
+    assert not missing, f"statuses the database checks with no Enum of exactly their values: {missing}"
