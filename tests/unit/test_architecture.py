@@ -58,6 +58,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memworker.maintenance",
             "memworker.runtime",
             "memworker.lifecycle",
+            "memworker.memories",  # the one writer of memories and the memories capability's use cases
             "memworker.fleet",
             "memworker.recall",
             "memworker.ingest",
@@ -353,3 +354,39 @@ def test_redis_keys_are_named_in_one_place() -> None:
         and node.value[len("memworker:") : len("memworker:") + 1].isalpha()
     ]
     assert not bad, f"a Redis key spelled outside memworker/storage/redis_keys.py: {bad}"
+
+
+# Process-wide registries: one connection pool and one loaded model per process, built after a
+# fork (a Celery child must not share its parent's sockets). Every other cache or state belongs
+# to an object its owner holds (runtime.Resources, a service's caller).
+PROCESS_REGISTRIES = {
+    "memworker.runtime._by_pid",
+    "memworker.runtime._pools",
+    "memworker.models.embeddings._shared",
+}
+_MUTABLE_CALLS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter"}
+
+
+def module_state() -> list[str]:
+    """Module-level names bound to a mutable container in library code (entry points aside);
+    UPPER_CASE names are constant tables by this code base's convention."""
+    found = []
+    for name, path in modules().items():
+        if any(_within(name, entry) for entry in ENTRY_POINTS):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+            value = getattr(node, "value", None)
+            if not isinstance(target, ast.Name) or target.id.isupper() or target.id.startswith("__") or value is None:
+                continue
+            call = value.func if isinstance(value, ast.Call) else None
+            if isinstance(value, ast.Dict | ast.List | ast.Set) or (
+                call is not None and getattr(call, "id", getattr(call, "attr", None)) in _MUTABLE_CALLS
+            ):
+                found.append(f"{name}.{target.id}")
+    return found
+
+
+def test_library_code_keeps_no_module_level_state_but_the_process_registries() -> None:
+    extra = sorted(set(module_state()) - PROCESS_REGISTRIES)
+    assert not extra, f"module-level mutable state (hold it in an object its owner keeps): {extra}"
