@@ -627,6 +627,7 @@ class SessionItemPopped(TypedDict):
     session_id: str
     position: int | None
     item: dict[str, Any] | None
+    created_at: NotRequired[str]  # absent when there was no item
 
 
 @with_config(_OPEN)
@@ -649,6 +650,10 @@ class WorkingOut(TypedDict):
     pruned_total: int
     steps: list[dict[str, Any]]
     changes: NotRequired[dict[str, Any]]
+    constraints: list[dict[str, Any]]
+    decisions: list[dict[str, Any]]
+    open_questions: list[dict[str, Any]]
+    candidates: list[dict[str, Any]]
 
 
 @with_config(_OPEN)
@@ -659,6 +664,8 @@ class PlanOut(TypedDict):
     revision: int
     milestones: list[dict[str, Any]]
     resume: dict[str, Any]
+    title: NotRequired[str | None]
+    updated_at: NotRequired[str]
 
 
 @with_config(_OPEN)

@@ -36,6 +36,7 @@ from uuid import UUID
 from memworker import errors
 from memworker.ingest import intake
 from memworker.lifecycle import needles
+from memworker.schemas import ArchiveOut, Restored
 from memworker.sessions import hooks, plans, session, working
 from memworker.storage import sessions_db, sleep_db
 from memworker.storage.db import Conn
@@ -168,7 +169,7 @@ def _plain(value: Any) -> Any:
 
 def archive(
     conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, subject: str | None = None
-) -> tuple[dict[str, Any], UUID | None, list[UUID]]:
+) -> tuple[ArchiveOut, UUID | None, list[UUID]]:
     """Archive and close the session. Returns (the archive's listing, the summary episode to
     publish or None, webhook deliveries to send). An already archived session returns its
     latest archive with already_archived true and nothing to publish. `subject`: the subject
@@ -183,7 +184,9 @@ def archive(
             version=row.archive_count,
         )
         assert latest is not None
-        return {**listing(latest), "already_archived": True}, None, []
+        out = listing(latest)
+        out["already_archived"] = True
+        return out, None, []
     version = row.archive_count + 1
     episodes = sessions_db.episodes(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     calls = sessions_db.context_calls_of_session(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
@@ -234,12 +237,13 @@ def archive(
         session_id=session_id,
         data={k: out[k] for k in ("version", "bytes", "counts", "distill_episode_id")},
     )
-    return {**out, "already_archived": False}, episode_id, deliveries
+    out["already_archived"] = False
+    return out, episode_id, deliveries
 
 
 def restore(
     conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, version: int | None, subject: str | None = None
-) -> dict[str, Any]:
+) -> Restored:
     """Reopen an archived session from its latest (or the given) archive. Raises NotFound,
     Forbidden (not `subject`'s, see session.load), Conflict (the session is open),
     InvalidInput (corrupt or unsupported archive)."""
@@ -300,7 +304,7 @@ def restore(
     }
 
 
-def listing(row: sessions_db.ArchiveInfo | sessions_db.Archive) -> dict[str, Any]:
+def listing(row: sessions_db.ArchiveInfo | sessions_db.Archive) -> ArchiveOut:
     return {
         "session_id": row.session_id,
         "version": row.version,
@@ -316,7 +320,7 @@ def listing(row: sessions_db.ArchiveInfo | sessions_db.Archive) -> dict[str, Any
 
 def list_archives(
     conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, subject: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[ArchiveOut]:
     session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
     rows = sessions_db.archive_list(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
     return [listing(r) for r in rows]

@@ -9,13 +9,13 @@ episode and the deliveries after its commit."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 from uuid import UUID
 
 import numpy as np
 
 from memworker.domain import redact
 from memworker.models.budget import Counter
+from memworker.schemas import ContextUse
 from memworker.sessions import context, hooks, session
 from memworker.storage import sessions_db
 from memworker.storage.db import Conn
@@ -27,7 +27,7 @@ class Call:
     packed: context.Packed
     max_tokens: int
     call_id: str | None = None
-    use: dict[str, Any] | None = None
+    use: ContextUse | None = None
     flush_episode: UUID | None = None  # to publish after the commit
     deliveries: list[UUID] = field(default_factory=list)  # to publish after the commit
 

@@ -31,6 +31,7 @@ import httpx
 
 from memworker import errors
 from memworker.models import budget
+from memworker.schemas import WebhookOut
 from memworker.sessions import egress
 from memworker.sessions.slots import TenantSlots
 from memworker.settings import Settings
@@ -275,7 +276,7 @@ def visible_to(row: sessions_db.Webhook, agent_ids: frozenset[str] | None) -> bo
     return agent_ids is None or (row.agent_ids is not None and set(row.agent_ids) <= agent_ids)
 
 
-def public(row: sessions_db.Webhook) -> dict[str, Any]:
+def public(row: sessions_db.Webhook) -> WebhookOut:
     """A webhook as the API shows it (never the secret)."""
     return {
         "webhook_id": str(row.id),

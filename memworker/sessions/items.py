@@ -85,5 +85,5 @@ def clear(conn: Conn, *, tenant_id: UUID, agent_id: str, session_id: str, subjec
     return sessions_db.items_clear(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id)
 
 
-def view(row: sessions_db.SessionItem) -> dict[str, Any]:
+def view(row: sessions_db.SessionItem) -> schemas.SessionItemOut:
     return {"position": row.position, "item": row.item, "created_at": row.created_at.isoformat()}

@@ -27,6 +27,7 @@ from memworker.domain import memories, redact
 from memworker.domain.policy import Policy
 from memworker.ingest import intake
 from memworker.lifecycle import needles
+from memworker.schemas import ContextUse, SessionOut
 from memworker.sessions import plans, working
 from memworker.storage import sessions_db, store
 from memworker.storage.db import Conn
@@ -118,7 +119,7 @@ def load_open(
     )
 
 
-def summary(row: sessions_db.Session, policy: Policy) -> dict[str, Any]:
+def summary(row: sessions_db.Session, policy: Policy) -> SessionOut:
     """What GET .../sessions/{id} answers."""
     doc = working.normalised(row.working)
     return {
@@ -316,14 +317,14 @@ def record_use(
     reported: Use | None,
     context_tokens: int | None,
     may_flush: bool = True,
-) -> tuple[dict[str, Any], UUID | None]:
+) -> tuple[ContextUse, UUID | None]:
     """Store the use (and the last context's size), flush when due and may_flush (a caller
     without memories:write only counts: the session stays armed, and the next call by a key
     that may write flushes). The row must be locked. Returns (what happened, the flush episode
     to publish or None)."""
     share, source = measure(row, policy, reported, context_tokens)
     threshold = policy.context_flush_at
-    info: dict[str, Any] = {
+    info: ContextUse = {
         "use": round(share, 4),
         "source": source,
         "threshold": threshold,
@@ -352,11 +353,9 @@ def record_use(
         info["reason"] = "flush due, but this key lacks memories:write; the next call by a key that may write flushes"
         return info, None
     episode_id = flush(conn, row, share=share)
-    info.update(
-        flushed=True,
-        episode_id=str(episode_id) if episode_id else None,
-        reason="distilled" if episode_id else "nothing new since the last flush",
-    )
+    info["flushed"] = True
+    info["episode_id"] = str(episode_id) if episode_id else None
+    info["reason"] = "distilled" if episode_id else "nothing new since the last flush"
     return info, episode_id
 
 

@@ -3,7 +3,7 @@ download."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 from pydantic import Field
@@ -12,7 +12,7 @@ from memworker import keys
 from memworker.api.deps import AgentId, principal, tx
 from memworker.api.routes.sessions import ActingSubject, SessionId, after_commit
 from memworker.schemas import PG_INT_MAX, ArchiveList, ArchiveOut, Restored, Strict
-from memworker.sessions import archive
+from memworker.sessions import service
 
 router = APIRouter(tags=["sessions"])
 
@@ -28,15 +28,15 @@ def post_archive(
     request: Request,
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> ArchiveOut:
     """Snapshot (gzip JSONL), close, and distil the session into long-term memory."""
     p.require("memories:write", agent_id)
     with tx(request, p) as conn:
-        out, episode_id, deliveries = archive.archive(
+        done = service.archive_session(
             conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject
         )
-    after_commit(request, p.tenant_id, episode_id, deliveries)
-    return out
+    after_commit(request, p.tenant_id, done.episode_id, done.deliveries)
+    return done.answer
 
 
 @router.post("/v1/agents/{agent_id}/sessions/{session_id}/restore", response_model=Restored)
@@ -47,10 +47,10 @@ def post_restore(
     body: RestoreIn | None = None,
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> Restored:
     p.require("memories:write", agent_id)
     with tx(request, p) as conn:
-        return archive.restore(
+        return service.restore_session(
             conn,
             tenant_id=p.tenant_id,
             agent_id=agent_id,
@@ -67,14 +67,10 @@ def list_archives(
     request: Request,
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> ArchiveList:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        return {
-            "archives": archive.list_archives(
-                conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject
-            )
-        }
+        return service.archives(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
 
 
 @router.get(
@@ -93,7 +89,7 @@ def download_archive(
     """The archive as stored: gzip-compressed JSONL."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        data = archive.download(
+        data = service.archive_bytes(
             conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, version=version, subject=subject
         )
     name = f"{agent_id}-{session_id}-v{version}.jsonl.gz"

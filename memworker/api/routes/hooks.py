@@ -4,8 +4,7 @@ limited to some agents sees and manages only webhooks limited to those agents.""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any, Literal
+from typing import Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -13,11 +12,10 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from memworker import errors, keys
-from memworker.api.deps import jsonable, principal, resources, tx
+from memworker.api.deps import principal, resources, tx
 from memworker.domain import memories
 from memworker.schemas import DeliveryList, Strict, WebhookList, WebhookOut
-from memworker.sessions import hooks
-from memworker.storage import sessions_db
+from memworker.sessions import service
 
 router = APIRouter(tags=["webhooks"])
 
@@ -30,7 +28,7 @@ class WebhookIn(Strict):
 
 
 @router.post("/v1/webhooks", status_code=201, response_model=WebhookOut)
-def post_webhook(body: WebhookIn, request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+def post_webhook(body: WebhookIn, request: Request, p: keys.Principal = Depends(principal)) -> WebhookOut:
     """Register a webhook; the answer holds its signing secret, shown this once."""
     p.require("admin")
     if body.agent_ids is None and p.agent_ids is not None:
@@ -40,7 +38,7 @@ def post_webhook(body: WebhookIn, request: Request, p: keys.Principal = Depends(
             raise errors.InvalidInput(f"agent_ids: {agent!r} is not an agent id")
         p.require("admin", agent)
     with tx(request, p) as conn:
-        row, secret = hooks.create(
+        return service.create_webhook(
             conn,
             tenant_id=p.tenant_id,
             url=body.url,
@@ -49,15 +47,13 @@ def post_webhook(body: WebhookIn, request: Request, p: keys.Principal = Depends(
             settings=resources(request).settings,
             description=body.description,
         )
-    return {**hooks.public(row), "secret": secret}
 
 
 @router.get("/v1/webhooks", response_model=WebhookList)
-def list_webhooks(request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+def list_webhooks(request: Request, p: keys.Principal = Depends(principal)) -> WebhookList:
     p.require("admin")
     with tx(request, p) as conn:
-        rows = sessions_db.webhook_list(conn, tenant_id=p.tenant_id)
-    return {"webhooks": [hooks.public(r) for r in rows if hooks.visible_to(r, p.agent_ids)]}
+        return service.webhooks(conn, tenant_id=p.tenant_id, visible_to=p.agent_ids)
 
 
 @router.delete("/v1/webhooks/{webhook_id}", status_code=204)
@@ -65,22 +61,17 @@ def delete_webhook(webhook_id: UUID, request: Request, p: keys.Principal = Depen
     """Delete a webhook and its pending and past deliveries."""
     p.require("admin")
     with tx(request, p) as conn:
-        row = sessions_db.webhook_get(conn, tenant_id=p.tenant_id, webhook_id=webhook_id)
-        if row is None or not hooks.visible_to(row, p.agent_ids):
-            raise errors.NotFound("webhook not found")
-        sessions_db.webhook_delete(conn, tenant_id=p.tenant_id, webhook_id=webhook_id)
+        service.delete_webhook(conn, tenant_id=p.tenant_id, webhook_id=webhook_id, visible_to=p.agent_ids)
     return Response(status_code=204)
 
 
 @router.get("/v1/webhooks/{webhook_id}/deliveries", response_model=DeliveryList)
 def list_deliveries(
     webhook_id: UUID, request: Request, limit: int = Query(50, ge=1, le=1000), p: keys.Principal = Depends(principal)
-) -> dict[str, Any]:
+) -> DeliveryList:
     """The webhook's deliveries, newest first: status, attempts, last HTTP status and error."""
     p.require("admin")
     with tx(request, p) as conn:
-        row = sessions_db.webhook_get(conn, tenant_id=p.tenant_id, webhook_id=webhook_id)
-        if row is None or not hooks.visible_to(row, p.agent_ids):
-            raise errors.NotFound("webhook not found")
-        rows = sessions_db.webhook_deliveries(conn, tenant_id=p.tenant_id, webhook_id=webhook_id, limit=limit)
-    return {"deliveries": [jsonable(asdict(r)) for r in rows]}
+        return service.deliveries(
+            conn, tenant_id=p.tenant_id, webhook_id=webhook_id, visible_to=p.agent_ids, limit=limit
+        )

@@ -4,7 +4,6 @@ runtime context and context use (the flush). Archives are in archives.py, webhoo
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -16,14 +15,13 @@ from memworker.api.deps import (
     AgentId,
     check_metadata,
     client_lsn,
-    jsonable,
     principal,
     publisher,
     reads,
     resources,
     tx,
 )
-from memworker.domain import memories, redact
+from memworker.domain import memories
 from memworker.models import budget
 from memworker.schemas import (
     PG_INT_MAX,
@@ -42,9 +40,7 @@ from memworker.schemas import (
     WorkingOut,
     subject_field,
 )
-from memworker.sessions import context_call, items, plans, session, working
-from memworker.storage import sessions_db
-from memworker.tenancy import service as tenancy
+from memworker.sessions import items, plans, service, working
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["sessions"])
@@ -62,7 +58,6 @@ ActingSubject = Annotated[
     ),
 ]
 Status = Literal["pending", "in_progress", "done", "blocked", "skipped"]
-PLAN_TEXTS = frozenset({"title", "output", "note"})  # the free text of a plan, its milestones and steps
 
 
 class SessionIn(Strict):
@@ -131,8 +126,8 @@ class ContextIn(UsageIn):
     subject: str | None = subject_field()
 
 
-def _use(body: UsageIn) -> session.Use | None:
-    use = session.Use(body.context_used, body.used_tokens, body.window_tokens)
+def _use(body: UsageIn) -> service.Use | None:
+    use = service.Use(body.context_used, body.used_tokens, body.window_tokens)
     return use if use.given else None
 
 
@@ -148,27 +143,6 @@ def after_commit(request: Request, tenant_id: UUID, episode_id: UUID | None, del
         logger.warning("publish after commit failed (the sweeps will send it): %s", exc)
 
 
-def _working_json(row: sessions_db.Session) -> dict[str, Any]:
-    steps = [
-        {"id": s["id"], "title": s["title"], "status": s["status"], "progress": s["progress"]}
-        for m in (row.plan or {}).get("milestones", [])
-        for s in m["steps"]
-    ]
-    return {
-        "session_id": row.id,
-        "status": row.status,
-        "revision": row.revision,
-        **working.view(row.working),
-        "steps": steps,
-    }
-
-
-def _plan_json(row: sessions_db.Session) -> dict[str, Any]:
-    if not row.plan:
-        raise errors.NotFound("this session has no plan; PUT .../plan first")
-    return {"session_id": row.id, "revision": row.revision, **plans.view(row.plan)}
-
-
 # --- sessions and working memory -----------------------------------------------------------
 
 
@@ -179,13 +153,13 @@ def post_session(
     response: Response,
     body: SessionIn | None = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> SessionOut:
     """Open a session; an existing session_id answers 200 with that session unchanged."""
     p.require("memories:write", agent_id)
     body = body or SessionIn()
     check_metadata(request, body.metadata)
     with tx(request, p) as conn:
-        row, created = session.create(
+        out = service.open_session(
             conn,
             tenant_id=p.tenant_id,
             agent_id=agent_id,
@@ -195,10 +169,9 @@ def post_session(
             metadata=body.metadata,
             subject=body.subject,
         )
-        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-    if not created:
+    if not out.get("created"):
         response.status_code = 200
-    return {**session.summary(row, policy), "created": created}
+    return out
 
 
 @router.get("/v1/agents/{agent_id}/sessions", response_model=SessionList)
@@ -208,12 +181,10 @@ def list_sessions(
     status: Literal["open", "archived"] | None = None,
     limit: int = Query(50, ge=1, le=500),
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> SessionList:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-        rows = sessions_db.recent(conn, tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit)
-    return {"sessions": [session.summary(r, policy) for r in rows]}
+        return service.sessions(conn, tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=limit)
 
 
 @router.get("/v1/agents/{agent_id}/sessions/{session_id}", response_model=SessionOut)
@@ -223,11 +194,12 @@ def get_session(
     request: Request,
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> SessionOut:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        row = session.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
-        return session.summary(row, tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id))
+        return service.get_session(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject
+        )
 
 
 @router.get("/v1/agents/{agent_id}/sessions/{session_id}/working", response_model=WorkingOut)
@@ -237,13 +209,11 @@ def get_working(
     request: Request,
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> WorkingOut:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        return _working_json(
-            session.load(
-                conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, open_only=True, subject=subject
-            )
+        return service.get_working(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject
         )
 
 
@@ -255,7 +225,7 @@ def patch_working(
     request: Request,
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> WorkingOut:
     """Set goal or intent, add (a restated item is referenced once more), remove or touch items."""
     p.require("memories:write", agent_id)
     fields = body.model_fields_set
@@ -269,18 +239,15 @@ def patch_working(
         touch=tuple(body.touch),
     )
     with tx(request, p) as conn:
-        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-        row, report = session.patch_working(
+        return service.change_working(
             conn,
             tenant_id=p.tenant_id,
             agent_id=agent_id,
             session_id=session_id,
             patch=patch,
             expected_revision=body.expected_revision,
-            policy=policy,
             subject=subject,
         )
-    return {**_working_json(row), "changes": report.to_json()}
 
 
 # --- plans ---------------------------------------------------------------------------------
@@ -294,16 +261,13 @@ def put_plan(
     request: Request,
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> PlanOut:
     p.require("memories:write", agent_id)
     spec = body.model_dump(exclude_unset=True)
     with tx(request, p) as conn:
-        if tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:
-            spec = redact.redact_keys(spec, PLAN_TEXTS)  # archives, flushes and webhooks then hold no raw value
-        row = session.put_plan(
+        return service.replace_plan(
             conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, spec=spec, subject=subject
         )
-    return _plan_json(row)
 
 
 @router.get("/v1/agents/{agent_id}/sessions/{session_id}/plan", response_model=PlanOut)
@@ -313,16 +277,12 @@ def get_plan(
     request: Request,
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> PlanOut:
     """The plan with each milestone's status and progress, and `resume`: the last completed
     milestone and the next step."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        return _plan_json(
-            session.load(
-                conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, open_only=True, subject=subject
-            )
-        )
+        return service.get_plan(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
 
 
 @router.patch("/v1/agents/{agent_id}/sessions/{session_id}/plan/steps/{step_id}", response_model=PlanOut)
@@ -334,25 +294,19 @@ def patch_step(
     request: Request,
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> PlanOut:
     p.require("memories:write", agent_id)
-    patch = plans.StepPatch(body.status, body.progress, body.output, body.note)
     with tx(request, p) as conn:
-        if tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id).redact_pii:
-            patch = plans.StepPatch(
-                body.status, body.progress, *(redact.redact(t) if t else t for t in (body.output, body.note))
-            )
-        row = session.patch_step(
+        return service.change_step(
             conn,
             tenant_id=p.tenant_id,
             agent_id=agent_id,
             session_id=session_id,
             step_id=step_id,
-            patch=patch,
+            patch=plans.StepPatch(body.status, body.progress, body.output, body.note),
             expected_revision=body.expected_revision,
             subject=subject,
         )
-    return _plan_json(row)
 
 
 # --- session items: a framework's raw conversation log ---------------------------------------
@@ -366,16 +320,15 @@ def post_items(
     request: Request,
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> SessionItemsAdded:
     """Append items (JSON objects, kept as given) to the session's log, after its last one;
     the positions they took. Never recalled or distilled (docs/sessions.md, "Session items")."""
     p.require("memories:write", agent_id)
     items.check(body.items)  # before the transaction: an oversized item changes nothing
     with tx(request, p) as conn:
-        positions = items.append(
-            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, items=body.items, subject=subject
+        return service.add_items(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, new=body.items, subject=subject
         )
-    return {"session_id": session_id, "positions": positions}
 
 
 @router.get("/v1/agents/{agent_id}/sessions/{session_id}/items", response_model=SessionItemList)
@@ -386,15 +339,14 @@ def get_items(
     limit: int | None = Query(None, ge=1, le=PG_INT_MAX, description="the last N items; absent: every item"),
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> SessionItemList:
     """The session's items, oldest first (with `limit`, the last N of them); an archived
     session's too."""
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        rows = items.listing(
+        return service.list_items(
             conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, limit=limit, subject=subject
         )
-    return {"session_id": session_id, "items": [items.view(r) for r in rows]}
 
 
 @router.delete("/v1/agents/{agent_id}/sessions/{session_id}/items/last", response_model=SessionItemPopped)
@@ -404,14 +356,11 @@ def pop_item(
     request: Request,
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> SessionItemPopped:
     """Delete and answer the session's last item; item and position null when it has none."""
     p.require("memories:write", agent_id)
     with tx(request, p) as conn:
-        row = items.pop(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
-    if row is None:
-        return {"session_id": session_id, "position": None, "item": None}
-    return {"session_id": session_id, **items.view(row)}
+        return service.pop_item(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
 
 
 @router.delete("/v1/agents/{agent_id}/sessions/{session_id}/items", response_model=SessionItemsCleared)
@@ -421,12 +370,13 @@ def clear_items(
     request: Request,
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> SessionItemsCleared:
     """Delete every item of the session; how many went."""
     p.require("memories:write", agent_id)
     with tx(request, p) as conn:
-        n = items.clear(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
-    return {"session_id": session_id, "deleted": n}
+        return service.clear_items(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject
+        )
 
 
 # --- runtime context and context use --------------------------------------------------------
@@ -435,7 +385,7 @@ def clear_items(
 @router.post("/v1/agents/{agent_id}/context", response_model=ContextOut)
 def post_context(
     agent_id: AgentId, body: ContextIn, request: Request, p: keys.Principal = Depends(principal)
-) -> dict[str, Any]:
+) -> ContextOut:
     """Profile, working memory, plan progress and recalled memories packed under max_tokens."""
     p.require("memories:read", agent_id)
     res = resources(request)
@@ -445,22 +395,19 @@ def post_context(
     if router is not None and body.session_id is None:  # its reads on a replica, its writes below
         gathered = router.read(
             p.tenant_id,
-            lambda conn: context_call.gather_sessionless(
+            lambda conn: service.gather_sessionless(
                 conn, qvec, tenant_id=p.tenant_id, agent_id=agent_id, query=body.query, k=body.k, subject=body.subject
             ),
             agent_id=agent_id,
             client_lsn=client_lsn(request),
         )
     with tx(request, p) as conn:
-        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-        # the query is kept (context-call log, pre_turn webhooks): redacted like any stored text
-        query = redact.redact(body.query) if policy.redact_pii else body.query
-        call = context_call.run(
+        built = service.build_context(
             conn,
             qvec,
             tenant_id=p.tenant_id,
             agent_id=agent_id,
-            query=query,
+            query=body.query,
             session_id=body.session_id,
             k=body.k,
             max_tokens=body.max_tokens,
@@ -471,21 +418,9 @@ def post_context(
             gathered=gathered,
         )
     if router is not None and gathered is not None:
-        request.app.state.bumps.add(p.tenant_id, call.packed.memory_ids)
-    after_commit(request, p.tenant_id, call.flush_episode, call.deliveries)
-    packed = call.packed
-    return {
-        "context": packed.context,
-        "sections": packed.sections,
-        "tokens": packed.tokens,
-        "max_tokens": call.max_tokens,
-        "memory_ids": packed.memory_ids,
-        "dropped": packed.dropped_counts(),
-        "section_tokens": packed.section_tokens,
-        "tokenizer": budget.NAME,
-        "context_call_id": call.call_id,
-        "usage": call.use,
-    }
+        request.app.state.bumps.add(p.tenant_id, built.memory_ids)
+    after_commit(request, p.tenant_id, built.episode_id, built.deliveries)
+    return built.answer
 
 
 @router.post("/v1/agents/{agent_id}/sessions/{session_id}/usage", response_model=ContextUse)
@@ -496,16 +431,16 @@ def post_usage(
     request: Request,
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> ContextUse:
     """Report how full the client's context window is (or, with an empty body, ask for the
     estimate); at or above the policy's flush_at the session log is distilled."""
     p.require("memories:write", agent_id)
     with tx(request, p) as conn:
-        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-        row = session.load_open(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
-        use, flush_episode = session.record_use(conn, row, policy=policy, reported=_use(body), context_tokens=None)
-    after_commit(request, p.tenant_id, flush_episode, [])
-    return use
+        done = service.report_use(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, reported=_use(body), subject=subject
+        )
+    after_commit(request, p.tenant_id, done.episode_id, done.deliveries)
+    return done.answer
 
 
 @router.get("/v1/agents/{agent_id}/sessions/{session_id}/context_calls", response_model=ContextCalls)
@@ -516,11 +451,9 @@ def context_calls(
     limit: int = Query(50, ge=1, le=1000),
     subject: ActingSubject = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> ContextCalls:
     p.require("memories:read", agent_id)
     with tx(request, p) as conn:
-        session.load(conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, subject=subject)
-        rows = sessions_db.context_calls_recent(
-            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, limit=limit
+        return service.context_calls(
+            conn, tenant_id=p.tenant_id, agent_id=agent_id, session_id=session_id, limit=limit, subject=subject
         )
-    return {"context_calls": [jsonable(asdict(r)) for r in rows]}
