@@ -38,6 +38,11 @@ TASK_SECONDS = Histogram(
 )
 LLM_CALLS = Counter("memworker_llm_calls_total", "LLM calls by tenant and step", ["tenant", "step"])
 LLM_TOKENS = Counter("memworker_llm_tokens_total", "LLM tokens by tenant and direction", ["tenant", "direction"])
+LLM_BUDGET_PAUSED = Counter(
+    "memworker_llm_budget_paused_total",
+    "Episodes reflected and sleep passes run without the LLM because the tenant's daily budget was spent",
+    ["tenant", "step"],
+)
 MEMORIES_WRITTEN = Counter("memworker_memories_written_total", "Memories written by ingest", ["how"])
 LLM_UPDATE_DECISIONS = Counter(
     "memworker_llm_update_decisions_total",

@@ -126,6 +126,26 @@ CREATE FUNCTION memworker.consolidation_flagged_count(p_threshold integer) RETUR
 $$;
 
 --
+-- Name: count_llm_spend(); Type: FUNCTION; Schema: memworker; Owner: -
+--
+
+CREATE FUNCTION memworker.count_llm_spend() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'memworker', 'pg_temp'
+    AS $$
+DECLARE
+  spent bigint := (NEW.tokens_in + NEW.tokens_out)
+                  - CASE WHEN TG_OP = 'UPDATE' THEN OLD.tokens_in + OLD.tokens_out ELSE 0 END;
+BEGIN
+  IF spent > 0 AND NEW.tenant_id IS NOT DISTINCT FROM memworker.current_tenant() THEN
+    INSERT INTO llm_spend AS s (tenant_id, day, tokens)
+    VALUES (NEW.tenant_id, (now() AT TIME ZONE 'UTC')::date, spent)
+    ON CONFLICT (tenant_id, day) DO UPDATE SET tokens = s.tokens + EXCLUDED.tokens;
+  END IF;
+  RETURN NEW;
+END $$;
+
+--
 -- Name: current_tenant(); Type: FUNCTION; Schema: memworker; Owner: -
 --
 
@@ -418,6 +438,19 @@ CREATE TABLE memworker.episodes (
 );
 
 ALTER TABLE ONLY memworker.episodes FORCE ROW LEVEL SECURITY;
+
+--
+-- Name: llm_spend; Type: TABLE; Schema: memworker; Owner: -
+--
+
+CREATE TABLE memworker.llm_spend (
+    tenant_id uuid NOT NULL,
+    day date NOT NULL,
+    tokens bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT llm_spend_tokens_check CHECK ((tokens >= 0))
+);
+
+ALTER TABLE ONLY memworker.llm_spend FORCE ROW LEVEL SECURITY;
 
 --
 -- Name: memories; Type: TABLE; Schema: memworker; Owner: -
@@ -860,6 +893,13 @@ ALTER TABLE ONLY memworker.episodes
     ADD CONSTRAINT episodes_tenant_id_agent_id_idempotency_key_key UNIQUE (tenant_id, agent_id, idempotency_key);
 
 --
+-- Name: llm_spend llm_spend_pkey; Type: CONSTRAINT; Schema: memworker; Owner: -
+--
+
+ALTER TABLE ONLY memworker.llm_spend
+    ADD CONSTRAINT llm_spend_pkey PRIMARY KEY (tenant_id, day);
+
+--
 -- Name: memories memories_pkey; Type: CONSTRAINT; Schema: memworker; Owner: -
 --
 
@@ -1255,6 +1295,18 @@ CREATE INDEX webhook_deliveries_session ON memworker.webhook_deliveries USING bt
 CREATE INDEX webhooks_tenant ON memworker.webhooks USING btree (tenant_id);
 
 --
+-- Name: consolidation_runs count_llm_spend; Type: TRIGGER; Schema: memworker; Owner: -
+--
+
+CREATE TRIGGER count_llm_spend AFTER INSERT OR UPDATE OF tokens_in, tokens_out ON memworker.consolidation_runs FOR EACH ROW EXECUTE FUNCTION memworker.count_llm_spend();
+
+--
+-- Name: episodes count_llm_spend; Type: TRIGGER; Schema: memworker; Owner: -
+--
+
+CREATE TRIGGER count_llm_spend AFTER INSERT OR UPDATE OF tokens_in, tokens_out ON memworker.episodes FOR EACH ROW EXECUTE FUNCTION memworker.count_llm_spend();
+
+--
 -- Name: memories memories_ann; Type: TRIGGER; Schema: memworker; Owner: -
 --
 
@@ -1314,6 +1366,13 @@ ALTER TABLE ONLY memworker.context_calls
 
 ALTER TABLE ONLY memworker.episodes
     ADD CONSTRAINT episodes_tenant_id_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES memworker.agents(tenant_id, id) ON DELETE CASCADE;
+
+--
+-- Name: llm_spend llm_spend_tenant_id_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
+--
+
+ALTER TABLE ONLY memworker.llm_spend
+    ADD CONSTRAINT llm_spend_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES memworker.tenants(id) ON DELETE CASCADE;
 
 --
 -- Name: memories memories_superseded_by_fkey; Type: FK CONSTRAINT; Schema: memworker; Owner: -
@@ -1471,6 +1530,12 @@ ALTER TABLE memworker.context_calls ENABLE ROW LEVEL SECURITY;
 ALTER TABLE memworker.episodes ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: llm_spend; Type: ROW SECURITY; Schema: memworker; Owner: -
+--
+
+ALTER TABLE memworker.llm_spend ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: memories; Type: ROW SECURITY; Schema: memworker; Owner: -
 --
 
@@ -1571,6 +1636,12 @@ CREATE POLICY tenant_isolation ON memworker.context_calls USING ((tenant_id = me
 --
 
 CREATE POLICY tenant_isolation ON memworker.episodes USING ((tenant_id = memworker.current_tenant())) WITH CHECK ((tenant_id = memworker.current_tenant()));
+
+--
+-- Name: llm_spend tenant_isolation; Type: POLICY; Schema: memworker; Owner: -
+--
+
+CREATE POLICY tenant_isolation ON memworker.llm_spend USING ((tenant_id = memworker.current_tenant())) WITH CHECK ((tenant_id = memworker.current_tenant()));
 
 --
 -- Name: memories tenant_isolation; Type: POLICY; Schema: memworker; Owner: -
@@ -1778,6 +1849,12 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE memworker.context_calls TO memworker_
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE memworker.episodes TO memworker_app;
+
+--
+-- Name: TABLE llm_spend; Type: ACL; Schema: memworker; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE memworker.llm_spend TO memworker_app;
 
 --
 -- Name: TABLE memories; Type: ACL; Schema: memworker; Owner: -

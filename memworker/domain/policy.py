@@ -45,6 +45,11 @@ class Policy:
     # ingest: the episodic layer (docs/episodes.md). On, every informative message of an episode
     # is also kept as a 'turn' memory (L0) beside the reflected items; off, only the items.
     episodic_layer: bool = True
+    # LLM spend: the tenant's tokens (in + out) per UTC day, reflection and sleep together; once
+    # spent, reflection falls back to the offline rules and sleep passes run without the LLM until
+    # the day turns. None: no limit. The tenant's value counts (the budget is the tenant's; an
+    # agent's own value is ignored).
+    llm_tokens_per_day: int | None = None
     # ingest
     dedup_similarity: float = 0.95  # cosine at or above this with an existing memory = duplicate
     # ... or at or above this when it says the same content words otherwise (reordered, a
@@ -206,6 +211,7 @@ def _clamped(name: str, value: Any, default: Any) -> Any:
 
 
 MAX_POOLS = 20  # pools one agent reads or writes
+LLM_TOKENS_PER_DAY_MAX = 10**12
 PROPOSE_MODES = ("review", "auto", "off")
 
 
@@ -230,6 +236,14 @@ def _check(name: str, value: Any, default: Any) -> Any:
         if not isinstance(value, (list, tuple)) or not value or any(t not in memories.TIERS for t in value):
             raise errors.InvalidInput(f"policy: {name} must be a non-empty list of {list(memories.TIERS)}")
         return tuple(value)
+    if name == "llm_tokens_per_day":
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= LLM_TOKENS_PER_DAY_MAX
+        ):
+            raise errors.InvalidInput(
+                f"policy: {name} must be null (no limit) or an integer from 1 to {LLM_TOKENS_PER_DAY_MAX}"
+            )
+        return value
     if name == "consolidation_enabled":
         if value is not None and not isinstance(value, bool):
             raise errors.InvalidInput(f"policy: {name} must be true, false or null (the default)")

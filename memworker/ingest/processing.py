@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from memworker import errors, reflection, tracing
+from memworker import errors, metrics, reflection, tracing
 from memworker.domain import episodic, memories
 from memworker.domain.policy import Policy
 from memworker.ingest import decisions, neighbours
@@ -186,6 +186,10 @@ def _prepare(
                 for a in {t.agent_id for t in tokens}
                 if tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=a).episodic_layer
             }
+            if isinstance(reflector, reflection.LLMReflector) and tokens and tenancy.llm_budget(conn, tenant_id).paused:
+                # the tenant's LLM tokens for the day are spent: the rules reflect until it turns
+                metrics.LLM_BUDGET_PAUSED.labels(str(tenant_id), "reflect").inc(len(tokens))
+                reflector = reflector.fallback
         # the claim (attempts spent) is committed before any payload is read: an episode that
         # cannot be read fails alone, counts its attempt and ends dead, never stalling the rest
         claimed, saved = _load_claimed(pool, tenant_id, tokens, layered)

@@ -176,6 +176,10 @@ def run_pass(
                 metrics.CONSOLIDATION_PASSES.labels("busy").inc()
                 return report
             policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
+            if client is not None and tenancy.llm_budget(conn, tenant_id).paused:
+                # the tenant's LLM tokens for the day are spent: this pass runs on the rules
+                metrics.LLM_BUDGET_PAUSED.labels(str(tenant_id), "sleep").inc()
+                client = None
             _Pass(
                 conn,
                 embedder,

@@ -233,6 +233,9 @@ mark_enqueued = _sql.Run("mark_enqueued")
 # The tenant's queued episodes, counted up to cap.
 queued_backlog = _sql.One[int]("queued_backlog", _sql.first)
 
+# The tenant's LLM tokens this UTC day (tenancy.service.llm_budget).
+llm_spent_today = _sql.One[int]("llm_spent_today", _sql.first)
+
 get_episode = _sql.Row("get_episode", Episode)
 
 

@@ -3,6 +3,7 @@ point and capability that needs to know who an agent is and which rules it runs 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from uuid import UUID
 
 from memworker import errors, keys
@@ -69,3 +70,22 @@ def revoke_api_key(conn: Conn, tenant_id: UUID, prefix: str) -> None:
     """Raises NotFound when no active key has the prefix."""
     if core_db.revoke_api_key(conn, tenant_id=tenant_id, prefix=prefix) is None:
         raise errors.NotFound(f"no active key with prefix {prefix!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class LlmBudget:
+    """The tenant's daily LLM budget (policy llm_tokens_per_day, None: no limit) and its spend
+    this UTC day, reflection and sleep together."""
+
+    tokens_per_day: int | None
+    spent_today: int
+
+    @property
+    def paused(self) -> bool:
+        """Spent: reflection uses the offline rules and sleep runs without the LLM until the day turns."""
+        return self.tokens_per_day is not None and self.spent_today >= self.tokens_per_day
+
+
+def llm_budget(conn: Conn, tenant_id: UUID) -> LlmBudget:
+    policy = policy_for(conn, tenant_id=tenant_id, agent_id=None)
+    return LlmBudget(policy.llm_tokens_per_day, core_db.llm_spent_today(conn, tenant_id=tenant_id))

@@ -161,6 +161,12 @@ FROM episodes WHERE tenant_id = %(tenant_id)s
   AND (%(agent_ids)s::text[] IS NULL OR agent_id = ANY(%(agent_ids)s::text[]))  -- an agent-limited key
 GROUP BY agent_id ORDER BY agent_id;
 
+-- name: llm_spent_today
+-- The tenant's LLM tokens (in + out) this UTC day, as the count_llm_spend triggers keep them.
+SELECT coalesce(
+  (SELECT tokens FROM llm_spend WHERE tenant_id = %(tenant_id)s AND day = (now() AT TIME ZONE 'UTC')::date), 0
+)::bigint;
+
 -- name: insert_memory
 INSERT INTO memories (tenant_id, agent_id, text, kind, tier, salience, confidence, expires_at,
                       session_id, entities, topics, provenance, metadata, source_key,
