@@ -26,21 +26,38 @@ import functools
 import hmac
 import inspect
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib import metadata
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import httpx
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only from Python 3.12
 
 from memworker import errors
 from memworker.domain import memories
 from memworker.schemas import Kind, Message, Tier, WritableKind, WritableTier
-from memworker.sdk import ApiError, Client
+from memworker.sdk import (
+    Accepted,
+    ApiError,
+    Client,
+    ContextOut,
+    EpisodeOut,
+    Forgotten,
+    MemoryOut,
+    PlanOut,
+    PoolOut,
+    ProposalDecided,
+    ProposalOut,
+    Recalled,
+    SessionOut,
+    Shared,
+    WorkingOut,
+)
 
 INSTRUCTIONS = """Long-term memory for this agent, served by memworker.
 - remember: record what happened (an episode: content or messages; a worker distils it into memories
@@ -112,6 +129,29 @@ class Milestone(BaseModel):
     steps: list[Step] = Field(min_length=1)
 
 
+# --- the tools' answers (besides the SDK's) -----------------------------------------------
+
+
+class StoredEpisode(EpisodeOut):
+    """An episode remember(wait=True) waited for; duplicate: its idempotency key was seen before."""
+
+    duplicate: bool
+
+
+class Pools(TypedDict):
+    pools: list[PoolOut]
+
+
+class PoolMemories(TypedDict):
+    pool: str
+    memories: list[MemoryOut]
+
+
+class PoolProposals(TypedDict):
+    pool: str
+    proposals: list[ProposalOut]
+
+
 # --- errors --------------------------------------------------------------------------------
 
 
@@ -135,7 +175,11 @@ def api_errors(not_found: str | None = None) -> Iterator[None]:
         raise ToolError(str(exc)) from exc
 
 
-def _without_none(**fields: Any) -> dict[str, Any]:
+T = TypeVar("T")
+
+
+def _without_none(**fields: T | None) -> dict[str, T]:
+    """The fields that are given: None leaves one out."""
     return {k: v for k, v in fields.items() if v is not None}
 
 
@@ -206,7 +250,7 @@ class Tools:
         subject: Annotated[
             str | None, Field(description="whom this is about or with (an end user, a customer); absent: general")
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryOut | Accepted | StoredEpisode:
         """Remember something. Give exactly one of: `content` or `messages` (an episode: what
         happened; a worker distils it into memories within seconds; returns episode_id and
         status "queued", or the final status and memory_ids with wait=true), or `text` (one
@@ -238,7 +282,8 @@ class Tools:
             if not wait:
                 return accepted
             episode = self._client.wait_for_episode(agent_id, accepted["episode_id"], timeout=WAIT_S)
-            return {**episode, "duplicate": accepted.get("duplicate", False)}
+            stored: StoredEpisode = {**episode, "duplicate": accepted.get("duplicate", False)}
+            return stored
 
     def recall(
         self,
@@ -252,7 +297,7 @@ class Tools:
         kinds: Kinds = None,
         tiers: Tiers = None,
         subject: SubjectFilter = None,
-    ) -> dict[str, Any]:
+    ) -> Recalled:
         """Search the agent's memories (hybrid keyword + semantic). Returns "memories" (id,
         text, kind, tier, score, provenance...), best first; with explain=true each has the
         "signals" behind its score."""
@@ -277,7 +322,7 @@ class Tools:
             str | None,
             Field(description="recall this subject's memories and the general ones (default: the session's)"),
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> ContextOut:
         """The runtime context for a query: the agent's profile, the session's working memory
         and plan progress, and recalled memories, packed under max_tokens. Returns "context"
         (the text to put in the prompt), its "tokens", the "memory_ids" it used and what was
@@ -298,7 +343,7 @@ class Tools:
         *,
         agent: Agent,
         memory_ids: Annotated[list[str], Field(description="the ids of the memories to erase", min_length=1)],
-    ) -> dict[str, Any]:
+    ) -> Forgotten:
         """Erase memories for good, with the episodes they came from and what was derived from
         them. Returns the receipt: what was erased ("memories", "derived", "episodes") and the
         ids that matched nothing ("not_found")."""
@@ -328,7 +373,7 @@ class Tools:
                 "subject's memories, and an existing session_id must be that subject's; absent: general"
             ),
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> SessionOut:
         """Open a session (or get an open one back by its id): the home of a working memory
         and a plan. Returns its session_id."""
         agent_id = self._agent_id(agent)
@@ -354,12 +399,12 @@ class Tools:
         expected_revision: Annotated[
             int | None, Field(description="refuse the change if the session moved past this revision")
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> WorkingOut:
         """Read a session's working memory (goal, intent, constraints, decisions, questions,
         candidates, plan steps), or change it: with goal, intent, add, remove or touch it is
         updated and the new state returned."""
         agent_id = self._agent_id(agent)
-        changes = _without_none(
+        changes: dict[str, object] = _without_none(
             goal=goal,
             intent=intent,
             add=[a.model_dump(exclude_none=True) for a in add] if add else None,
@@ -382,7 +427,7 @@ class Tools:
             list[Milestone] | None, Field(description="replace the plan with these milestones and steps")
         ] = None,
         title: Annotated[str | None, Field(description="the plan's title (with milestones)")] = None,
-    ) -> dict[str, Any]:
+    ) -> PlanOut:
         """Read a session's execution plan, or replace it (give milestones). Returns the plan
         with each milestone's status and progress, and "resume": the last completed milestone
         and the next step."""
@@ -403,7 +448,7 @@ class Tools:
         progress: Annotated[int | None, Field(description="0..100", ge=0, le=100)] = None,
         output: Annotated[str | None, Field(description="what the step produced")] = None,
         note: Annotated[str | None, Field(description="a note on the step")] = None,
-    ) -> dict[str, Any]:
+    ) -> PlanOut:
         """Record progress on one step of the session's plan; returns the updated plan."""
         agent_id = self._agent_id(agent)
         changes = _without_none(status=status, progress=progress, output=output, note=note)
@@ -428,7 +473,7 @@ class Tools:
         kinds: Kinds = None,
         tiers: Tiers = None,
         subject: SubjectFilter = None,
-    ) -> dict[str, Any]:
+    ) -> Recalled:
         """Search several agents' memories and shared pools at once: one ranked list, each
         memory naming its "agent_id" (a pool's memory: its "pool"). Needs the memories:read
         scope, and a key that reaches every agent and pool named."""
@@ -442,7 +487,7 @@ class Tools:
             options = _without_none(kinds=kinds, tiers=tiers, subject=self._subject(subject))
             return self._client.recall_agents(named, query, k=k, explain=explain, pools=pools or [], **options)
 
-    def pools(self) -> dict[str, Any]:
+    def pools(self) -> Pools:
         """The tenant's shared pools this server's key reaches, each with its number of live
         memories. Needs the memories:read scope."""
         with api_errors():
@@ -456,7 +501,7 @@ class Tools:
         subject: Annotated[
             str | None, Field(description="only that subject's memories (absent: every memory of the pool)")
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> PoolMemories:
         """The memories a shared pool holds, newest first. Needs the memories:read scope and a
         key that reaches the pool."""
         with api_errors(f"pool {pool!r} does not exist, or this server's key does not reach it"):
@@ -474,7 +519,7 @@ class Tools:
         agent: Agent,
         memory_id: Annotated[str, Field(description="the id of the agent's memory to share", min_length=1)],
         pool: PoolName,
-    ) -> dict[str, Any]:
+    ) -> Shared:
         """Share one of the agent's memories into a shared pool its policy lets it write
         (pools_write): a copy whose provenance names the source, or, when the pool holds the
         same fact already, one more source for it. Returns "outcome" ("copied", "confirmed",
@@ -494,14 +539,14 @@ class Tools:
             Literal["open", "approved", "rejected", "all"], Field(description="which proposals (default: open)")
         ] = "open",
         limit: Annotated[int, Field(description="at most this many, oldest first", ge=1, le=1000)] = 100,
-    ) -> dict[str, Any]:
+    ) -> PoolProposals:
         """What several agents learnt independently, proposed to a shared pool and waiting
         for a decision: each proposal's "id", "text", "kind", proposing "agent_id", "sources"
         and "status". Needs the memories:read scope and a key that reaches the pool."""
         with api_errors(f"pool {pool!r} does not exist, or this server's key does not reach it"):
             return {"pool": pool, "proposals": self._client.pool_proposals(pool, status=status, limit=limit)}
 
-    def approve_proposal(self, *, pool: PoolName, proposal_id: ProposalId, reason: Reason = "") -> dict[str, Any]:
+    def approve_proposal(self, *, pool: PoolName, proposal_id: ProposalId, reason: Reason = "") -> ProposalDecided:
         """Approve a proposal: its memory is shared into the pool with every source in its
         provenance. Returns the "proposal", the "outcome" and the pool's "memory"; approving
         again returns the same memory. A rejected proposal cannot be approved. Needs the
@@ -509,7 +554,7 @@ class Tools:
         with api_errors(f"no such proposal in pool {pool!r}, or this server's key does not reach it"):
             return self._client.approve_pool_proposal(pool, proposal_id, reason)
 
-    def reject_proposal(self, *, pool: PoolName, proposal_id: ProposalId, reason: Reason = "") -> dict[str, Any]:
+    def reject_proposal(self, *, pool: PoolName, proposal_id: ProposalId, reason: Reason = "") -> ProposalDecided:
         """Reject a proposal for good: the fact is not proposed to this pool again, nor shared
         into it automatically. Returns the "proposal". An approved proposal cannot be
         rejected. Needs the memories:write scope."""
@@ -545,22 +590,26 @@ def listed(*, subject: str | None) -> list[str]:
     return [name for name in TOOLS if subject is None or name not in DECISIONS]
 
 
-def _bound(method: Callable[..., dict[str, Any]], agent: str) -> Callable[..., dict[str, Any]]:
-    """The tool with its `agent` argument optional and defaulting to the bound agent: the
-    SDK builds the input schema from the signature, so the schema then says so."""
+def _served(method: Callable[..., Mapping[str, object]], agent: str | None) -> Callable[..., dict[str, Any]]:
+    """The tool as the MCP SDK serves it, which builds the tool's schemas from its signature.
+    Its answer is declared a JSON object, whichever named type the method answers: the MCP SDK
+    would validate a TypedDict answer and drop the keys it does not name (and wrap a union in
+    {"result": ...}), while the API's answer passes through whole. Bound to an agent, its
+    `agent` argument is optional and defaults to the bound agent, and the input schema says so."""
 
     @functools.wraps(method)
     def tool(**kwargs: Any) -> dict[str, Any]:
-        return method(**kwargs)
+        return dict(method(**kwargs))
 
     sig = inspect.signature(method, eval_str=True)
     described = Annotated[
         str, Field(description=f"this server is bound to agent {agent!r}: leave it out (any other agent is refused)")
     ]
     params = [
-        p.replace(annotation=described, default=agent) if p.name == "agent" else p for p in sig.parameters.values()
+        p.replace(annotation=described, default=agent) if p.name == "agent" and agent is not None else p
+        for p in sig.parameters.values()
     ]
-    tool.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    tool.__signature__ = sig.replace(parameters=params, return_annotation=dict[str, Any])  # type: ignore[attr-defined]
     return tool
 
 
@@ -578,10 +627,7 @@ def build(client: Client, *, agent: str | None = None, subject: str | None = Non
     )
     tools = Tools(client, agent, subject)
     for name in listed(subject=subject):
-        method = getattr(tools, name)
-        takes_agent = "agent" in inspect.signature(method).parameters
-        tool = _bound(method, agent) if agent is not None and takes_agent else method
-        server.add_tool(tool, name=name, annotations=TOOLS[name])
+        server.add_tool(_served(getattr(tools, name), agent), name=name, annotations=TOOLS[name])
     return server
 
 

@@ -42,7 +42,7 @@ except ImportError as exc:  # the extra is optional: say how to get it, not just
     ) from exc
 
 from memworker import errors
-from memworker.sdk import ApiError, Client
+from memworker.sdk import ApiError, Client, SessionItemOut
 
 BATCH = 100  # the items route's largest append: a longer add_items is sent in calls of this many
 LOOKBACK = 100  # how far back an answer looks for the user's side of its turn
@@ -142,7 +142,7 @@ class MemworkerSession:
             return []
         return [cast("TResponseInputItem", x["item"]) for x in self._tail(limit)]
 
-    def _tail(self, n: int | None) -> list[dict[str, Any]]:
+    def _tail(self, n: int | None) -> list[SessionItemOut]:
         """The session's last n items (every item for None), oldest first, with their positions."""
         return self.client.session_items(self.agent_id, self.session_id, limit=n, subject=self.subject)
 
@@ -282,6 +282,6 @@ def memory_tools(
             query: the question or task at hand.
         """
         out = await asyncio.to_thread(lambda: client.context(agent_id, query, session_id=session_id, **acting))
-        return cast(str, out["context"])
+        return out["context"]
 
     return [function_tool(f, failure_error_function=tool_error) for f in (remember, recall, context)]

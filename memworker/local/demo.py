@@ -15,7 +15,7 @@ from typing import Any
 from tqdm import tqdm
 
 from memworker.domain import memories
-from memworker.sdk import Client
+from memworker.sdk import Client, Recalled
 
 ROLES = ["support", "devops", "research", "sales", "tutor"]
 PEOPLE = ["Ana", "Bo", "Chen", "Dara", "Eli", "Farah", "Goran", "Hana"]
@@ -160,7 +160,7 @@ def run(client: Client, *, agents: int, episodes: int, seed: int = 7, sessions: 
 
     asked = [(name, rng.choice(told[name])) for name in names * 3 if told[name]]
 
-    def ask(job: tuple[str, Told]) -> tuple[str, Told, dict[str, Any]]:
+    def ask(job: tuple[str, Told]) -> tuple[str, Told, Recalled]:
         name, t = job
         return name, t, client.recall(name, t.question, k=5, explain=True)
 
