@@ -68,6 +68,19 @@ AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 # is named in the agent-id alphabet; sql/0010_subjects.sql checks the same pattern.
 SUBJECT = AGENT_ID
 SUBJECT_PATTERN = AGENT_ID.pattern
+# A shared pool is stored as an agent row 'pool~<name>': '~' is in no agent id, so no agent can
+# be named like a pool (memworker/fleet/pools.py).
+POOL_PREFIX = "pool~"
+
+
+def pool_owner(name: str) -> str | None:
+    """The agents row of pool `name`; None for a name outside the agent-id alphabet."""
+    return POOL_PREFIX + name if AGENT_ID.fullmatch(name) else None
+
+
+def pool_of(owner: str) -> str | None:
+    """The pool an agents row is, or None for an agent."""
+    return owner[len(POOL_PREFIX) :] if owner.startswith(POOL_PREFIX) else None
 
 
 def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
@@ -196,29 +209,6 @@ class Memory:
             trust=row.get("trust") or "episode",
             subject=row.get("subject"),
         )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "agent_id": self.agent_id,
-            "text": self.text,
-            "kind": self.kind,
-            "tier": self.tier,
-            "salience": round(self.salience, 4),
-            "confidence": round(self.confidence, 4),
-            "access_count": self.access_count,
-            "metadata": self.metadata,
-            "created_at": self.created_at.isoformat(),
-            "provenance": self.provenance,
-            "session_id": self.session_id,
-            "entities": self.entities,
-            "topics": self.topics,
-            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
-            "superseded_by": self.superseded_by,
-            "flags": self.flags,
-            "trust": self.trust,
-            "subject": self.subject,
-        }
 
 
 # Text that reads as instructions to the agent rather than facts about the world

@@ -21,33 +21,37 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 from uuid import UUID
 
 import numpy as np
 
 from memworker import errors
-from memworker.domain import memories, redact
+from memworker.domain import memories
 from memworker.domain.policy import Policy
 from memworker.fleet import matches
 from memworker.lifecycle import governance
+from memworker.memories import copies, writer
 from memworker.storage import core_db, db, proposals_db, store
 from memworker.storage.db import Conn
 from memworker.tenancy import service as tenancy
 
-PREFIX = "pool~"
+PREFIX = memories.POOL_PREFIX
+# a forgotten memory's pool copies and proposals go with it (memworker/memories/copies.py)
+forget_copies = copies.forget_copies
+forget_proposals = copies.forget_proposals
 
 
 def owner(name: str) -> str:
     """The agents row of pool `name`. Raises InvalidInput for a bad name."""
-    if not memories.AGENT_ID.fullmatch(name):
+    found = memories.pool_owner(name)
+    if found is None:
         raise errors.InvalidInput("a pool name must be 1-128 characters of letters, digits and . _ : @ -")
-    return PREFIX + name
+    return found
 
 
 def name_of(agent_id: str) -> str | None:
     """The pool an agents row is, or None for an agent."""
-    return agent_id[len(PREFIX) :] if agent_id.startswith(PREFIX) else None
+    return memories.pool_of(agent_id)
 
 
 def readable(policy: Policy) -> list[str]:
@@ -68,13 +72,6 @@ def require(conn: Conn, *, tenant_id: UUID, name: str) -> str:
     if not core_db.agent_exists(conn, tenant_id=tenant_id, agent_id=pool):
         raise errors.NotFound("pool not found")
     return pool
-
-
-def listing(conn: Conn, *, tenant_id: UUID) -> list[dict[str, Any]]:
-    return [
-        {"pool": r.owner[len(PREFIX) :], "created_at": r.created_at.isoformat(), "memories": r.memories}
-        for r in core_db.pool_list(conn, tenant_id=tenant_id)
-    ]
 
 
 def share(
@@ -102,14 +99,19 @@ def share(
     target = ensure(conn, tenant_id=tenant_id, name=pool)
     source = f"memory:{agent_id}/{memory_id}"
     pool_policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=target)
+    entry = _copy_of(agent_id, memory_id, target, src)
     if pool_policy.redact_pii:
-        src = _redacted(src, embed)
+        entry = writer.redacted([entry], None if embed is None else lambda texts: [embed(t) for t in texts])[0]
+        # who shared it is named as it is
+        entry = dataclasses.replace(
+            entry, draft=dataclasses.replace(entry.draft, metadata={**entry.draft.metadata, "shared_by": agent_id})
+        )
     dup = store.find_duplicate(
         conn,
         tenant_id=tenant_id,
         agent_id=target,
-        text=src.text,
-        embedding=src.embedding,
+        text=entry.draft.text,
+        embedding=entry.embedding,
         threshold=pool_policy.dedup_similarity,
         subject=src.subject,
     )
@@ -126,21 +128,14 @@ def share(
                 policy=pool_policy,
             )
         return dup, "already shared" if already else "confirmed"
-    return _copy(conn, tenant_id, agent_id, memory_id, target, src, pool_policy, actor)
+    written = writer.write(
+        conn, tenant_id=tenant_id, owner=target, entries=[entry], policy=pool_policy, actor=actor, reason=source
+    )[0]
+    return written.id, "copied" if written.new else "already shared"
 
 
-def _copy(
-    conn: Conn,
-    tenant_id: UUID,
-    agent_id: str,
-    memory_id: UUID,
-    target: str,
-    src: core_db.PoolSource,
-    pool_policy: Policy,
-    actor: str,
-) -> tuple[UUID, str]:
-    """Write the source into the pool (target) as a new memory naming it first in its
-    provenance: (its id, 'copied'), or (the earlier copy's id, 'already shared')."""
+def _copy_of(agent_id: str, memory_id: UUID, target: str, src: core_db.PoolSource) -> writer.Entry:
+    """The source as a new memory of the pool (target) naming it first in its provenance."""
     source = f"memory:{agent_id}/{memory_id}"
     draft = memories.Draft(
         text=src.text,
@@ -157,58 +152,7 @@ def _copy(
         subject=src.subject,
         parts=src.parts,
     )
-    mid, written = store.write_memory(
-        conn,
-        tenant_id=tenant_id,
-        agent_id=target,
-        draft=draft,
-        embedding=src.embedding,
-        source_key=f"share:{target}:{agent_id}/{memory_id}",
-        actor=actor,
-        reason=source,
-    )
-    if written:
-        governance.check_new(
-            conn, tenant_id=tenant_id, agent_id=target, written=[(mid, draft)], policy=pool_policy, actor=actor
-        )
-    return mid, "copied" if written else "already shared"
-
-
-def _redacted(src: core_db.PoolSource, embed: Callable[[str], np.ndarray] | None) -> core_db.PoolSource:
-    """The source row with its text, entities, topics and metadata redacted; re-embedded
-    when the text changed and an embedder is at hand."""
-    text = redact.redact(src.text)
-    changes: dict[str, Any] = {
-        "text": text,
-        "entities": redact.redact_value(list(src.entities)),
-        "topics": redact.redact_value(list(src.topics)),
-        "metadata": redact.redact_value(src.metadata),
-    }
-    if text != src.text and embed is not None:
-        changes["embedding"] = embed(text)
-    return dataclasses.replace(src, **changes)
-
-
-def forget_copies(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_ids: list[UUID]) -> list[UUID]:
-    """Delete the pool memories copied from (or confirmed by) these memories of the agent:
-    forgetting a memory reaches every pool it was shared into. Returns their ids."""
-    if not memory_ids:
-        return []
-    owners = [r.owner for r in core_db.pool_list(conn, tenant_id=tenant_id)]
-    if not owners:
-        return []
-    sources = [f"memory:{agent_id}/{m}" for m in memory_ids]
-    gone = core_db.pool_forget_copies(conn, tenant_id=tenant_id, owners=owners, sources=sources)
-    for mid in gone:
-        store.event(
-            conn,
-            tenant_id=tenant_id,
-            agent_id=agent_id,
-            memory_id=None,
-            event="forgotten",
-            reason=f"pool copy {mid} of a forgotten memory",
-        )
-    return gone
+    return writer.Entry(draft, src.embedding, f"share:{target}:{agent_id}/{memory_id}")
 
 
 def propose(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], policy: Policy) -> int:
@@ -318,23 +262,3 @@ def _queue(conn: Conn, tenant_id: UUID, found: list[matches.Finding], names: lis
                     conn, tenant_id=tenant_id, proposal_id=held.id, sources=finding.sources
                 )
     return done
-
-
-def forget_proposals(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_ids: list[UUID]) -> list[UUID]:
-    """Delete the proposals (open or decided) naming any of these memories of the agent as a
-    source: an erased memory leaves no proposal of its words. Returns their ids."""
-    if not memory_ids:
-        return []
-    sources = [f"memory:{agent_id}/{m}" for m in memory_ids]
-    gone = proposals_db.forget_sources(conn, tenant_id=tenant_id, sources=sources)
-    if gone:
-        store.event(
-            conn,
-            tenant_id=tenant_id,
-            agent_id=agent_id,
-            memory_id=None,
-            event="forgotten",
-            reason=f"{len(gone)} pool proposal(s) naming a forgotten memory",
-            related_ids=gone,
-        )
-    return gone

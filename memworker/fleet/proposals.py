@@ -20,7 +20,6 @@ agent's own memory."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 from uuid import UUID
 
 import numpy as np
@@ -28,6 +27,8 @@ import numpy as np
 from memworker import errors
 from memworker.domain.policy import Policy
 from memworker.fleet import pools
+from memworker.memories.service import memory_out
+from memworker.schemas import MemoryOut, ProposalDecided, ProposalOut
 from memworker.storage import core_db, db, proposals_db, store
 from memworker.storage.db import Conn
 from memworker.tenancy import service as tenancy
@@ -35,24 +36,37 @@ from memworker.tenancy import service as tenancy
 STATUSES = ("open", "approved", "rejected")
 
 
-def to_json(p: proposals_db.Proposal) -> dict[str, Any]:
-    return {
-        "id": str(p.id),
-        "pool": p.pool[len(pools.PREFIX) :],
-        "agent_id": p.agent_id,
-        "memory_id": str(p.memory_id),
-        "text": p.text,
-        "kind": p.kind,
-        "live": p.live,
-        "sources": list(p.sources),
-        "status": p.status,
-        "pool_memory_id": str(p.pool_memory_id) if p.pool_memory_id else None,
-        "reason": p.reason,
-        "decided_by": p.decided_by,
-        "decided_at": p.decided_at.isoformat() if p.decided_at else None,
-        "created_at": p.created_at.isoformat(),
-        "updated_at": p.updated_at.isoformat(),
-    }
+class Proposal(ProposalOut):
+    """A proposal as the API answers it: ProposalOut's fields and its decision's."""
+
+    live: bool
+    sources: list[str]
+    pool_memory_id: str | None
+    reason: str | None
+    decided_by: str | None
+    decided_at: str | None
+    created_at: str
+    updated_at: str
+
+
+def to_json(p: proposals_db.Proposal) -> Proposal:
+    return Proposal(
+        id=str(p.id),
+        pool=p.pool[len(pools.PREFIX) :],
+        agent_id=p.agent_id,
+        memory_id=str(p.memory_id),
+        text=p.text,
+        kind=p.kind,
+        live=p.live,
+        sources=list(p.sources),
+        status=p.status,
+        pool_memory_id=str(p.pool_memory_id) if p.pool_memory_id else None,
+        reason=p.reason,
+        decided_by=p.decided_by,
+        decided_at=p.decided_at.isoformat() if p.decided_at else None,
+        created_at=p.created_at.isoformat(),
+        updated_at=p.updated_at.isoformat(),
+    )
 
 
 def listing(
@@ -92,7 +106,7 @@ def approve(
     reason: str,
     actor: str,
     embed: Callable[[str], np.ndarray] | None = None,
-) -> dict[str, Any]:
+) -> ProposalDecided:
     """Share the proposal into the pool: {"proposal", "outcome", "memory"}. Raises NotFound,
     Conflict (rejected; or no source left live), Forbidden (the sharing agent's policy no
     longer names the pool in pools_write). embed: as for pools.share (a redacted text's vector)."""
@@ -104,7 +118,9 @@ def approve(
     if row.status == "rejected":
         raise errors.Conflict("this proposal was rejected; a rejected proposal cannot be approved")
     if row.status == "approved":
-        return {"proposal": to_json(row), "outcome": "already approved", "memory": _pool_memory(conn, tenant_id, row)}
+        return ProposalDecided(
+            proposal=to_json(row), outcome="already approved", memory=_pool_memory(conn, tenant_id, row)
+        )
     agent, mid, others, policy = _sharer(conn, tenant_id, pool, row, agent_ids)
     pool_mid, how = pools.share_from(
         conn,
@@ -136,7 +152,7 @@ def approve(
         actor=actor,
     )
     done = _locked(conn, tenant_id, pool, proposal_id, None)
-    return {"proposal": to_json(done), "outcome": how, "memory": _pool_memory(conn, tenant_id, done)}
+    return ProposalDecided(proposal=to_json(done), outcome=how, memory=_pool_memory(conn, tenant_id, done))
 
 
 def _sharer(
@@ -163,7 +179,7 @@ def _sharer(
     return agent, mid, [f"memory:{a}/{m}" for a, m in rest], policies[agent]
 
 
-def _pool_memory(conn: Conn, tenant_id: UUID, row: proposals_db.Proposal) -> dict[str, Any] | None:
+def _pool_memory(conn: Conn, tenant_id: UUID, row: proposals_db.Proposal) -> MemoryOut | None:
     """The pool memory an approval wrote or confirmed, None once it was deleted."""
     if row.pool_memory_id is None:
         return None
@@ -172,7 +188,7 @@ def _pool_memory(conn: Conn, tenant_id: UUID, row: proposals_db.Proposal) -> dic
         found = store.get_memory(conn, tenant_id=tenant_id, agent_id=row.pool, memory_id=row.pool_memory_id)
     except errors.NotFound:
         return None
-    return found.to_json() | {"pool": name}
+    return memory_out(found, name)
 
 
 def reject(
@@ -184,7 +200,7 @@ def reject(
     agent_ids: list[str] | None,
     reason: str,
     actor: str,
-) -> dict[str, Any]:
+) -> ProposalDecided:
     """Settle the proposal as rejected (again: the same answer): {"proposal"}. Raises
     NotFound, Conflict (already approved: delete the pool memory to take it back)."""
     row = _locked(conn, tenant_id, pool, proposal_id, agent_ids)
@@ -201,4 +217,4 @@ def reject(
             actor=actor,
         )
         row = _locked(conn, tenant_id, pool, proposal_id, None)
-    return {"proposal": to_json(row)}
+    return ProposalDecided(proposal=to_json(row))

@@ -3,7 +3,6 @@ directly or by sharing an agent's memory (pools_write). See memworker/fleet/pool
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -11,13 +10,12 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from memworker import keys
-from memworker.api.deps import AgentId, decode_cursor, principal, resources, tx
-from memworker.api.routes.memories import _write, memory_page
+from memworker.api.deps import AgentId, decode_cursor, encode_cursor, principal, resources, tx
 from memworker.domain import memories
-from memworker.fleet import pools
+from memworker.fleet import pools, service
+from memworker.memories import service as memory_service
+from memworker.memories.service import memory_out
 from memworker.schemas import MemoryBatch, MemoryIn, MemoryList, MemoryOut, PoolList, Shared, Strict
-from memworker.storage import store
-from memworker.tenancy import service as tenancy
 
 router = APIRouter(tags=["pools"])
 PoolName = Path(pattern=memories.AGENT_ID.pattern, max_length=128, description="the pool's name")
@@ -27,28 +25,38 @@ class ShareIn(Strict):
     pool: str = Field(pattern=memories.AGENT_ID.pattern, description="a pool the agent's policy lets it write")
 
 
+def _write(request: Request, p: keys.Principal, pool: str, bodies: list[MemoryIn]) -> list[MemoryOut]:
+    """Direct writes into the pool (created on first use), as the pool's memories."""
+    owner = pools.owner(pool)
+    p.require("memories:write", owner)
+    res = resources(request)
+    batch = memory_service.checked(bodies, settings=res.settings, embedder=res.embedder)
+    with tx(request, p) as conn:
+        found = memory_service.write(conn, tenant_id=p.tenant_id, owner=owner, batch=batch, embedder=res.embedder)
+    return [memory_out(m, pool) for m in found]
+
+
 @router.get("/v1/pools", response_model=PoolList)
-def list_pools(request: Request, p: keys.Principal = Depends(principal)) -> dict[str, Any]:
+def list_pools(request: Request, p: keys.Principal = Depends(principal)) -> PoolList:
     """The tenant's pools (those this key may read), with their live memory counts."""
     p.require("memories:read")
     with tx(request, p) as conn:
-        found = pools.listing(conn, tenant_id=p.tenant_id)
-    return {"pools": [x for x in found if p.agent_ids is None or pools.owner(x["pool"]) in p.agent_ids]}
+        return service.pool_list(conn, tenant_id=p.tenant_id, agent_ids=p.agent_ids)
 
 
 @router.post("/v1/pools/{pool}/memories", status_code=201, response_model=MemoryOut)
 def post_pool_memory(
     body: MemoryIn, request: Request, pool: str = PoolName, p: keys.Principal = Depends(principal)
-) -> dict[str, Any]:
+) -> MemoryOut:
     """A direct write into the pool (created on first use); dedup-free like an agent's."""
-    return _write(request, p, pools.owner(pool), [body])[0].to_json() | {"pool": pool}
+    return _write(request, p, pool, [body])[0]
 
 
 @router.post("/v1/pools/{pool}/memories/batch", status_code=201, response_model=MemoryList)
 def post_pool_memories(
     body: MemoryBatch, request: Request, pool: str = PoolName, p: keys.Principal = Depends(principal)
-) -> dict[str, Any]:
-    return {"memories": [m.to_json() | {"pool": pool} for m in _write(request, p, pools.owner(pool), body.memories)]}
+) -> MemoryList:
+    return MemoryList(memories=_write(request, p, pool, body.memories))
 
 
 @router.get("/v1/pools/{pool}/memories", response_model=MemoryList)
@@ -59,46 +67,42 @@ def list_pool_memories(
     limit: int = Query(50, ge=1, le=500),
     cursor: str | None = None,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
-    owner = pools.owner(pool)
-    p.require("memories:read", owner)
+) -> MemoryList:
+    p.require("memories:read", pools.owner(pool))
     after = decode_cursor(cursor) if cursor else None
     with tx(request, p) as conn:
-        pools.require(conn, tenant_id=p.tenant_id, name=pool)
-        items, nxt = memory_page(conn, p.tenant_id, owner, limit=limit, after=after, subject=subject)
-    return {"memories": [m.to_json() | {"pool": pool} for m in items], "next_cursor": nxt}
+        found = service.pool_page(conn, tenant_id=p.tenant_id, pool=pool, limit=limit, after=after, subject=subject)
+    return MemoryList(
+        memories=[memory_out(m, pool) for m in found.items],
+        next_cursor=encode_cursor(*found.after) if found.after else None,
+    )
 
 
 @router.delete("/v1/pools/{pool}/memories/{memory_id}", status_code=204)
 def delete_pool_memory(
     memory_id: UUID, request: Request, pool: str = PoolName, p: keys.Principal = Depends(principal)
 ) -> Response:
-    owner = pools.owner(pool)
-    p.require("memories:write", owner)
+    p.require("memories:write", pools.owner(pool))
     with tx(request, p) as conn:
-        store.delete_memory(conn, tenant_id=p.tenant_id, agent_id=owner, memory_id=memory_id)
+        service.delete_pool_memory(conn, tenant_id=p.tenant_id, pool=pool, memory_id=memory_id)
     return Response(status_code=204)
 
 
 @router.post("/v1/agents/{agent_id}/memories/{memory_id}/share", status_code=201, response_model=Shared)
 def share_memory(
     agent_id: AgentId, memory_id: UUID, body: ShareIn, request: Request, p: keys.Principal = Depends(principal)
-) -> dict[str, Any]:
+) -> Shared:
     """Promote the agent's memory into a pool its policy names in pools_write: a copy whose
     provenance names the source (forgetting the source deletes it), or, when the pool holds
     the same fact already, one more source for it."""
     p.require("memories:write", agent_id)
     with tx(request, p) as conn:
-        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
-        mid, how = pools.share(
+        return service.share(
             conn,
             tenant_id=p.tenant_id,
             agent_id=agent_id,
             memory_id=memory_id,
             pool=body.pool,
-            policy=policy,
             actor="api",
             embed=lambda text: resources(request).embedder.embed([text])[0],
         )
-        copy = store.get_memory(conn, tenant_id=p.tenant_id, agent_id=pools.owner(body.pool), memory_id=mid)
-    return {"pool": body.pool, "outcome": how, "memory": copy.to_json() | {"pool": body.pool}}

@@ -16,8 +16,8 @@ from starlette.concurrency import run_in_threadpool
 
 from memworker import errors, keys
 from memworker.api.deps import AgentId, check_metadata, principal, resources, tx
-from memworker.api.routes import memories as memory_routes
 from memworker.domain import memories
+from memworker.memories import service as memory_service
 from memworker.models import embeddings
 from memworker.portability import export, foreign, mem0, restore
 from memworker.portability import format as fmt
@@ -178,5 +178,8 @@ def _write_foreign(request: Request, p: keys.Principal, agent_id: str, path: Pat
 
 def _write_batch(request: Request, p: keys.Principal, agent_id: str, batch: list[MemoryIn], started: datetime) -> int:
     """Writes a batch; answers how many memories it made (the others were there already)."""
-    out = memory_routes._write(request, p, agent_id, batch)
+    res = resources(request)
+    checked = memory_service.checked(batch, settings=res.settings, embedder=res.embedder)
+    with tx(request, p) as conn:
+        out = memory_service.write(conn, tenant_id=p.tenant_id, owner=agent_id, batch=checked, embedder=res.embedder)
     return len({m.id for m in out if m.created_at >= started})

@@ -4,7 +4,7 @@ for a person to approve it into a shared pool or reject it (an agent's policy po
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -12,11 +12,9 @@ from pydantic import Field
 
 from memworker import keys
 from memworker.api.deps import principal, resources, tx
-from memworker.domain import memories, redact
-from memworker.fleet import pools, proposals
+from memworker.domain import memories
+from memworker.fleet import pools, service
 from memworker.schemas import ProposalDecided, ProposalList, Strict
-from memworker.storage.db import Conn
-from memworker.tenancy import service as tenancy
 
 router = APIRouter(tags=["pools"])
 PoolName = Path(pattern=memories.AGENT_ID.pattern, max_length=128, description="the pool's name")
@@ -37,12 +35,12 @@ def list_proposals(
     status: Literal["open", "approved", "rejected", "all"] = "open",
     limit: int = Query(100, ge=1, le=1000),
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> ProposalList:
     """The pool's proposals (open by default; status=all for every one), oldest first, each
     with its sources."""
     p.require("memories:read", pools.owner(pool))
     with tx(request, p) as conn:
-        found = proposals.listing(
+        return service.proposal_list(
             conn,
             tenant_id=p.tenant_id,
             pool=pool,
@@ -50,13 +48,6 @@ def list_proposals(
             agent_ids=_agents(p),
             limit=limit,
         )
-    return {"proposals": [proposals.to_json(x) for x in found]}
-
-
-def _reason(conn: Conn, p: keys.Principal, pool: str, reason: str) -> str:
-    """The reason as the audit trail keeps it: redacted when the pool's policy redacts."""
-    policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=pools.owner(pool))
-    return redact.redact(reason) if policy.redact_pii else reason
 
 
 @router.post("/v1/pools/{pool}/proposals/{proposal_id}/approve", response_model=ProposalDecided)
@@ -66,18 +57,18 @@ def approve_proposal(
     body: DecideIn | None = None,
     pool: str = PoolName,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> ProposalDecided:
     """Share the proposed memory into the pool with every live source in its provenance;
     approving again answers the same pool memory. 409 for a rejected proposal."""
     p.require("memories:write", pools.owner(pool))
     with tx(request, p) as conn:
-        return proposals.approve(
+        return service.approve(
             conn,
             tenant_id=p.tenant_id,
             pool=pool,
             proposal_id=proposal_id,
             agent_ids=_agents(p),
-            reason=_reason(conn, p, pool, body.reason if body else ""),
+            reason=body.reason if body else "",
             actor=f"key:{p.key_id}",
             embed=lambda text: resources(request).embedder.embed([text])[0],
         )
@@ -90,17 +81,17 @@ def reject_proposal(
     body: DecideIn | None = None,
     pool: str = PoolName,
     p: keys.Principal = Depends(principal),
-) -> dict[str, Any]:
+) -> ProposalDecided:
     """Reject the proposal: the fact is not proposed to this pool again, nor shared into it
     automatically. 409 for an approved proposal."""
     p.require("memories:write", pools.owner(pool))
     with tx(request, p) as conn:
-        return proposals.reject(
+        return service.reject(
             conn,
             tenant_id=p.tenant_id,
             pool=pool,
             proposal_id=proposal_id,
             agent_ids=_agents(p),
-            reason=_reason(conn, p, pool, body.reason if body else ""),
+            reason=body.reason if body else "",
             actor=f"key:{p.key_id}",
         )
