@@ -9,7 +9,7 @@ from uuid import UUID
 import pydantic
 
 from memworker import errors, metrics, runtime, schemas
-from memworker.ingest import intake, processing
+from memworker.ingest import processing, service
 from memworker.sessions import hooks
 from memworker.storage import db
 from tasks.celery_app import INGEST, app, settings_of
@@ -84,20 +84,10 @@ def accept_episode(tenant_id: str, agent_id: str, episode: dict[str, Any]) -> st
     except pydantic.ValidationError as exc:
         raise errors.InvalidInput(f"rejected in-cluster episode: {exc}") from exc
     try:
-        ep = intake.normalise(
-            body,
-            max_content_bytes=res.settings.max_content_bytes,
-            max_metadata_depth=res.settings.max_metadata_depth,
-            max_metadata_bytes=res.settings.max_metadata_bytes,
-        )
+        (ep,) = service.prepare([body], settings=res.settings)
     except (errors.PayloadTooLarge, errors.InvalidInput) as exc:
         raise errors.InvalidInput(f"rejected in-cluster episode: {exc}") from exc
     with db.tenant_tx(res.pool, UUID(tenant_id)) as conn:
-        ((episode_id, _),) = intake.accept(
-            conn,
-            tenant_id=UUID(tenant_id),
-            agent_id=agent_id,
-            episodes=[ep],
-        )
+        episode_id = service.accept_in_cluster(conn, tenant_id=UUID(tenant_id), agent_id=agent_id, episode=ep)
     ingest_episodes(tenant_id, [str(episode_id)])
     return str(episode_id)
