@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 from uuid import UUID
 
 from celery import Task
@@ -14,7 +14,7 @@ from celery import Task
 from memworker import runtime
 from memworker.models import llm
 from memworker.settings import Settings
-from memworker.sleep import consolidation
+from memworker.sleep import service
 from tasks.celery_app import CONSOLIDATE, INGEST, MAINTENANCE, app, settings_of
 from tasks.publish import on_worker
 
@@ -40,31 +40,45 @@ def llm_for_process(settings: Settings) -> llm.LLM | None:
     return _llm_by_pid[pid]
 
 
+class SweepDone(TypedDict):
+    """What a sweep did: its window, why it deferred (None: it did not), agents claimed, flagged."""
+
+    window: str
+    deferred: str | None
+    claimed: int
+    flagged_agents: int
+
+
+class PassDone(TypedDict):
+    status: str  # done | skipped | failed | busy
+    items: int
+
+
 def window_of(when: datetime) -> datetime:
     """The minute a sweep covers: two beats firing in the same minute share it."""
     return when.astimezone(UTC).replace(second=0, microsecond=0)
 
 
 @app.task(name="memworker.consolidation_sweep", queue=MAINTENANCE, acks_late=True)
-def consolidation_sweep(window: str | None = None) -> dict[str, Any]:
+def consolidation_sweep(window: str | None = None) -> SweepDone:
     """Claim the agents due for a pass in this window and enqueue one pass each. The window
     defaults to the current minute; a double fire claims nothing twice."""
     res = runtime.for_process(settings_of(app))
     when = window_of(datetime.fromisoformat(window) if window else datetime.now(UTC))
     backlog = on_worker().queue_depths()[INGEST]  # every priority's messages
-    result = consolidation.sweep(res.pool, res.settings, window=when, ingest_backlog=backlog)
+    result = service.sweep(res.pool, res.settings, window=when, ingest_backlog=backlog)
     if result.deferred:
         logger.info("consolidation sweep %s deferred: %s", when.isoformat(), result.deferred)
     for tenant_id, agent_id, run_id, _ in result.claimed:
         on_worker().consolidate(tenant_id, agent_id, run_id)
     if result.claimed:
         logger.info("consolidation sweep %s: %d agents due", when.isoformat(), len(result.claimed))
-    return {
-        "window": when.isoformat(),
-        "deferred": result.deferred,
-        "claimed": len(result.claimed),
-        "flagged_agents": result.flagged_agents,
-    }
+    return SweepDone(
+        window=when.isoformat(),
+        deferred=result.deferred,
+        claimed=len(result.claimed),
+        flagged_agents=result.flagged_agents,
+    )
 
 
 @app.task(
@@ -75,11 +89,11 @@ def consolidation_sweep(window: str | None = None) -> dict[str, Any]:
     reject_on_worker_lost=True,
     max_retries=BUSY_RETRIES,
 )
-def consolidate(self: Task[Any, Any], tenant_id: str, agent_id: str, run_id: str) -> dict[str, Any]:
+def consolidate(self: Task[Any, Any], tenant_id: str, agent_id: str, run_id: str) -> PassDone:
     """One pass for one agent. A failed pass is recorded and backs off through the sweep, not
     through Celery retries; only a held agent lock is retried here."""
     res = runtime.for_process(settings_of(app))
-    report = consolidation.run_pass(
+    report = service.run_queued(
         res.pool,
         res.embedder,
         llm_for_process(res.settings),
@@ -91,7 +105,7 @@ def consolidate(self: Task[Any, Any], tenant_id: str, agent_id: str, run_id: str
     if report.status == "busy":
         if self.request.retries < BUSY_RETRIES:
             raise self.retry(countdown=BUSY_RETRY_S)
-        consolidation.give_up(
+        service.give_up(
             res.pool,
             tenant_id=UUID(tenant_id),
             agent_id=agent_id,
@@ -108,4 +122,4 @@ def consolidate(self: Task[Any, Any], tenant_id: str, agent_id: str, run_id: str
         report.insights_written,
         report.conclusions_written,
     )
-    return {"status": report.status, "items": report.items_reviewed}
+    return PassDone(status=report.status, items=report.items_reviewed)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-from typing import Any
+from typing import TypedDict
 
 import uvicorn
 from uvicorn.supervisors import Multiprocess
@@ -26,10 +26,17 @@ from memworker.settings import Settings
 APP = "memworker.api.app:create_app"
 
 
-def proxy_options(settings: Settings) -> dict[str, Any]:
+class ProxyOptions(TypedDict):
+    """uvicorn.Config's forwarded-header keywords."""
+
+    proxy_headers: bool
+    forwarded_allow_ips: list[str]
+
+
+def proxy_options(settings: Settings) -> ProxyOptions:
     """uvicorn's forwarded-header options: on only for the configured proxies, off otherwise."""
     proxies = settings.trusted_proxy_list()
-    return {"proxy_headers": bool(proxies), "forwarded_allow_ips": proxies or ["127.0.0.1"]}
+    return ProxyOptions(proxy_headers=bool(proxies), forwarded_allow_ips=proxies or ["127.0.0.1"])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,7 +13,8 @@ from typing import Any
 from memworker import errors, keys, runtime
 from memworker.local import embedded, stack
 from memworker.settings import Settings
-from memworker.storage import core_db, db, migrate
+from memworker.storage import db, migrate
+from memworker.tenancy import service as tenancy
 
 
 def no_stack(settings: Settings) -> errors.ConfigError:
@@ -59,11 +60,9 @@ def owner_url(settings: Settings) -> Iterator[str]:
 
 
 @contextmanager
-def tenant_conn(settings: Settings, name: str) -> Iterator[tuple[Any, core_db.Tenant]]:
+def tenant_conn(settings: Settings, name: str) -> Iterator[tuple[Any, tenancy.Tenant]]:
     with owner_url(settings) as url, db.connect(url) as conn:
-        tenant = core_db.tenant_by_name(conn, name=name)
-        if tenant is None:
-            raise errors.NotFound(f"no tenant named {name!r} (memworker tenant list)")
+        tenant = tenancy.named_tenant(conn, name)
         db.bind_tenant(conn, tenant.id)
         yield conn, tenant
 

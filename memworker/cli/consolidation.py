@@ -7,15 +7,12 @@ import argparse
 import json
 from typing import Any
 
-from psycopg.types.json import Jsonb
-
 from memworker import errors
 from memworker.cli import common
-from memworker.domain.policy import Policy
-from memworker.models import embeddings, llm
 from memworker.settings import Settings
-from memworker.sleep import consolidation
-from memworker.storage import core_db, db, sleep_db
+from memworker.sleep import service
+from memworker.sleep.reports import run_json
+from memworker.storage import db
 from memworker.tenancy import service as tenancy
 
 DEFAULT_TENANT = "dev"  # the tenant `memworker up` creates
@@ -60,17 +57,7 @@ def cmd_disable(settings: Settings, args: argparse.Namespace) -> int:
 
 def _switch(settings: Settings, args: argparse.Namespace, value: bool | None) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        field, stored = "consolidation_enabled", None if value is None else Jsonb(value)
-        if args.agent:
-            tenancy.require_agent(conn, tenant_id=tenant.id, agent_id=args.agent)
-            overrides = sleep_db.set_agent_policy_field(
-                conn, tenant_id=tenant.id, agent_id=args.agent, field=field, value=stored
-            )
-        else:
-            overrides = sleep_db.set_tenant_policy_field(conn, tenant_id=tenant.id, field=field, value=stored)
-        assert overrides is not None
-        Policy.validated(overrides)  # never leave a policy the service would reject
-        effective = consolidation.enabled(tenancy.policy_for(conn, tenant_id=tenant.id, agent_id=args.agent), settings)
+        effective = service.set_enabled(conn, settings, tenant_id=tenant.id, agent_id=args.agent, value=value)
         conn.commit()
     common.invalidate_caches(settings)
     scope = f"agent {args.agent}" if args.agent else f"tenant {args.tenant}"
@@ -80,35 +67,26 @@ def _switch(settings: Settings, args: argparse.Namespace, value: bool | None) ->
 
 def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        tid = tenant.id
         if args.agent:
-            tenancy.require_agent(conn, tenant_id=tid, agent_id=args.agent)
-            rows: list[sleep_db.AgentGates | None] = [sleep_db.agent_gates(conn, tenant_id=tid, agent_id=args.agent)]
-            runs = sleep_db.runs_list(conn, tenant_id=tid, agent_id=args.agent, limit=args.runs)
+            rows = [service.status(conn, settings, tenant_id=tenant.id, agent_id=args.agent)]
+            runs = service.runs(conn, tenant_id=tenant.id, agent_id=args.agent, limit=args.runs)
         else:
-            rows, runs = list(sleep_db.gates(conn, tenant_id=tid)), []
-        on = {
-            r.agent_id: consolidation.enabled(tenancy.policy_for(conn, tenant_id=tid, agent_id=r.agent_id), settings)
-            for r in rows
-            if r
-        }
+            rows, runs = service.statuses(conn, settings, tenant_id=tenant.id), []
     if args.json:
-        from memworker.sleep.reports import run_json, status_json
-
         print(
             json.dumps(
-                {"agents": [status_json(r, on[r.agent_id]) for r in rows if r], "runs": [run_json(r) for r in runs]},
+                {"agents": [r.to_json() for r in rows], "runs": [run_json(r) for r in runs]},
                 indent=2,
                 default=str,
             )
         )
         return 0
     print(f"{'agent':24} {'on':3} {'last pass':19} {'sessions':>8} {'req':3} {'failures':>8}  next attempt")
-    for r in rows:
-        assert r is not None
-        flagged = "  FLAGGED" if r.consolidation_failures >= consolidation.FLAG_AFTER else ""
+    for status in rows:
+        r = status.gates
+        flagged = "  FLAGGED" if status.flagged else ""
         print(
-            f"{r.agent_id:24} {'yes' if on[r.agent_id] else 'no':3} {_when(r.last_pass_at):19} "
+            f"{r.agent_id:24} {'yes' if status.enabled else 'no':3} {_when(r.last_pass_at):19} "
             f"{r.sessions_since_pass:8} {'yes' if r.consolidation_requested else 'no':3} "
             f"{r.consolidation_failures:8}  {_when(r.next_consolidation_at)}{flagged}"
         )
@@ -132,27 +110,11 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     """The operator asked for it: the pass runs even where policy has consolidation off."""
     with common.owner_url(settings) as url:
+        with db.connect(url) as conn:
+            tenant = tenancy.named_tenant(conn, args.tenant)
         pool = db.open_pool(url, min_size=1, max_size=2, name="memworker-cli")
         try:
-            with db.connect(url) as conn:
-                tenant = core_db.tenant_by_name(conn, name=args.tenant)
-                if tenant is None:
-                    raise errors.NotFound(f"no tenant named {args.tenant!r} (memworker tenant list)")
-                tid = tenant.id
-                db.bind_tenant(conn, tid)
-                tenancy.require_agent(conn, tenant_id=tid, agent_id=args.agent)
-                run_id = consolidation.request_run(conn, tenant_id=tid, agent_id=args.agent, trigger="cli")
-            embedder = embeddings.for_settings(settings)
-            client = (
-                llm.OpenAICompatible(
-                    settings.llm_base_url, settings.llm_model, settings.llm_api_key, settings.llm_timeout_s
-                )
-                if settings.llm_base_url
-                else None
-            )
-            report = consolidation.run_pass(
-                pool, embedder, client, settings, tenant_id=tid, agent_id=args.agent, run_id=run_id, force=True
-            )
+            report = service.run_now(pool, settings, tenant_id=tenant.id, agent_id=args.agent, trigger="cli")
         finally:
             pool.close()
     if args.json:

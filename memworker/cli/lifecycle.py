@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from memworker import errors
 from memworker.cli import common
-from memworker.lifecycle import governance, retention
+from memworker.lifecycle import retention, service
 from memworker.settings import Settings
-from memworker.storage import core_db, db
-from memworker.storage.db import Conn
+from memworker.storage import db
+from memworker.tenancy import service as tenancy
 
 DEFAULT_TENANT = "dev"  # the tenant `memworker up` creates
 # what a sweep did, per action (scanned is shown apart; batches is bookkeeping)
@@ -52,10 +53,10 @@ def register(sub: Any) -> None:
 def cmd_retention_run(settings: Settings, args: argparse.Namespace) -> int:
     with common.owner_url(settings) as url:
         with db.connect(url) as conn:
-            tenant = _tenant(conn, args.tenant)
+            tenant = tenancy.named_tenant(conn, args.tenant)
         pool = db.open_pool(url, min_size=1, max_size=2, name="memworker-cli")
         try:
-            report = retention.sweep_agent(pool, tenant_id=tenant.id, agent_id=args.agent, trigger="cli")
+            report = service.sweep(pool, tenant_id=tenant.id, agent_id=args.agent, trigger="cli")
         finally:
             pool.close()
     if args.json:
@@ -71,14 +72,15 @@ def cmd_retention_run(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_retention_status(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        rows = retention.runs(conn, tenant_id=tenant.id, agent_id=args.agent, limit=args.limit)
+        rows = service.retention_runs(conn, tenant_id=tenant.id, agent_id=args.agent, limit=args.limit)
     if args.json:
         print(json.dumps(rows, default=str, indent=2))
         return 0
     if not rows:
         print(f"no retention runs for {args.agent} yet")
     for r in rows:
-        counts = " ".join(f"{k}={r[k]}" for k in _REPORT if r[k])
+        row: Mapping[str, object] = r
+        counts = " ".join(f"{k}={row[k]}" for k in _REPORT if row[k])
         print(
             f"{r['started_at']:%Y-%m-%d %H:%M:%S}  {r['trigger']:5} {r['status']:8} {r['duration_ms'] or 0:6} ms  "
             f"live={r['scanned']} {counts or '(nothing to do)'}"
@@ -90,13 +92,7 @@ def cmd_policy_apply(settings: Settings, args: argparse.Namespace) -> int:
     doc = load_policy_file(args.file)
     name = args.tenant or doc.get("tenant") or DEFAULT_TENANT
     with common.tenant_conn(settings, name) as (conn, tenant):
-        if "defaults" in doc:
-            governance.put_policy(conn, tenant_id=tenant.id, agent_id=None, overrides=doc["defaults"])
-        for agent_id, overrides in doc.get("agents", {}).items():
-            try:
-                governance.put_policy(conn, tenant_id=tenant.id, agent_id=agent_id, overrides=overrides)
-            except errors.InvalidInput as exc:
-                raise errors.InvalidInput(f"agents.{agent_id}: {exc}") from None
+        service.apply_policies(conn, tenant_id=tenant.id, defaults=doc.get("defaults"), agents=doc.get("agents", {}))
         conn.commit()  # all of the file or none of it
     common.invalidate_caches(settings)
     agents = doc.get("agents", {})
@@ -107,7 +103,16 @@ def cmd_policy_apply(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def load_policy_file(path: Path) -> dict[str, Any]:
+class PolicyFile(TypedDict, total=False):
+    """A policy file: the tenant it is for, its defaults, and overrides per agent id."""
+
+    tenant: str
+    defaults: dict[str, Any]
+    agents: dict[str, dict[str, Any]]
+    version: Any
+
+
+def load_policy_file(path: Path) -> PolicyFile:
     """The policy file's JSON. Raises InvalidInput naming what is wrong with its shape (the
     field values are checked when applied, by name)."""
     try:
@@ -125,18 +130,11 @@ def load_policy_file(path: Path) -> dict[str, Any]:
     agents = doc.get("agents", {})
     if not isinstance(agents, dict) or not all(isinstance(v, dict) for v in agents.values()):
         raise errors.InvalidInput(f"{path}: agents must map agent ids to objects of policy fields")
-    return doc
+    return cast(PolicyFile, doc)
 
 
 def cmd_policy_show(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        out = governance.get_policy(conn, tenant_id=tenant.id, agent_id=args.agent)
+        out = service.policy(conn, tenant_id=tenant.id, agent_id=args.agent)
     print(json.dumps(out, indent=2, default=str))
     return 0
-
-
-def _tenant(conn: Conn, name: str) -> core_db.Tenant:
-    row = core_db.tenant_by_name(conn, name=name)
-    if row is None:
-        raise errors.NotFound(f"no tenant named {name!r} (memworker tenant list)")
-    return row

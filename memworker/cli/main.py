@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from memworker import errors, keys
 from memworker import settings as settings_mod
@@ -17,7 +17,8 @@ from memworker.cli import admin, common, consolidation, demo, lifecycle, mcp, po
 from memworker.domain import memories
 from memworker.fleet import pools
 from memworker.settings import Settings
-from memworker.storage import core_db, db, migrate
+from memworker.storage import db, migrate
+from memworker.tenancy import service as tenancy
 
 # Modules that add subcommands of their own (a `register(subparsers)` function each).
 COMMAND_MODULES = [
@@ -240,11 +241,7 @@ def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
     with common.owner_url(settings) as url, db.connect(url) as conn:
-        if core_db.tenant_by_name(conn, name=args.name):
-            raise errors.InvalidInput(f"tenant {args.name!r} exists; add a key with `memworker key create`")
-        tenant = core_db.create_tenant(conn, name=args.name)
-        db.bind_tenant(conn, tenant.id)
-        key, _ = keys.create(conn, tenant_id=tenant.id, name="initial")
+        tenant, key = tenancy.create_tenant(conn, args.name)
     if args.json:
         print(json.dumps({"tenant_id": str(tenant.id), "api_key": key}))
     else:
@@ -254,7 +251,7 @@ def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_tenant_list(settings: Settings, args: argparse.Namespace) -> int:
     with common.owner_url(settings) as url, db.connect(url) as conn:
-        found = list(core_db.list_tenants(conn))
+        found = tenancy.tenants(conn)
     if args.json:
         rows = [{"tenant_id": str(t.id), "name": t.name, "created_at": t.created_at.isoformat()} for t in found]
         print(json.dumps(rows, indent=2))
@@ -292,7 +289,21 @@ def cmd_key_create(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _key_json(k: core_db.ApiKey) -> dict[str, Any]:
+class KeyJson(TypedDict):
+    """A key as `key list --json` prints it (never its secret)."""
+
+    prefix: str
+    name: str
+    state: str  # active | expires | revoked
+    scopes: list[str]
+    agents: list[str] | None
+    pools: list[str] | None
+    created_at: str
+    expires_at: str | None
+    revoked_at: str | None
+
+
+def _key_json(k: tenancy.ApiKey) -> KeyJson:
     """A key as `key list --json` prints it: agents and pools None when it may touch all."""
     agents = None if k.agent_ids is None else [a for a in k.agent_ids if pools.name_of(a) is None]
     named = None if k.agent_ids is None else [n for n in map(pools.name_of, k.agent_ids) if n is not None]
@@ -312,24 +323,24 @@ def _key_json(k: core_db.ApiKey) -> dict[str, Any]:
 
 def cmd_key_list(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        found = [_key_json(k) for k in core_db.list_api_keys(conn, tenant_id=tenant.id)]
+        found = [_key_json(k) for k in tenancy.api_keys(conn, tenant.id)]
     if args.json:
         print(json.dumps(found, indent=2))
         return 0
     for k in found:
-        state = f"expires {k['expires_at'][:10]}" if k["state"] == "expires" else k["state"]
+        expires = k["expires_at"]
+        state = f"expires {expires[:10]}" if k["state"] == "expires" and expires else k["state"]
         if k["agents"] is None:
             reach = "all agents and pools"
         else:  # a key limited to some agents reaches only the pools it names
-            reach = f"agents {','.join(k['agents']) or '-'} pools {','.join(k['pools']) or '-'}"
+            reach = f"agents {','.join(k['agents']) or '-'} pools {','.join(k['pools'] or []) or '-'}"
         print(f"{k['prefix']}  {state:18} {','.join(k['scopes'])}  {reach}  {k['name']}")
     return 0
 
 
 def cmd_key_revoke(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        if core_db.revoke_api_key(conn, tenant_id=tenant.id, prefix=args.prefix) is None:
-            raise errors.NotFound(f"no active key with prefix {args.prefix!r}")
+        tenancy.revoke_api_key(conn, tenant.id, args.prefix)
     common.invalidate_caches(settings)
     print(f"revoked {args.prefix}")
     return 0

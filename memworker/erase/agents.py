@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, cast
 from uuid import UUID
 
 from memworker import errors
@@ -30,7 +30,34 @@ from memworker.storage.db import Conn
 from memworker.tenancy import service as tenancy
 
 
-def erase_agent(conn: Conn, *, tenant_id: UUID, agent_id: str, now: datetime | None = None) -> dict[str, Any]:
+class AgentReceipt(TypedDict):
+    """An agent's erase: its rows per table, the ids of pool copies and proposals it reached
+    elsewhere, its webhook deliveries and audit events; no text."""
+
+    agent_id: str
+    at: str
+    memories: int
+    turns: int
+    terms: int
+    connections: int
+    reviews: int
+    aliases: int
+    episodes: int
+    sessions: int
+    context_calls: int
+    archives: int
+    session_items: int
+    profile_versions: int
+    consolidation_runs: int
+    retention_runs: int
+    proposals_made: int
+    pool_copies: forget.Ids
+    pool_proposals: forget.Ids
+    webhook_deliveries: int
+    audit_events: int
+
+
+def erase_agent(conn: Conn, *, tenant_id: UUID, agent_id: str, now: datetime | None = None) -> AgentReceipt:
     """Erase the agent and everything of it; the receipt. NotFound for an unknown agent (or a
     pool: pools are not agents here)."""
     if pools.name_of(agent_id) is not None:
@@ -49,12 +76,15 @@ def erase_agent(conn: Conn, *, tenant_id: UUID, agent_id: str, now: datetime | N
     deliveries = admin_db.delete_webhook_deliveries(conn, **base)
     events = admin_db.delete_events(conn, **base)
     admin_db.delete_agent(conn, **base)
-    return {
-        "agent_id": agent_id,
-        "at": now.isoformat(),
-        **dataclasses.asdict(counts),
-        "pool_copies": {"count": len(pooled), "ids": sorted(str(i) for i in pooled)},
-        "pool_proposals": {"count": len(proposed), "ids": sorted(str(i) for i in proposed)},
-        "webhook_deliveries": deliveries,
-        "audit_events": events,
-    }
+    return cast(
+        AgentReceipt,
+        {
+            "agent_id": agent_id,
+            "at": now.isoformat(),
+            **dataclasses.asdict(counts),
+            "pool_copies": forget.Ids(count=len(pooled), ids=sorted(str(i) for i in pooled)),
+            "pool_proposals": forget.Ids(count=len(proposed), ids=sorted(str(i) for i in proposed)),
+            "webhook_deliveries": deliveries,
+            "audit_events": events,
+        },
+    )

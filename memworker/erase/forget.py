@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 from uuid import UUID
 
 from psycopg.errors import DeadlockDetected, SerializationFailure
@@ -73,6 +73,80 @@ _MOVING = (
     "the agent's episodes kept changing, or were held by other writers, while they were being erased;"
     " nothing was erased; retry shortly"
 )
+
+
+class Ids(TypedDict):
+    """What one place lost: how many, and their ids."""
+
+    count: int
+    ids: list[str]
+
+
+class TurnsErased(Ids):
+    policy: str  # erased with their episode | kept (keep_turns)
+
+
+class DerivedErased(Ids):
+    policy: str
+    requeued_evidence: int  # memories left whose insights went: consolidated again
+
+
+class EpisodesErased(Ids):
+    copies: int  # of them, episodes holding a copy of the erased text
+
+
+class SessionsErased(TypedDict):
+    """Whole sessions deleted (by session or by subject), their counts summed."""
+
+    ids: list[str]
+    count: int
+    context_calls: int
+    archives: int
+    items: int
+    webhook_deliveries: int
+
+
+class Scrubbed(TypedDict):
+    """The erased text taken out of what stays, counted per place."""
+
+    needles: int
+    sessions: int
+    working_texts: int
+    plan_texts: int
+    metadata_texts: int
+    context_calls: int
+    session_items: int
+    webhook_deliveries: int
+    archives: int
+    archive_episodes: int
+    archive_context_calls: int
+    archive_items: int
+    archive_texts: int
+    events: int
+    reviews: int
+
+
+class Receipt(TypedDict):
+    """A forget's receipt: ids and counts per place the text was erased from, never text."""
+
+    agent_id: str
+    request: str
+    at: str
+    memories: Ids
+    turns: TurnsErased
+    copies: Ids
+    pool_copies: Ids  # shared into the tenant's pools (memworker/fleet/pools.py)
+    pool_proposals: Ids  # proposed to a pool, open or decided
+    derived: DerivedErased
+    episodes: EpisodesErased
+    embeddings: int
+    terms: int
+    connections: int
+    aliases: int
+    profile_versions: int
+    sessions: SessionsErased
+    scrubbed: Scrubbed
+    not_found: list[str]
 
 
 @dataclass(frozen=True)
@@ -146,7 +220,7 @@ def forget(
     request: Request,
     actor: str,
     now: datetime | None = None,
-) -> dict[str, Any]:
+) -> Receipt:
     """Erase what the request names (see the module docstring) and return the receipt.
 
     Raises NotFound for an unknown agent, InvalidInput for a bad request, Unavailable when
@@ -200,7 +274,7 @@ def _erase(
     ids: list[UUID],
     resolved: list[UUID],
     searches: _Budget,
-) -> dict[str, Any]:
+) -> Receipt:
     """Carry out the request's plan; the receipt. _Overtaken when a forgotten memory, as
     deleted, came from an episode the plan does not erase."""
     tenant_id, agent_id = base["tenant_id"], base["agent_id"]
@@ -227,37 +301,37 @@ def _erase(
     gone_sessions = _forget_sessions(conn, base, plan.sessions)
     scrubbed = _scrub(conn, base, plan.found, erased)
     _audit(conn, base, request, actor, now, plan, sorted(deleted), erased)
-    return {
-        "agent_id": agent_id,
-        "request": request.describe(),
-        "at": now.isoformat(),
-        "memories": _ids(plan.forgotten & deleted),
-        "turns": {
+    return Receipt(
+        agent_id=agent_id,
+        request=request.describe(),
+        at=now.isoformat(),
+        memories=_ids(plan.forgotten & deleted),
+        turns=TurnsErased(
             **_ids(plan.turns & deleted),
-            "policy": "kept (keep_turns)" if request.keep_turns else "erased with their episode",
-        },
-        "copies": _ids(plan.copies & deleted),
-        "pool_copies": _ids(set(pooled)),  # shared into the tenant's pools (memworker/fleet/pools.py)
-        "pool_proposals": _ids(set(proposed)),  # proposed to a pool, open or decided
-        "derived": {
+            policy="kept (keep_turns)" if request.keep_turns else "erased with their episode",
+        ),
+        copies=_ids(plan.copies & deleted),
+        pool_copies=_ids(set(pooled)),
+        pool_proposals=_ids(set(proposed)),
+        derived=DerivedErased(
             **_ids(plan.derived & deleted),
-            "policy": "removed; their remaining evidence is re-queued for consolidation",
-            "requeued_evidence": len(rederive),
-        },
-        "episodes": {**_ids(set(erased)), "copies": len(plan.copy_episodes & set(erased))},
-        "embeddings": len(deleted),
-        "terms": counts.terms,
-        "connections": counts.connections,
-        "aliases": counts.aliases,
-        "profile_versions": len(profiles),
-        "sessions": gone_sessions,
-        "scrubbed": scrubbed,
-        "not_found": sorted(str(i) for i, r in zip(ids, resolved, strict=True) if r not in plan.forgotten),
-    }
+            policy="removed; their remaining evidence is re-queued for consolidation",
+            requeued_evidence=len(rederive),
+        ),
+        episodes=EpisodesErased(**_ids(set(erased)), copies=len(plan.copy_episodes & set(erased))),
+        embeddings=len(deleted),
+        terms=counts.terms,
+        connections=counts.connections,
+        aliases=counts.aliases,
+        profile_versions=len(profiles),
+        sessions=gone_sessions,
+        scrubbed=scrubbed,
+        not_found=sorted(str(i) for i, r in zip(ids, resolved, strict=True) if r not in plan.forgotten),
+    )
 
 
-def _ids(ids: set[UUID]) -> dict[str, Any]:
-    return {"count": len(ids), "ids": sorted(str(i) for i in ids)}
+def _ids(ids: set[UUID]) -> Ids:
+    return Ids(count=len(ids), ids=sorted(str(i) for i in ids))
 
 
 def _settle(conn: Conn, base: dict[str, Any], request: Request, resolved: list[UUID], searches: _Budget) -> _Plan:
@@ -347,41 +421,42 @@ def _derived(conn: Conn, base: dict[str, Any], gone: set[UUID]) -> set[UUID]:
     return derived
 
 
-def _forget_sessions(conn: Conn, base: dict[str, Any], session_ids: list[str]) -> dict[str, Any]:
+def _forget_sessions(conn: Conn, base: dict[str, Any], session_ids: list[str]) -> SessionsErased:
     """Delete whole sessions (session.forget_session); their counts summed."""
-    out: dict[str, Any] = {"ids": sorted(session_ids), "count": 0, "context_calls": 0, "archives": 0}
-    out["items"] = out["webhook_deliveries"] = 0
+    out = SessionsErased(ids=sorted(session_ids), count=0, context_calls=0, archives=0, items=0, webhook_deliveries=0)
     for sid in session_ids:
         gone = session.forget_session(conn, **base, session_id=sid)
         out["count"] += gone["sessions"]
-        for k in ("context_calls", "archives", "items", "webhook_deliveries"):
-            out[k] += gone[k]
+        out["context_calls"] += gone["context_calls"]
+        out["archives"] += gone["archives"]
+        out["items"] += gone["items"]
+        out["webhook_deliveries"] += gone["webhook_deliveries"]
     return out
 
 
-def _scrub(conn: Conn, base: dict[str, Any], found: needles.Needles, erased: list[UUID]) -> dict[str, Any]:
+def _scrub(conn: Conn, base: dict[str, Any], found: needles.Needles, erased: list[UUID]) -> Scrubbed:
     """Take the erased text out of what stays: sessions, context calls, session items,
     webhook payloads, archives, audit and review reasons. Counts per place."""
     sessions = session.scrub_sessions(conn, **base, found=found)
     archives = archive.scrub_archives(conn, **base, episode_ids=erased, found=found)
     audit = lifecycle_db.forget_scrub_events(conn, **base, needles=list(found.terms)) if found else None
-    return {
-        "needles": len(found.terms),
-        "sessions": sessions["sessions"],
-        "working_texts": sessions["working"],
-        "plan_texts": sessions["plan"],
-        "metadata_texts": sessions["metadata"],
-        "context_calls": sessions["context_calls"],
-        "session_items": sessions["items"],
-        "webhook_deliveries": sessions["webhook_deliveries"],
-        "archives": archives["archives"],
-        "archive_episodes": archives["episodes"],
-        "archive_context_calls": archives["context_calls"],
-        "archive_items": archives["items"],
-        "archive_texts": archives["texts"],
-        "events": audit.events if audit else 0,
-        "reviews": audit.reviews if audit else 0,
-    }
+    return Scrubbed(
+        needles=len(found.terms),
+        sessions=sessions["sessions"],
+        working_texts=sessions["working"],
+        plan_texts=sessions["plan"],
+        metadata_texts=sessions["metadata"],
+        context_calls=sessions["context_calls"],
+        session_items=sessions["items"],
+        webhook_deliveries=sessions["webhook_deliveries"],
+        archives=archives["archives"],
+        archive_episodes=archives["episodes"],
+        archive_context_calls=archives["context_calls"],
+        archive_items=archives["items"],
+        archive_texts=archives["texts"],
+        events=audit.events if audit else 0,
+        reviews=audit.reviews if audit else 0,
+    )
 
 
 def _audit(

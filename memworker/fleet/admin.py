@@ -11,11 +11,11 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import datetime
-from typing import Any
 
 from memworker import errors, keys
 from memworker.fleet import pools
-from memworker.storage import admin_db, core_db
+from memworker.schemas import AgentList, AgentOut, KeyCreated, KeyList, KeyOut, SubjectList, SubjectOut
+from memworker.storage import admin_db
 from memworker.storage.db import Conn
 from memworker.tenancy import service as tenancy
 
@@ -36,9 +36,7 @@ def decode_cursor(cursor: str | None) -> str | None:
         raise errors.InvalidInput("invalid cursor") from exc
 
 
-def agents_page(
-    conn: Conn, p: keys.Principal, *, limit: int, cursor: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
+def agents_page(conn: Conn, p: keys.Principal, *, limit: int, cursor: str | None) -> AgentList:
     """A page of the tenant's agents the key reaches (pools aside), in id order, each with its
     counts and last activity; the next page's cursor (None on the last)."""
     reach = sorted(p.agent_ids) if p.agent_ids is not None else None
@@ -46,29 +44,44 @@ def agents_page(
         conn, tenant_id=p.tenant_id, reach=reach, after=decode_cursor(cursor), limit=min(limit, MAX_PAGE) + 1
     )
     page = rows[:limit]
-    nxt = encode_cursor(page[-1].agent_id) if len(rows) > limit else None
-    return [_iso(_fields(r)) for r in page], nxt
+    return AgentList(
+        agents=[
+            AgentOut(
+                agent_id=r.agent_id,
+                created_at=r.created_at.isoformat(),
+                memories=r.memories,
+                turns=r.turns,
+                episodes=r.episodes,
+                sessions=r.sessions,
+                last_activity_at=r.last_activity_at.isoformat(),
+            )
+            for r in page
+        ],
+        next_cursor=encode_cursor(page[-1].agent_id) if len(rows) > limit else None,
+    )
 
 
-def subjects_page(
-    conn: Conn, p: keys.Principal, agent_id: str, *, limit: int, cursor: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
+def subjects_page(conn: Conn, p: keys.Principal, agent_id: str, *, limit: int, cursor: str | None) -> SubjectList:
     """A page of the subjects the agent holds anything of, with counts per place."""
     tenancy.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
     rows = admin_db.agent_subjects(
         conn, tenant_id=p.tenant_id, agent_id=agent_id, after=decode_cursor(cursor), limit=min(limit, MAX_PAGE) + 1
     )
     page = rows[:limit]
-    nxt = encode_cursor(page[-1].subject) if len(rows) > limit else None
-    return [_iso(_fields(r)) for r in page], nxt
-
-
-def _fields(row: Any) -> dict[str, Any]:
-    return {name: getattr(row, name) for name in row.__dataclass_fields__}
-
-
-def _iso(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in values.items()}
+    return SubjectList(
+        subjects=[
+            SubjectOut(
+                subject=r.subject,
+                memories=r.memories,
+                turns=r.turns,
+                episodes=r.episodes,
+                sessions=r.sessions,
+                last_activity_at=r.last_activity_at.isoformat(),
+            )
+            for r in page
+        ],
+        next_cursor=encode_cursor(page[-1].subject) if len(rows) > limit else None,
+    )
 
 
 # --- keys -------------------------------------------------------------------------------------
@@ -82,7 +95,7 @@ def key_reach(agents: list[str] | None, pool_names: list[str] | None) -> list[st
     return sorted(set(agents or []) | {pools.owner(n) for n in pool_names or []})
 
 
-def key_json(k: core_db.ApiKey, *, now: datetime | None = None) -> dict[str, Any]:
+def key_json(k: tenancy.ApiKey, *, now: datetime | None = None) -> KeyOut:
     """A key as the API lists it (never its secret): agents and pools None when it may touch all."""
     agents = None if k.agent_ids is None else sorted(a for a in k.agent_ids if pools.name_of(a) is None)
     named = None if k.agent_ids is None else sorted(n for n in map(pools.name_of, k.agent_ids) if n is not None)
@@ -92,18 +105,18 @@ def key_json(k: core_db.ApiKey, *, now: datetime | None = None) -> dict[str, Any
         state = "expired"
     else:
         state = "active"
-    return {
-        "id": str(k.id),
-        "prefix": k.prefix,
-        "name": k.name,
-        "state": state,
-        "scopes": list(k.scopes),
-        "agents": agents,
-        "pools": named,
-        "created_at": k.created_at.isoformat(),
-        "expires_at": k.expires_at.isoformat() if k.expires_at else None,
-        "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None,
-    }
+    return KeyOut(
+        id=str(k.id),
+        prefix=k.prefix,
+        name=k.name,
+        state=state,
+        scopes=list(k.scopes),
+        agents=agents,
+        pools=named,
+        created_at=k.created_at.isoformat(),
+        expires_at=k.expires_at.isoformat() if k.expires_at else None,
+        revoked_at=k.revoked_at.isoformat() if k.revoked_at else None,
+    )
 
 
 def mint_key(
@@ -115,7 +128,7 @@ def mint_key(
     agents: list[str] | None,
     pool_names: list[str] | None,
     expires_at: datetime | None,
-) -> dict[str, Any]:
+) -> KeyCreated:
     """A new key of p's tenant within p's own powers; its JSON with the secret (`api_key`,
     shown once). InvalidInput for an unknown scope or a past expiry, Forbidden beyond p."""
     unique = tuple(dict.fromkeys(scopes))
@@ -129,22 +142,21 @@ def mint_key(
     secret, row = keys.create(
         conn, tenant_id=p.tenant_id, name=name, scopes=unique, agent_ids=reach, expires_at=expires_at
     )
-    return {"api_key": secret, **key_json(row)}
+    return KeyCreated(api_key=secret, **key_json(row))
 
 
-def list_keys(conn: Conn, p: keys.Principal) -> list[dict[str, Any]]:
+def list_keys(conn: Conn, p: keys.Principal) -> KeyList:
     """The tenant's keys within p's powers (p itself included), oldest first."""
-    return [key_json(k) for k in core_db.list_api_keys(conn, tenant_id=p.tenant_id) if keys.covers(p, k)]
+    return KeyList(keys=[key_json(k) for k in tenancy.api_keys(conn, p.tenant_id) if keys.covers(p, k)])
 
 
-def revoke_key(conn: Conn, p: keys.Principal, prefix: str) -> dict[str, Any]:
+def revoke_key(conn: Conn, p: keys.Principal, prefix: str) -> KeyOut:
     """Revoke the key with this prefix; its JSON. NotFound for no such active key, or one
     beyond p's powers (whose existence it does not confirm). The caller drops the API's key
     caches so the revocation holds at once."""
-    found = [k for k in core_db.list_api_keys(conn, tenant_id=p.tenant_id) if k.prefix == prefix]
+    found = [k for k in tenancy.api_keys(conn, p.tenant_id) if k.prefix == prefix]
     if not found or found[0].revoked_at is not None or not keys.covers(p, found[0]):
         raise errors.NotFound(f"no active key with prefix {prefix!r}")
-    if core_db.revoke_api_key(conn, tenant_id=p.tenant_id, prefix=prefix) is None:
-        raise errors.NotFound(f"no active key with prefix {prefix!r}")
-    row = next(k for k in core_db.list_api_keys(conn, tenant_id=p.tenant_id) if k.prefix == prefix)
+    tenancy.revoke_api_key(conn, p.tenant_id, prefix)
+    row = next(k for k in tenancy.api_keys(conn, p.tenant_id) if k.prefix == prefix)
     return key_json(row)

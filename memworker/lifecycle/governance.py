@@ -6,9 +6,8 @@ memory_events row (ids, reason, actor; never text). The caller owns the transact
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import asdict
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 from uuid import UUID
 
 from memworker import errors
@@ -18,6 +17,89 @@ from memworker.lifecycle import derived
 from memworker.storage import core_db, lifecycle_db, store
 from memworker.storage.db import Conn
 from memworker.tenancy import service as tenancy
+
+
+class ReviewSide(TypedDict):
+    """One memory of a review: the newer or the older."""
+
+    id: UUID
+    text: str
+    tier: str
+    confidence: float
+    created_at: datetime
+    live: bool
+
+
+class ReviewItem(TypedDict):
+    """A contradiction on the review list, with both memories."""
+
+    id: UUID
+    reason: str
+    status: str  # open | resolved
+    resolution: str | None
+    resolved_by: str | None
+    resolved_at: datetime | None
+    created_at: datetime
+    newer: ReviewSide
+    older: ReviewSide
+
+
+class Resolved(TypedDict):
+    """A settled review: the memory kept ('both', or its id) and the one superseded (None: none)."""
+
+    id: str
+    status: str
+    kept: str
+    superseded: str | None
+
+
+class VersionRow(TypedDict):
+    """A memory of a supersede chain; depth < 0 older, 0 the one asked about, > 0 newer."""
+
+    id: UUID
+    text: str
+    kind: str
+    tier: str
+    confidence: float
+    salience: float
+    created_at: datetime
+    valid_from: datetime
+    valid_to: datetime | None
+    superseded_by: UUID | None
+    expires_at: datetime | None
+    provenance: list[str]
+    depth: int
+    current: bool
+
+
+class EventRow(TypedDict):
+    """An audit row (ids and reasons, never text)."""
+
+    id: int
+    memory_id: UUID | None
+    event: str
+    reason: str
+    actor: str
+    related_ids: list[UUID]
+    created_at: datetime
+
+
+class HistoryOf(TypedDict):
+    """The supersede chain through a memory, oldest first, and the audit events of its versions."""
+
+    memory_id: UUID  # the id asked for, a merged-away one resolved to its survivor
+    asked: UUID
+    versions: list[VersionRow]
+    events: list[EventRow]
+
+
+class PolicyView(TypedDict):
+    """The overrides at one level and the effective policy (an agent's: the tenant's overrides too)."""
+
+    overrides: dict[str, Any]
+    effective: dict[str, Any]
+    tenant_overrides: NotRequired[dict[str, Any]]
+
 
 PROBE_TERMS = 6  # a memory's rarest terms, through which merge/contradiction candidates are found
 PAIRS_PER_MEMORY = 12  # the most candidates one memory is judged against (most probes shared first)
@@ -366,25 +448,36 @@ def add_review(
     )
 
 
-def reviews(conn: Conn, *, tenant_id: UUID, agent_id: str, status: str | None, limit: int) -> list[dict[str, Any]]:
+def reviews(conn: Conn, *, tenant_id: UUID, agent_id: str, status: str | None, limit: int) -> list[ReviewItem]:
     rows = lifecycle_db.reviews(conn, tenant_id=tenant_id, agent_id=agent_id, status=status, limit=limit)
-    out = []
-    for review in rows:
-        r = asdict(review)
-        item: dict[str, Any] = {
-            k: r[k] for k in ("id", "reason", "status", "resolution", "resolved_by", "resolved_at", "created_at")
-        }
-        for side, prefix in (("newer", "memory"), ("older", "other")):
-            item[side] = {
-                "id": r[f"{prefix}_id"],
-                "text": r[f"{prefix}_text"],
-                "tier": r[f"{prefix}_tier"],
-                "confidence": round(float(r[f"{prefix}_confidence"]), 4),
-                "created_at": r[f"{prefix}_created_at"],
-                "live": r[f"{prefix}_valid_to"] is None,
-            }
-        out.append(item)
-    return out
+    return [
+        ReviewItem(
+            id=r.id,
+            reason=r.reason,
+            status=r.status,
+            resolution=r.resolution,
+            resolved_by=r.resolved_by,
+            resolved_at=r.resolved_at,
+            created_at=r.created_at,
+            newer=ReviewSide(
+                id=r.memory_id,
+                text=r.memory_text,
+                tier=r.memory_tier,
+                confidence=round(float(r.memory_confidence), 4),
+                created_at=r.memory_created_at,
+                live=r.memory_valid_to is None,
+            ),
+            older=ReviewSide(
+                id=r.other_id,
+                text=r.other_text,
+                tier=r.other_tier,
+                confidence=round(float(r.other_confidence), 4),
+                created_at=r.other_created_at,
+                live=r.other_valid_to is None,
+            ),
+        )
+        for r in rows
+    ]
 
 
 def resolve_review(
@@ -399,7 +492,7 @@ def resolve_review(
     may_change_l3: bool,
     policy: Policy,
     now: datetime | None = None,
-) -> dict[str, Any]:
+) -> Resolved:
     """Settle a review: keep 'both' (not a contradiction after all), or keep one memory and
     supersede the other by it. Raises NotFound, InvalidInput, or Forbidden for retiring an
     L3 memory without the admin scope."""
@@ -440,7 +533,7 @@ def resolve_review(
         actor=actor,
         now=now,
     )
-    return {"id": str(review_id), "status": "resolved", "kept": keep, "superseded": superseded}
+    return Resolved(id=str(review_id), status="resolved", kept=keep, superseded=superseded)
 
 
 # --- merge -----------------------------------------------------------------------------------------
@@ -470,7 +563,7 @@ def merge(
 # --- history ----------------------------------------------------------------------------------------
 
 
-def history(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> dict[str, Any]:
+def history(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> HistoryOf:
     """The supersede chain through a memory, oldest first, with the audit events of every
     version and of the ids merged into them. Raises NotFound."""
     asked = memory_id
@@ -481,38 +574,59 @@ def history(conn: Conn, *, tenant_id: UUID, agent_id: str, memory_id: UUID) -> d
     ids = [r.id for r in chain]
     ids += lifecycle_db.aliases_of(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids)
     events = lifecycle_db.events(conn, tenant_id=tenant_id, agent_id=agent_id, ids=ids, limit=500)
-    return {
-        "memory_id": memory_id,
-        "asked": asked,
-        "versions": [
-            {
-                **asdict(r),
-                "current": r.valid_to is None,
-                "confidence": round(float(r.confidence), 4),
-                "salience": round(float(r.salience), 4),
-            }
+    return HistoryOf(
+        memory_id=memory_id,
+        asked=asked,
+        versions=[
+            VersionRow(
+                id=r.id,
+                text=r.text,
+                kind=r.kind,
+                tier=r.tier,
+                confidence=round(float(r.confidence), 4),
+                salience=round(float(r.salience), 4),
+                created_at=r.created_at,
+                valid_from=r.valid_from,
+                valid_to=r.valid_to,
+                superseded_by=r.superseded_by,
+                expires_at=r.expires_at,
+                provenance=r.provenance,
+                depth=r.depth,
+                current=r.valid_to is None,
+            )
             for r in chain
         ],
-        "events": [asdict(e) for e in events],
-    }
+        events=[
+            EventRow(
+                id=e.id,
+                memory_id=e.memory_id,
+                event=e.event,
+                reason=e.reason,
+                actor=e.actor,
+                related_ids=e.related_ids,
+                created_at=e.created_at,
+            )
+            for e in events
+        ],
+    )
 
 
 # --- policy -----------------------------------------------------------------------------------------
 
 
-def get_policy(conn: Conn, *, tenant_id: UUID, agent_id: str | None) -> dict[str, Any]:
+def get_policy(conn: Conn, *, tenant_id: UUID, agent_id: str | None) -> PolicyView:
     """The overrides at this level and the effective policy. Raises NotFound for an unknown agent."""
     row = core_db.policies(conn, tenant_id=tenant_id, agent_id=agent_id)
     if row is None or (agent_id is not None and row.agent_policy is None):
         raise errors.NotFound("agent not found")
     layers = [row.tenant_policy] + ([row.agent_policy] if row.agent_policy is not None else [])
-    out: dict[str, Any] = {"overrides": layers[-1], "effective": Policy.resolve(*layers).to_json()}
+    out = PolicyView(overrides=layers[-1], effective=Policy.resolve(*layers).to_json())
     if agent_id is not None:
         out["tenant_overrides"] = row.tenant_policy
     return out
 
 
-def put_policy(conn: Conn, *, tenant_id: UUID, agent_id: str | None, overrides: dict[str, Any]) -> dict[str, Any]:
+def put_policy(conn: Conn, *, tenant_id: UUID, agent_id: str | None, overrides: dict[str, Any]) -> PolicyView:
     """Replace the overrides of the tenant (agent_id None) or of one agent (created on first
     use). Raises InvalidInput naming the bad field; nothing is written then."""
     row = core_db.policies(conn, tenant_id=tenant_id, agent_id=agent_id)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict, cast
 from uuid import UUID
 
 from memworker.domain import memories, rules
@@ -51,6 +51,60 @@ COUNTS = (
     "reviews",
     "batches",
 )
+
+
+class ReportJson(TypedDict):
+    """A sweep's report as JSON (its clock ISO 8601)."""
+
+    agent_id: str
+    run_id: str | None
+    status: str
+    clock: str | None
+    scanned: int
+    expired: int
+    forgotten_age: int
+    forgotten_unused: int
+    forgotten_cap: int
+    forgotten_distilled: int
+    decayed: int
+    promoted: int
+    merged: int
+    superseded: int
+    reviews: int
+    batches: int
+    duration_ms: int
+    skipped_reason: str | None
+    error: str | None
+    phase_ms: dict[str, int]
+
+
+class RunRow(TypedDict):
+    """A stored sweep report (a retention_runs row), in its columns' order."""
+
+    id: UUID
+    tenant_id: UUID
+    agent_id: str
+    run_key: str
+    trigger: str
+    status: str
+    clock: datetime
+    started_at: datetime
+    finished_at: datetime | None
+    scanned: int
+    expired: int
+    forgotten_age: int
+    forgotten_unused: int
+    forgotten_cap: int
+    decayed: int
+    promoted: int
+    merged: int
+    superseded: int
+    reviews: int
+    batches: int
+    duration_ms: int | None
+    skipped_reason: str | None
+    error: str | None
+    forgotten_distilled: int
 
 
 @dataclass
@@ -92,10 +146,10 @@ class Report:
             + self.superseded
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ReportJson:
         out = asdict(self)
         out["clock"] = self.clock.isoformat() if self.clock else None
-        return out
+        return cast(ReportJson, out)
 
 
 class _Busy(Exception):
@@ -495,10 +549,11 @@ class _Sweep:
         )
 
 
-def runs(conn: Conn, *, tenant_id: UUID, agent_id: str, limit: int = 20) -> list[dict[str, Any]]:
+def runs(conn: Conn, *, tenant_id: UUID, agent_id: str, limit: int = 20) -> list[RunRow]:
     """The agent's latest retention reports, newest first. Raises NotFound for an unknown agent."""
     tenancy.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
-    return [asdict(r) for r in lifecycle_db.retention_runs(conn, tenant_id=tenant_id, agent_id=agent_id, limit=limit)]
+    found = lifecycle_db.retention_runs(conn, tenant_id=tenant_id, agent_id=agent_id, limit=limit)
+    return [cast(RunRow, asdict(r)) for r in found]
 
 
 def due(pool: Pool, *, before: datetime, limit: int = 10_000) -> list[tuple[UUID, str]]:

@@ -4,14 +4,65 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from memworker.sleep import consolidation
 from memworker.storage.rows import jsonable
 from memworker.storage.sleep_db import AgentGates, Run
 
 
-def run_json(run: Run) -> dict[str, Any]:
+class RunJson(TypedDict):
+    """A pass's report as JSON: the run's columns (dates ISO 8601), its steps, and the results
+    its report names lifted to the top (only those it has)."""
+
+    agent_id: str
+    run_key: str
+    trigger: str
+    status: str
+    created_at: str
+    started_at: str
+    finished_at: str | None
+    items_reviewed: int
+    connections_made: int
+    insights_written: int
+    conclusions_written: int
+    salience_rerated: int
+    skipped_reason: str | None
+    error: str | None
+    llm_calls: int
+    tokens_in: int
+    tokens_out: int
+    duration_ms: int | None
+    run_id: str
+    steps: dict[str, Any]  # step -> llm | rules | off | skipped: why
+    insight_id: NotRequired[str | None]
+    conclusion_ids: NotRequired[list[str]]
+    profile_version: NotRequired[int | None]
+    rejected_connections: NotRequired[dict[str, int]]
+    flagged: NotRequired[bool]
+    summaries_written: NotRequired[int]
+    turns_distilled: NotRequired[int]
+    items_absorbed: NotRequired[int]
+
+
+class StatusJson(TypedDict):
+    """An agent's consolidation gates and failures as JSON (dates ISO 8601)."""
+
+    agent_id: str
+    created_at: str
+    last_episode_at: str | None
+    last_consolidated_at: str | None
+    last_pass_at: str | None
+    sessions_since_pass: int
+    consolidation_requested: bool
+    consolidation_failures: int
+    consolidation_last_error: str | None
+    next_consolidation_at: str | None
+    enabled: bool
+    flagged: bool
+
+
+def run_json(run: Run) -> RunJson:
     """A consolidation_runs row with its report's steps and results lifted to the top."""
     row = asdict(run)
     out = jsonable({k: v for k, v in row.items() if k != "report"})
@@ -30,12 +81,12 @@ def run_json(run: Run) -> dict[str, Any]:
     ):
         if key in report:
             out[key] = report[key]
-    return out
+    return cast(RunJson, out)
 
 
-def status_json(gates: AgentGates, is_enabled: bool) -> dict[str, Any]:
+def status_json(gates: AgentGates, is_enabled: bool) -> StatusJson:
     """An agent's consolidation gates and failures; flagged after FLAG_AFTER in a row."""
     out = jsonable({k: v for k, v in asdict(gates).items() if k != "policy"})
     out["enabled"] = is_enabled
     out["flagged"] = gates.consolidation_failures >= consolidation.FLAG_AFTER
-    return out
+    return cast(StatusJson, out)

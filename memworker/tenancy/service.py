@@ -47,6 +47,14 @@ def tenant_by_name(conn: Conn, name: str) -> Tenant | None:
     return core_db.tenant_by_name(conn, name=name)
 
 
+def named_tenant(conn: Conn, name: str) -> Tenant:
+    """The tenant of that name. Raises NotFound."""
+    tenant = core_db.tenant_by_name(conn, name=name)
+    if tenant is None:
+        raise errors.NotFound(f"no tenant named {name!r} (memworker tenant list)")
+    return tenant
+
+
 def tenants(conn: Conn) -> list[Tenant]:
     return list(core_db.list_tenants(conn))
 

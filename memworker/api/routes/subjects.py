@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, cast
 
 from fastapi import APIRouter, Depends, Path, Request
 
 from memworker import errors, keys
 from memworker.api.deps import principal, tx
 from memworker.domain import memories
-from memworker.erase import subjects
+from memworker.erase import service as erase
 from memworker.schemas import SubjectForgetIn, SubjectForgotten
 
 router = APIRouter(tags=["lifecycle"])
@@ -20,7 +20,7 @@ Subject = Annotated[str, Path(pattern=memories.SUBJECT_PATTERN, max_length=128, 
 @router.post("/v1/subjects/{subject}/forget", response_model=SubjectForgotten)
 def forget_subject(
     subject: Subject, request: Request, body: SubjectForgetIn | None = None, p: keys.Principal = Depends(principal)
-) -> dict[str, Any]:
+) -> SubjectForgotten:
     """Erase the subject from every agent and pool of the tenant in one transaction (each as
     POST /v1/agents/{agent}/forget with that subject does); one receipt, per agent and pool
     and in total. Needs the erase scope on a key that reaches every agent: a subject request
@@ -30,6 +30,7 @@ def forget_subject(
         raise errors.Forbidden("a subject request spans every agent and pool: use a key not limited to some agents")
     keep_turns = body.keep_turns if body is not None else False
     with tx(request, p) as conn:
-        return subjects.forget_subject(
+        receipt = erase.forget_subject(
             conn, tenant_id=p.tenant_id, subject=subject, actor=f"key:{p.key_id}", keep_turns=keep_turns
         )
+    return cast(SubjectForgotten, receipt)
