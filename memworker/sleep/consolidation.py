@@ -15,7 +15,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict, cast
 from uuid import UUID
 
 import numpy as np
@@ -38,6 +38,37 @@ logger = logging.getLogger(__name__)
 
 FLAG_AFTER = 3  # failures in a row before an agent is flagged for a human
 MAX_BACKOFF_S = 300.0  # a failed pass is retried after min(interval, this)
+
+
+class ReportJson(TypedDict):
+    """A pass's report as JSON (Report's fields)."""
+
+    run_id: str
+    agent_id: str
+    trigger: str
+    status: str
+    items_reviewed: int
+    connections_made: int
+    insights_written: int
+    conclusions_written: int
+    salience_rerated: int
+    skipped_reason: str | None
+    error: str | None
+    llm_calls: int
+    tokens_in: int
+    tokens_out: int
+    duration_ms: int
+    steps: dict[str, str]
+    rejected_connections: dict[str, int]
+    insight_id: str | None
+    conclusion_ids: list[str]
+    profile_version: int | None
+    profile_changes: dict[str, Any]
+    flagged: bool
+    summaries_written: int
+    turns_distilled: int
+    items_absorbed: int
+    summary_ids: list[str]
 
 
 @dataclass
@@ -71,8 +102,8 @@ class Report:
     items_absorbed: int = 0  # reflected items a summary says in full, merged into it
     summary_ids: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> ReportJson:
+        return cast(ReportJson, asdict(self))
 
 
 def enabled(policy: Policy, settings: Settings) -> bool:
@@ -83,16 +114,26 @@ def enabled(policy: Policy, settings: Settings) -> bool:
     return settings.llm_base_url is None
 
 
-def sweep_defaults(settings: Settings) -> dict[str, Any]:
+class SweepDefaults(TypedDict):
+    """The policy fields the sweep's SQL reads, as they are when nobody overrides them."""
+
+    consolidation_enabled: bool
+    consolidation_interval_minutes: int
+    consolidation_sessions_gate: int
+    consolidation_quiet_minutes: int
+    consolidation_min_items: int
+
+
+def sweep_defaults(settings: Settings) -> SweepDefaults:
     """The defaults the sweep's SQL falls back to when neither tenant nor agent overrides."""
     d = Policy()
-    return {
-        "consolidation_enabled": settings.llm_base_url is None,
-        "consolidation_interval_minutes": d.consolidation_interval_minutes,
-        "consolidation_sessions_gate": d.consolidation_sessions_gate,
-        "consolidation_quiet_minutes": d.consolidation_quiet_minutes,
-        "consolidation_min_items": d.consolidation_min_items,
-    }
+    return SweepDefaults(
+        consolidation_enabled=settings.llm_base_url is None,
+        consolidation_interval_minutes=d.consolidation_interval_minutes,
+        consolidation_sessions_gate=d.consolidation_sessions_gate,
+        consolidation_quiet_minutes=d.consolidation_quiet_minutes,
+        consolidation_min_items=d.consolidation_min_items,
+    )
 
 
 def backoff_s(policy: Policy) -> float:
