@@ -178,9 +178,11 @@ def _documented(method: str, path: str, key: str | None) -> str | None:
 
 
 def _named_in_sdk(declared: str) -> bool:
-    """Whether `declared` is list[X] with X a TypedDict of sdk.py."""
+    """Whether `declared` is list[X] with X a TypedDict written in sdk.py (not an answer
+    component: those name other answers)."""
     item = declared.removeprefix("list[").removesuffix("]")
-    return declared.startswith("list[") and is_typeddict(getattr(sdk, item, None))
+    written = item not in sdk_codegen.answer_components(openapi.document())
+    return declared.startswith("list[") and written and is_typeddict(getattr(sdk, item, None))
 
 
 def test_each_operation_answers_its_routes_documented_type() -> None:
