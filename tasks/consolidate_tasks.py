@@ -15,6 +15,7 @@ from memworker import runtime
 from memworker.models import llm
 from memworker.settings import Settings
 from memworker.sleep import service
+from memworker.sleep.consolidation import BUSY
 from tasks.celery_app import CONSOLIDATE, INGEST, MAINTENANCE, app, settings_of
 from tasks.publish import on_worker
 
@@ -50,7 +51,7 @@ class SweepDone(TypedDict):
 
 
 class PassDone(TypedDict):
-    status: str  # done | skipped | failed | busy
+    status: str  # a PassStatus, or BUSY
     items: int
 
 
@@ -102,7 +103,7 @@ def consolidate(self: Task[Any, Any], tenant_id: str, agent_id: str, run_id: str
         agent_id=agent_id,
         run_id=UUID(run_id),
     )
-    if report.status == "busy":
+    if report.status == BUSY:
         if self.request.retries < BUSY_RETRIES:
             raise self.retry(countdown=BUSY_RETRY_S)
         service.give_up(

@@ -11,6 +11,7 @@ from memworker import errors
 from memworker.cli import common
 from memworker.settings import Settings
 from memworker.sleep import service
+from memworker.sleep.consolidation import BUSY, PassStatus
 from memworker.sleep.reports import run_json
 from memworker.storage import db
 from memworker.tenancy import service as tenancy
@@ -131,9 +132,9 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         )
         for step, how in report.steps.items():
             print(f"  {step:12} {how}")
-    if report.status == "busy":
+    if report.status == BUSY:
         raise errors.MemworkerError("the agent is locked by another pass or a retention sweep; try again")
-    return 1 if report.status == "failed" else 0
+    return 1 if report.status == PassStatus.FAILED else 0
 
 
 def _when(value: Any) -> str:

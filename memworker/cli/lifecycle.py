@@ -61,13 +61,13 @@ def cmd_retention_run(settings: Settings, args: argparse.Namespace) -> int:
             pool.close()
     if args.json:
         print(json.dumps(report.to_json(), default=str, indent=2))
-        return 0 if report.status in ("done", "skipped") else 1
+        return 0 if report.status in (retention.SweepStatus.DONE, retention.SweepStatus.SKIPPED) else 1
     print(f"retention {args.agent}: {report.status} in {report.duration_ms} ms, {report.scanned} live memories")
     for k in _REPORT:
         print(f"  {k:17} {getattr(report, k)}")
     if report.skipped_reason:
         print(f"  ({report.skipped_reason})")
-    return 0 if report.status in ("done", "skipped") else 1
+    return 0 if report.status in (retention.SweepStatus.DONE, retention.SweepStatus.SKIPPED) else 1
 
 
 def cmd_retention_status(settings: Settings, args: argparse.Namespace) -> int:

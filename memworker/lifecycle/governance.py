@@ -19,6 +19,13 @@ from memworker.storage.db import Conn
 from memworker.tenancy import service as tenancy
 
 
+class ReviewStatus(memories.Word):
+    """A review on the list (memory_reviews.status: sql/schema.sql checks these values)."""
+
+    OPEN = "open"
+    RESOLVED = "resolved"
+
+
 class ReviewSide(TypedDict):
     """One memory of a review: the newer or the older."""
 
@@ -35,7 +42,7 @@ class ReviewItem(TypedDict):
 
     id: UUID
     reason: str
-    status: str  # open | resolved
+    status: str  # a ReviewStatus
     resolution: str | None
     resolved_by: str | None
     resolved_at: datetime | None
@@ -500,7 +507,7 @@ def resolve_review(
     row = lifecycle_db.lock_review(conn, tenant_id=tenant_id, agent_id=agent_id, review_id=review_id)
     if row is None:
         raise errors.NotFound("review not found")
-    if row.status != "open":
+    if row.status != ReviewStatus.OPEN:
         raise errors.InvalidInput("this review is already resolved")
     sides = {str(row.memory_id): row.memory_tier, str(row.other_id): row.other_tier}
     superseded = None
@@ -533,7 +540,7 @@ def resolve_review(
         actor=actor,
         now=now,
     )
-    return Resolved(id=str(review_id), status="resolved", kept=keep, superseded=superseded)
+    return Resolved(id=str(review_id), status=ReviewStatus.RESOLVED, kept=keep, superseded=superseded)
 
 
 # --- merge -----------------------------------------------------------------------------------------

@@ -53,6 +53,21 @@ COUNTS = (
 )
 
 
+class SweepStatus(memories.Word):
+    """Where a retention sweep is (retention_runs.status: sql/schema.sql checks these values):
+    running, done, partial (the agent stayed locked: the next run resumes), skipped (retention
+    is off in the policy) or failed."""
+
+    RUNNING = "running"
+    DONE = "done"
+    PARTIAL = "partial"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+DUPLICATE = "duplicate"  # a report's status, never a run's: its run key was used before, nothing ran
+
+
 class ReportJson(TypedDict):
     """A sweep's report as JSON (its clock ISO 8601)."""
 
@@ -113,7 +128,7 @@ class Report:
 
     agent_id: str
     run_id: str | None = None
-    status: str = "running"  # done | partial (agent busy) | skipped | failed | duplicate
+    status: str = SweepStatus.RUNNING  # a SweepStatus, or DUPLICATE
     clock: datetime | None = None
     scanned: int = 0
     expired: int = 0
@@ -189,7 +204,7 @@ def sweep_agent(
             resume=resume,
         )
         if run_id is None:
-            report.status = "duplicate"
+            report.status = DUPLICATE
             return report
         report.run_id = str(run_id)
         policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
@@ -206,15 +221,15 @@ def sweep_agent(
     sweep = _Sweep(pool, tenant_id, agent_id, policy, now, report, lock_wait_s)
     try:
         if not policy.retention_enabled:
-            report.status, report.skipped_reason = "skipped", "retention_enabled is false in the policy"
+            report.status, report.skipped_reason = SweepStatus.SKIPPED, "retention_enabled is false in the policy"
         else:
             sweep.run(state)
-            report.status = "done"
+            report.status = SweepStatus.DONE
     except _Busy:
-        report.status = "partial"
+        report.status = SweepStatus.PARTIAL
         report.skipped_reason = "the agent stayed locked (consolidation or another sweep); the next run resumes"
     except Exception as exc:  # recorded on the run row, then raised: the failure is never silent
-        report.status, report.error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
+        report.status, report.error = SweepStatus.FAILED, f"{type(exc).__name__}: {exc}"[:2000]
         _finish(pool, tenant_id, report, started, sweep.done_at)
         raise
     _finish(pool, tenant_id, report, started, sweep.done_at)
