@@ -40,8 +40,9 @@ from memworker.api.routes import (
     sessions,
     subjects,
 )
+from memworker.ingest import overview
 from memworker.settings import Settings
-from memworker.storage import bumps, console_db, db, replicas
+from memworker.storage import bumps, db, replicas
 from tasks.publish import Publisher
 
 logger = logging.getLogger(__name__)
@@ -196,7 +197,7 @@ def _bearer_is(request: Request, token: str) -> bool:
 
 def memory_estimates(pool: Any) -> list[tuple[str, str, float]]:
     with db.system_tx(pool) as conn:
-        rows = console_db.memory_estimates(conn)
+        rows = overview.memory_estimates(conn)
     return [(r.attribute, r.value, float(r.estimate)) for r in rows]
 
 

@@ -24,10 +24,12 @@ from memworker import errors, keys, recall, schemas
 from memworker.api import deps
 from memworker.api.console import auth, charts, samples
 from memworker.domain.memories import AGENT_ID, EPISODE_STATUSES, KINDS, SUBJECT, TIERS, EpisodeStatus
+from memworker.ingest import overview
+from memworker.ingest import service as episodes
 from memworker.lifecycle import governance
-from memworker.sleep import consolidation, profile
-from memworker.sleep.reports import run_json, status_json
-from memworker.storage import console_db, core_db, sleep_db, store
+from memworker.lifecycle import service as lifecycle
+from memworker.memories import service as memories
+from memworker.sleep import service as sleep
 from memworker.tenancy import service as tenancy
 
 HERE = Path(__file__).parent
@@ -204,8 +206,8 @@ def agents(request: Request) -> Response:
     p = auth.principal(request)
     p.require("memories:read")
     with deps.read_tx(request, p, None) as conn:  # reads: a replica's, when there are some
-        rows = sleep_db.gates(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
-        counts = console_db.memory_counts(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
+        rows = sleep.gates(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
+        counts = overview.memory_counts(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
     by_tier: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     by_kind: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for c in counts:
@@ -254,7 +256,7 @@ def memories_page(request: Request, agent_id: str) -> Response:
     else:
         with deps.read_tx(request, p, agent_id) as conn:
             tenancy.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-            items = console_db.agent_memories(
+            items = overview.agent_memories(
                 conn,
                 tenant_id=p.tenant_id,
                 agent_id=agent_id,
@@ -293,7 +295,7 @@ def memory_page(request: Request, agent_id: str, memory_id: str) -> Response:
     mid = parse_id(memory_id, "memory")
     with deps.read_tx(request, p, agent_id) as conn:
         h = governance.history(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=mid)
-        memory = store.get_memory(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=h["memory_id"])
+        memory = memories.get(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=h["memory_id"])
     return render(
         request,
         "memory.html",
@@ -326,18 +328,9 @@ def episodes_page(request: Request) -> Response:
     agent_id = qp.get("agent") or None
     p.require("memories:read", check_agent(agent_id) if agent_id else None)
     with deps.tx(request, p) as conn:
-        counts = console_db.episode_counts(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
-        rows = core_db.list_episodes(
-            conn, tenant_id=p.tenant_id, agent_id=agent_id, status=status, limit=PAGE_SIZE, agent_ids=limited_to(p)
-        )
-        dead = core_db.list_episodes(
-            conn,
-            tenant_id=p.tenant_id,
-            agent_id=agent_id,
-            status=EpisodeStatus.DEAD,
-            limit=PAGE_SIZE,
-            agent_ids=limited_to(p),
-        )
+        counts = overview.episode_counts(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
+        rows = episodes.listing(conn, p.tenant_id, agent_id, status, PAGE_SIZE, limited_to(p))
+        dead = episodes.listing(conn, p.tenant_id, agent_id, EpisodeStatus.DEAD, PAGE_SIZE, limited_to(p))
     table: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(STATUSES, 0))
     for c in counts:
         table[c.agent_id][c.status] = c.n
@@ -364,8 +357,8 @@ def episode_page(request: Request, agent_id: str, episode_id: str) -> Response:
     p.require("memories:read", check_agent(agent_id))
     eid = parse_id(episode_id, "episode")
     with deps.tx(request, p) as conn:
-        ep = core_db.get_episode(conn, tenant_id=p.tenant_id, agent_id=agent_id, episode_id=eid)
-        source = console_db.episode_source(conn, tenant_id=p.tenant_id, agent_id=agent_id, episode_id=eid)
+        ep = episodes.row(conn, tenant_id=p.tenant_id, agent_id=agent_id, episode_id=eid)
+        source = episodes.source(conn, tenant_id=p.tenant_id, agent_id=agent_id, episode_id=eid)
     if ep is None or source is None:
         raise errors.NotFound("episode not found")
     messages = source.messages if isinstance(source.messages, list) else []
@@ -394,8 +387,7 @@ def replay(request: Request, agent_id: str, episode_id: str, f: dict[str, str] =
     p.require("episodes:write", check_agent(agent_id))
     eid = parse_id(episode_id, "episode")
     with deps.tx(request, p) as conn:
-        if core_db.replay_episode(conn, tenant_id=p.tenant_id, agent_id=agent_id, episode_id=eid) is None:
-            raise errors.NotFound("no dead or failed episode with that id")
+        episodes.replay(conn, tenant_id=p.tenant_id, agent_id=agent_id, episode_id=eid)
     deps.publisher(request).ingest(p.tenant_id, [eid])
     back = f.get("back", "")
     target = back if back.startswith("/console/") and "//" not in back else "/console/episodes"
@@ -412,19 +404,16 @@ def consolidation_page(request: Request, agent_id: str) -> Response:
     p = auth.principal(request)
     p.require("memories:read", check_agent(agent_id))
     with deps.tx(request, p) as conn:
-        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
-        gates = sleep_db.agent_gates(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-        runs = sleep_db.runs_list(conn, tenant_id=p.tenant_id, agent_id=agent_id, limit=20)
-        doc = profile.load(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-    assert gates is not None  # policy_for(must_exist=True) found the agent
-    status = status_json(gates, consolidation.enabled(policy, deps.resources(request).settings))
+        status = sleep.status(conn, deps.resources(request).settings, tenant_id=p.tenant_id, agent_id=agent_id)
+        runs = sleep.run_reports(conn, tenant_id=p.tenant_id, agent_id=agent_id, limit=20)
+        doc = sleep.agent_profile(conn, tenant_id=p.tenant_id, agent_id=agent_id).document
     return render(
         request,
         "consolidation.html",
         p=p,
         agent_id=agent_id,
-        status=status,
-        runs=[run_json(r) for r in runs],
+        status=status.to_json(),
+        runs=runs,
         profile=doc,
     )
 
@@ -461,8 +450,7 @@ def resolve(request: Request, agent_id: str, review_id: str, f: dict[str, str] =
     p.require("memories:write", check_agent(agent_id))
     rid = parse_id(review_id, "review")
     with deps.tx(request, p) as conn:
-        policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
-        governance.resolve_review(
+        lifecycle.resolve_review(
             conn,
             tenant_id=p.tenant_id,
             agent_id=agent_id,
@@ -471,7 +459,6 @@ def resolve(request: Request, agent_id: str, review_id: str, f: dict[str, str] =
             reason=f.get("reason", "")[:500],
             actor=f"key:{p.key_id}",
             may_change_l3="admin" in p.scopes,
-            policy=policy,
         )
     return RedirectResponse(f"/console/agents/{agent_id}/review?notice=resolved", 303, headers=HEADERS)
 
@@ -486,8 +473,8 @@ def usage_page(request: Request) -> Response:
     p.require("memories:read")
     price_in, price_out = price(request, "price_in"), price(request, "price_out")
     with deps.tx(request, p) as conn:
-        ingest = core_db.usage(conn, tenant_id=p.tenant_id, agent_id=None, agent_ids=limited_to(p))
-        sleep = console_db.consolidation_usage(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
+        ingest = overview.ingest_usage(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
+        passes = overview.sleep_usage(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
     by_agent: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for u in ingest:
         row = by_agent[u.agent_id]
@@ -496,7 +483,7 @@ def usage_page(request: Request) -> Response:
         row["tokens_in"] += u.tokens_in or 0
         row["tokens_out"] += u.tokens_out or 0
         row["llm_ms"] = u.llm_ms or 0
-    for s in sleep:
+    for s in passes:
         row = by_agent[s.agent_id]
         row["runs"] = s.runs
         row["llm_calls"] += s.llm_calls
@@ -538,8 +525,8 @@ def metrics_page(request: Request) -> Response:
     p.require("memories:read")
     minutes = charts.last_hour(datetime.now(UTC))
     with deps.tx(request, p) as conn:
-        per_minute = console_db.episode_minutes(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p), since=minutes[0])
-        open_now = console_db.open_episodes(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
+        per_minute = overview.episode_minutes(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p), since=minutes[0])
+        open_now = overview.open_episodes(conn, tenant_id=p.tenant_id, agent_ids=limited_to(p))
     accepted = {r.minute.astimezone(UTC): r.accepted for r in per_minute}
     kept = {r.minute.astimezone(UTC): r.accepted_kept for r in per_minute}
     stored = {r.minute.astimezone(UTC): r.stored for r in per_minute}
