@@ -701,6 +701,7 @@ class RetentionRun(TypedDict):
     """One retention sweep's report, as the agent's history lists it."""
 
     id: str
+    tenant_id: str
     agent_id: str
     run_key: str
     trigger: str

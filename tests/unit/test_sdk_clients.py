@@ -9,14 +9,17 @@ Their answers are named types: a TypedDict per answer component of the API's Ope
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_type_hints
 
 from typing_extensions import is_typeddict  # typing's misses typing_extensions' TypedDicts before 3.12
 
 import memworker
 from memworker import sdk
+from memworker.lifecycle import governance
+from memworker.storage import lifecycle_db, sessions_db
 from tests import sdk_codegen
 from tests.unit import test_openapi as openapi
 
@@ -203,6 +206,21 @@ def test_each_operation_answers_its_routes_documented_type() -> None:
             wrong.append(f"{fn.name}: {declared}, the document says {documented}")
     assert wrong == []
     assert checked > 50  # every object-answering operation, not a few
+
+
+def test_the_types_written_in_sdk_name_the_rows_their_routes_send() -> None:
+    """A TypedDict written in sdk.py (the document names no fields for it) has the keys of the
+    row its route sends, ids and dates as strings."""
+    rows: dict[str, type] = {
+        "Review": governance.ReviewItem,
+        "ReviewedMemory": governance.ReviewSide,
+        "RetentionRun": lifecycle_db.RetentionRun,
+        "ContextCall": sessions_db.ContextCall,
+        "Delivery": sessions_db.WebhookDelivery,
+    }
+    for name, row in rows.items():
+        keys = {f.name for f in dataclasses.fields(row)} if dataclasses.is_dataclass(row) else set(get_type_hints(row))
+        assert set(get_type_hints(getattr(sdk, name))) == keys, name
 
 
 def test_every_answer_type_is_a_typed_dict_of_the_sdk() -> None:
