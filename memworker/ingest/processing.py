@@ -24,6 +24,7 @@ from memworker.domain import episodic, memories
 from memworker.domain.policy import Policy
 from memworker.ingest import decisions, neighbours
 from memworker.lifecycle import governance
+from memworker.memories import writer
 from memworker.models.embeddings import Embedder
 from memworker.settings import Settings
 from memworker.storage import core_db, db, store
@@ -372,11 +373,11 @@ def _store_one(
         stored = _store_items(conn, tenant_id, c, item_vectors, policy, expires_at, outcome)
         # a fact a new memory changes is superseded, or the contradiction queued for review;
         # the pairs the LLM reflector has decided are left as it decided
-        governance.check_new(
+        writer.check(
             conn,
             tenant_id=tenant_id,
-            agent_id=c.agent_id,
-            written=stored.written,
+            owner=c.agent_id,
+            written=[writer.Written(mid, True, draft) for mid, draft in stored.written],
             policy=policy,
             actor="ingest",
             decided=stored.decided,
@@ -476,17 +477,10 @@ def _write_item(
         subject=subject,
         parts=episodic.item_parts(c.parts, item.messages, content_only=not c.episode.messages),
     )
-    mid, new = store.write_memory(
-        conn,
-        tenant_id=tenant_id,
-        agent_id=c.agent_id,
-        draft=draft,
-        embedding=vec,
-        source_key=f"ep:{c.id}:{index}",
-        session_id=c.session_id,
-        reason=f"episode:{c.id}",
-    )
-    return mid, new, draft
+    entry = writer.Entry(draft, vec, f"ep:{c.id}:{index}", c.session_id)
+    # governed with the episode's other items once they are all written (_store_one)
+    w = writer.write(conn, tenant_id=tenant_id, owner=c.agent_id, entries=[entry], reason=f"episode:{c.id}")[0]
+    return w.id, w.new, draft
 
 
 def _confirm_duplicate(
@@ -574,17 +568,9 @@ def _store_turn(conn: Conn, tenant_id: UUID, c: _Claimed, turn: episodic.Turn, v
         index_text=turn.message_text,
         parts=turn.parts,
     )
-    mid, _ = store.write_memory(  # written by an earlier attempt that did commit: the same id
-        conn,
-        tenant_id=tenant_id,
-        agent_id=c.agent_id,
-        draft=draft,
-        embedding=vec,
-        source_key=key,
-        session_id=c.session_id,
-        reason=f"episode:{c.id}",
-    )
-    return mid
+    # written by an earlier attempt that did commit: the same id; a turn is what was said, never governed
+    entry = writer.Entry(draft, vec, key, c.session_id)
+    return writer.write(conn, tenant_id=tenant_id, owner=c.agent_id, entries=[entry], reason=f"episode:{c.id}")[0].id
 
 
 def _fail(pool: Pool, settings: Settings, tenant_id: UUID, c: _Claimed, outcome: Outcome) -> None:

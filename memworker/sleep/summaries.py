@@ -17,10 +17,11 @@ from uuid import UUID
 
 from memworker.domain import memories, tokens
 from memworker.lifecycle import governance
+from memworker.memories import writer
 from memworker.models.embeddings import Embedder
 from memworker.sleep import distil, profile
 from memworker.sleep.synthesis import Item
-from memworker.storage import sleep_db, store
+from memworker.storage import sleep_db
 from memworker.storage.db import Conn
 
 # Descriptive items; preferences, decisions and methods stay apart.
@@ -114,14 +115,14 @@ def _write(conn: Conn, run_id: UUID, ids: dict[str, Any], s: distil.Summary, vec
         expires_at=None,  # the semantic layer is durable (docs/lifecycle.md)
         subject=s.subject,  # a summary never mixes subjects (distil groups by it)
     )
-    mid, written = store.write_memory(
+    done = writer.write(
         conn,
-        draft=draft,
-        embedding=vector,
-        source_key=f"consolidation:{run_id}:summary:{n}",
+        tenant_id=ids["tenant_id"],
+        owner=ids["agent_id"],
+        entries=[writer.Entry(draft, vector, f"consolidation:{run_id}:summary:{n}")],
         reason=f"consolidation:{run_id}",
-        **ids,
-    )
+    )[0]
+    mid, written = done.id, done.new
     if not written:  # one run's own keys inside its own transaction: cannot repeat
         raise RuntimeError(f"summary {n} of run {run_id} already exists")
     return mid
