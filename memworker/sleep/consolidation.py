@@ -41,6 +41,20 @@ FLAG_AFTER = 3  # failures in a row before an agent is flagged for a human
 MAX_BACKOFF_S = 300.0  # a failed pass is retried after min(interval, this)
 
 
+class PassStatus(memories.Word):
+    """Where a consolidation run is (consolidation_runs.status: sql/schema.sql checks these
+    values): queued, running, done, skipped (with the reason) or failed."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+BUSY = "busy"  # a report's status, never a run's: the agent's lock was held, the run is queued again
+
+
 class ReportJson(TypedDict):
     """A pass's report as JSON (Report's fields)."""
 
@@ -79,7 +93,7 @@ class Report:
     run_id: str
     agent_id: str
     trigger: str = "manual"
-    status: str = "running"  # done | skipped | failed | busy
+    status: str = PassStatus.RUNNING  # a PassStatus, or BUSY
     items_reviewed: int = 0
     connections_made: int = 0
     insights_written: int = 0
@@ -214,8 +228,8 @@ def run_pass(
             report.trigger = run_row.trigger
             if not db.try_agent_lock(conn, tenant_id, agent_id):
                 sleep_db.run_requeue(conn, tenant_id=tenant_id, run_id=run_id)
-                report.status = "busy"
-                metrics.CONSOLIDATION_PASSES.labels("busy").inc()
+                report.status = BUSY
+                metrics.CONSOLIDATION_PASSES.labels(BUSY).inc()
                 return report
             policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
             if client is not None and tenancy.llm_budget(conn, tenant_id).paused:
@@ -239,7 +253,7 @@ def run_pass(
         raise
     except Exception as exc:  # the pass's edge: the transaction is rolled back; record why
         logger.exception("consolidation pass %s for agent %s failed", run_id, agent_id)
-        report.status, report.error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
+        report.status, report.error = PassStatus.FAILED, f"{type(exc).__name__}: {exc}"[:2000]
         report.duration_ms = int((time.monotonic() - started) * 1000)
         _record_failure(pool, tenant_id, agent_id, run_id, report, policy)
     metrics.CONSOLIDATION_PASSES.labels(report.status).inc()
@@ -249,7 +263,7 @@ def run_pass(
 
 def give_up(pool: Pool, *, tenant_id: UUID, agent_id: str, run_id: UUID, why: str) -> None:
     """Close a run that could not get the agent's lock after its retries."""
-    report = Report(str(run_id), agent_id, status="skipped", skipped_reason=why)
+    report = Report(str(run_id), agent_id, status=PassStatus.SKIPPED, skipped_reason=why)
     with db.tenant_tx(pool, tenant_id) as conn:
         _finish(conn, tenant_id, run_id, report)
 
@@ -313,7 +327,7 @@ class _Pass:
         waiting = sleep_db.waiting(conn, limit=p.consolidation_min_items, **self.ids)
         backlog = waiting >= p.consolidation_min_items
         r.steps["backlog"] = "more memories wait: the next sweep takes the agent again" if backlog else "none"
-        r.status = "done"
+        r.status = PassStatus.DONE
         self._close(consolidated=True, requested=backlog)
         metrics.CONSOLIDATION_ITEMS.labels("reviewed").inc(r.items_reviewed)
         metrics.CONSOLIDATION_ITEMS.labels("written").inc(r.insights_written + r.conclusions_written)
@@ -600,7 +614,7 @@ class _Pass:
         return mid
 
     def _skip(self, why: str) -> None:
-        self.report.status, self.report.skipped_reason = "skipped", why
+        self.report.status, self.report.skipped_reason = PassStatus.SKIPPED, why
         self._close(consolidated=False, requested=False)
 
     def _close(self, *, consolidated: bool, requested: bool) -> None:
