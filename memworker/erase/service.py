@@ -12,6 +12,19 @@ from memworker.erase.forget import Receipt, Request
 from memworker.erase.subjects import SubjectReceipt
 from memworker.storage.db import Conn
 
+__all__ = [
+    "MAX_IDS",
+    "AgentReceipt",
+    "Receipt",
+    "Request",
+    "SubjectReceipt",
+    "erase_agent",
+    "forget_in_agent",
+    "forget_subject",
+]
+
+MAX_IDS = forget.MAX_IDS  # memory ids one request may name
+
 
 def forget_in_agent(
     conn: Conn, *, tenant_id: UUID, agent_id: str, request: Request, actor: str, now: datetime | None = None

@@ -12,7 +12,6 @@ from pydantic import Field
 from memworker import keys, runtime
 from memworker.api.deps import AgentId, principal, resources, tx
 from memworker.domain import memories
-from memworker.erase import forget
 from memworker.erase import service as erase
 from memworker.lifecycle import service
 from memworker.memories.service import memory_out
@@ -44,7 +43,7 @@ class ResolveIn(Strict):
 
 class ForgetIn(Strict):
     provenance: str | None = Field(default=None, min_length=1, max_length=500)
-    memory_ids: list[UUID] | None = Field(default=None, min_length=1, max_length=forget.MAX_IDS)
+    memory_ids: list[UUID] | None = Field(default=None, min_length=1, max_length=erase.MAX_IDS)
     session_id: str | None = Field(default=None, min_length=1, max_length=128)
     before: datetime | None = None
     subject: str | None = Field(
@@ -127,7 +126,7 @@ def forget_route(
     text and what was derived from them, and take the text out of sessions, context calls,
     webhook payloads and archives; returns a receipt with ids and counts per place."""
     p.require("erase", agent_id)
-    req = forget.Request(
+    req = erase.Request(
         body.provenance,
         tuple(body.memory_ids) if body.memory_ids else None,
         body.session_id,
