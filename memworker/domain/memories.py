@@ -59,6 +59,16 @@ class EpisodeStatus(Word):
     DEAD = "dead"
 
 
+class Trust(Word):
+    """Where a memory came from, as recall reports it: reflected from an episode, written
+    through the API, built by sleep from other memories, or shared into a pool."""
+
+    EPISODE = "episode"
+    API = "api"
+    CONSOLIDATION = "consolidation"
+    POOL = "pool"
+
+
 # The words as tuples, for `value in KINDS` with a plain str (an Enum's own `in` wants a member).
 KINDS: tuple[Kind, ...] = tuple(Kind)
 TIERS: tuple[Tier, ...] = tuple(Tier)
@@ -152,7 +162,7 @@ class Draft:
     metadata: dict[str, Any] = field(default_factory=dict)
     expires_at: datetime | None = None
     flags: tuple[str, ...] = ()
-    trust: str = "episode"  # where it came from: episode, api, consolidation
+    trust: str = Trust.EPISODE  # where it came from
     subject: str | None = None  # None: the agent's general knowledge
     # what BM25 indexes when it is not the text itself: the first part of a split message
     # indexes its whole message, the others nothing (memworker/domain/episodic.py); None: the text
@@ -181,7 +191,7 @@ class Memory:
     valid_to: datetime | None = None
     superseded_by: str | None = None
     flags: list[str] = field(default_factory=list)
-    trust: str = "episode"
+    trust: str = Trust.EPISODE
     subject: str | None = None
 
     @classmethod
@@ -206,7 +216,7 @@ class Memory:
             valid_to=row.get("valid_to"),
             superseded_by=str(row["superseded_by"]) if row.get("superseded_by") else None,
             flags=list(row.get("flags") or []),
-            trust=row.get("trust") or "episode",
+            trust=row.get("trust") or Trust.EPISODE,
             subject=row.get("subject"),
         )
 

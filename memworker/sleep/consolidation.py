@@ -593,7 +593,7 @@ class _Pass:
             confidence=confidence,
             provenance=(f"consolidation:{self.run_id}", *sources),
             flags=memories.flags_for(text),
-            trust="consolidation",
+            trust=memories.Trust.CONSOLIDATION,
             metadata={"run_id": str(self.run_id), "by": how, **meta},
             # durable on purpose: insights and conclusions are never forgotten by decay
             expires_at=None,

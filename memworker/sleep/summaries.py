@@ -104,7 +104,7 @@ def _write(conn: Conn, run_id: UUID, ids: dict[str, Any], s: distil.Summary, vec
         confidence=distil.CONFIDENCE,
         provenance=(s.provenance,),
         flags=memories.flags_for(s.text),
-        trust="consolidation",
+        trust=memories.Trust.CONSOLIDATION,
         metadata={
             "run_id": str(run_id),
             "by": how,
