@@ -12,7 +12,6 @@ from memworker.cli import common
 from memworker.settings import Settings
 from memworker.sleep import service
 from memworker.sleep.consolidation import BUSY, PassStatus
-from memworker.sleep.reports import run_json
 from memworker.storage import db
 from memworker.tenancy import service as tenancy
 
@@ -68,20 +67,11 @@ def _switch(settings: Settings, args: argparse.Namespace, value: bool | None) ->
 
 def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     with common.tenant_conn(settings, args.tenant) as (conn, tenant):
-        if args.agent:
-            rows = [service.status(conn, settings, tenant_id=tenant.id, agent_id=args.agent)]
-            runs = service.runs(conn, tenant_id=tenant.id, agent_id=args.agent, limit=args.runs)
-        else:
-            rows, runs = service.statuses(conn, settings, tenant_id=tenant.id), []
+        found = service.overview(conn, settings, tenant_id=tenant.id, agent_id=args.agent or None, runs=args.runs)
     if args.json:
-        print(
-            json.dumps(
-                {"agents": [r.to_json() for r in rows], "runs": [run_json(r) for r in runs]},
-                indent=2,
-                default=str,
-            )
-        )
+        print(json.dumps(found.to_json(), indent=2, default=str))
         return 0
+    rows, runs = found.statuses, found.runs
     print(f"{'agent':24} {'on':3} {'last pass':19} {'sessions':>8} {'req':3} {'failures':>8}  next attempt")
     for status in rows:
         r = status.gates

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
@@ -79,6 +79,31 @@ def statuses(conn: Conn, settings: Settings, *, tenant_id: UUID) -> list[Status]
         Status(g, consolidation.enabled(tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=g.agent_id), settings))
         for g in gates(conn, tenant_id=tenant_id)
     ]
+
+
+class OverviewJson(TypedDict):
+    agents: list[StatusJson]
+    runs: list[RunJson]
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """The agents' consolidation status, and one agent's latest pass reports."""
+
+    statuses: list[Status]
+    runs: list[Run]  # newest first; none for the whole tenant
+
+    def to_json(self) -> OverviewJson:
+        return OverviewJson(agents=[s.to_json() for s in self.statuses], runs=[run_json(r) for r in self.runs])
+
+
+def overview(conn: Conn, settings: Settings, *, tenant_id: UUID, agent_id: str | None, runs: int) -> Overview:
+    """One agent's status and its latest `runs` reports, or every agent's status (no reports).
+    Raises NotFound for an unknown agent."""
+    if agent_id is None:
+        return Overview(statuses(conn, settings, tenant_id=tenant_id), [])
+    one = status(conn, settings, tenant_id=tenant_id, agent_id=agent_id)
+    return Overview([one], sleep_db.runs_list(conn, tenant_id=tenant_id, agent_id=agent_id, limit=runs))
 
 
 def run_reports(conn: Conn, *, tenant_id: UUID, agent_id: str, limit: int) -> list[RunJson]:
