@@ -222,6 +222,14 @@ class RecallIn(Strict):
         "valid_to and superseded_by",
     )
 
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        # the one check of a recall's input the field constraints above do not make
+        if not value.strip():
+            raise ValueError("query must not be empty")
+        return value
+
 
 AgentIdText = Annotated[str, StringConstraints(pattern=memories.AGENT_ID.pattern)]
 
@@ -568,6 +576,47 @@ class RetentionRuns(TypedDict):
 
 
 @with_config(_OPEN)
+class SessionUsage(TypedDict):
+    """A session's context use: the estimate, the last reported share and the flush's state."""
+
+    log_tokens: int
+    last_context_tokens: int
+    window_tokens: int
+    estimated_use: float
+    reported_use: float | None
+    flush_at: float
+    flush_armed: bool
+    flush_count: int
+    flushed_at: str | None
+    last_flush_episode_id: str | None
+
+
+@with_config(_OPEN)
+class PlanResume(TypedDict):
+    """Where to pick a plan up again: the last completed milestone, the next step, the progress."""
+
+    last_completed_milestone: dict[str, Any] | None
+    next_step: dict[str, Any] | None
+    done: bool
+    progress: int
+    steps_done: int
+    steps_total: int
+    blocked: list[str]
+
+
+@with_config(_OPEN)
+class WorkingItemOut(TypedDict):
+    """A working-memory item as reads show it (its kind is the list it is in)."""
+
+    id: int
+    text: str | None
+    memory_id: str | None
+    refs: int
+    created_at: str
+    updated_at: str
+
+
+@with_config(_OPEN)
 class SessionOut(TypedDict):
     """A session: status, goal, plan progress and context use; created on POST (false: it existed)."""
 
@@ -580,8 +629,8 @@ class SessionOut(TypedDict):
     intent: Any
     revision: int
     working_items: int
-    plan: dict[str, Any] | None
-    usage: dict[str, Any]
+    plan: PlanResume | None
+    usage: SessionUsage
     archives: int
     created_at: str | None
     updated_at: str | None
@@ -650,10 +699,10 @@ class WorkingOut(TypedDict):
     pruned_total: int
     steps: list[dict[str, Any]]
     changes: NotRequired[dict[str, Any]]
-    constraints: list[dict[str, Any]]
-    decisions: list[dict[str, Any]]
-    open_questions: list[dict[str, Any]]
-    candidates: list[dict[str, Any]]
+    constraints: list[WorkingItemOut]
+    decisions: list[WorkingItemOut]
+    open_questions: list[WorkingItemOut]
+    candidates: list[WorkingItemOut]
 
 
 @with_config(_OPEN)
@@ -663,7 +712,7 @@ class PlanOut(TypedDict):
     session_id: str
     revision: int
     milestones: list[dict[str, Any]]
-    resume: dict[str, Any]
+    resume: PlanResume
     title: NotRequired[str | None]
     updated_at: NotRequired[str]
 

@@ -380,9 +380,21 @@ class PlanOut(TypedDict):
     session_id: str
     revision: int
     milestones: list[dict[str, Any]]
-    resume: dict[str, Any]
+    resume: PlanResume
     title: NotRequired[str | None]
     updated_at: NotRequired[str]
+
+
+class PlanResume(TypedDict):
+    """Where to pick a plan up again: the last completed milestone, the next step, the progress."""
+
+    last_completed_milestone: dict[str, Any] | None
+    next_step: dict[str, Any] | None
+    done: bool
+    progress: int
+    steps_done: int
+    steps_total: int
+    blocked: list[str]
 
 
 class PolicyOut(TypedDict):
@@ -563,14 +575,29 @@ class SessionOut(TypedDict):
     intent: Any
     revision: int
     working_items: int
-    plan: dict[str, Any] | None
-    usage: dict[str, Any]
+    plan: PlanResume | None
+    usage: SessionUsage
     archives: int
     created_at: str | None
     updated_at: str | None
     archived_at: str | None
     restored_at: str | None
     created: NotRequired[bool]
+
+
+class SessionUsage(TypedDict):
+    """A session's context use: the estimate, the last reported share and the flush's state."""
+
+    log_tokens: int
+    last_context_tokens: int
+    window_tokens: int
+    estimated_use: float
+    reported_use: float | None
+    flush_at: float
+    flush_armed: bool
+    flush_count: int
+    flushed_at: str | None
+    last_flush_episode_id: str | None
 
 
 class Shared(TypedDict):
@@ -646,6 +673,17 @@ class WebhookOut(TypedDict):
     secret: NotRequired[str]
 
 
+class WorkingItemOut(TypedDict):
+    """A working-memory item as reads show it (its kind is the list it is in)."""
+
+    id: int
+    text: str | None
+    memory_id: str | None
+    refs: int
+    created_at: str
+    updated_at: str
+
+
 class WorkingOut(TypedDict):
     """Working memory grouped by kind (constraints, decisions, questions, candidates) with the
     plan's steps; after a PATCH, what changed."""
@@ -659,10 +697,10 @@ class WorkingOut(TypedDict):
     pruned_total: int
     steps: list[dict[str, Any]]
     changes: NotRequired[dict[str, Any]]
-    constraints: list[dict[str, Any]]
-    decisions: list[dict[str, Any]]
-    open_questions: list[dict[str, Any]]
-    candidates: list[dict[str, Any]]
+    constraints: list[WorkingItemOut]
+    decisions: list[WorkingItemOut]
+    open_questions: list[WorkingItemOut]
+    candidates: list[WorkingItemOut]
 
 
 # END GENERATED ANSWER TYPES

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -29,12 +30,14 @@ from uuid import UUID
 
 import numpy as np
 
-from memworker import errors, recall, reflection
+from memworker import errors, reflection
 from memworker.domain import memories, tokens
 from memworker.domain.memories import Kind
 from memworker.domain.policy import Policy
 from memworker.models.budget import Counter
+from memworker.recall import hybrid as recall
 from memworker.sessions import plans, working
+from memworker.sessions.statuses import FINISHED
 from memworker.sleep import profile
 from memworker.storage import sessions_db, sleep_db
 from memworker.storage.db import Conn
@@ -291,7 +294,7 @@ def as_data(text: str) -> str:
     return _TAG_OPEN.sub(r"\\u003c", json.dumps(text, ensure_ascii=False))
 
 
-def working_pieces(doc: dict[str, Any], terms: set[str]) -> list[Piece]:
+def working_pieces(doc: Mapping[str, Any], terms: set[str]) -> list[Piece]:
     d = working.normalised(doc)
     out = []
     if d["goal"]:
@@ -304,7 +307,7 @@ def working_pieces(doc: dict[str, Any], terms: set[str]) -> list[Piece]:
     max_refs = max(i["refs"] for i in items)
     lo, hi = min(i["seq"] for i in items), max(i["seq"] for i in items)
     for i in items:
-        rel = working.relevance(i["text"], terms)
+        rel = working.relevance(i["text"] or "", terms)
         importance = 0.5 * i["refs"] / max_refs + 0.5 * ((i["seq"] - lo) / (hi - lo) if hi > lo else 1.0)
         order = 2 + working.KINDS.index(i["kind"]) * 10_000 + i["id"]
         out.append(
@@ -347,7 +350,7 @@ def plan_pieces(plan: dict[str, Any] | None, terms: set[str]) -> list[Piece]:
         for s in m["steps"]:
             k += 1
             rel = working.relevance(f"{s['title']} {s.get('note') or ''}", terms)
-            if s["status"] not in plans.FINISHED and (not r["next_step"] or s["id"] != r["next_step"]["id"]):
+            if s["status"] not in FINISHED and (not r["next_step"] or s["id"] != r["next_step"]["id"]):
                 note = f" ({s['note']})" if s.get("note") else ""
                 out.append(
                     Piece(
@@ -389,7 +392,7 @@ class Inputs:
     hits: list[dict[str, Any]]
     pinned: list[dict[str, Any]]
     profile: dict[str, Any]
-    working: dict[str, Any] | None
+    working: working.Document | None
     plan: dict[str, Any] | None
 
 
@@ -419,7 +422,7 @@ def gather(
         history_since=datetime.now(UTC) - PREVIOUSLY_WITHIN,
     )
     doc = working.normalised(session.working) if session else None
-    pinned_ids = [i["memory_id"] for i in (doc or {}).get("items", []) if i.get("memory_id")]
+    pinned_ids = [i["memory_id"] for i in (doc["items"] if doc else []) if i.get("memory_id")]
     pinned = []
     if pinned_ids:
         rows = sessions_db.context_pinned_memories(
@@ -431,7 +434,7 @@ def gather(
         )
         pinned = [{**asdict(r), "id": str(r.id)} for r in rows]
     return Inputs(
-        hits,
+        [dict(h) for h in hits],  # the packer reads a hit as plain JSON
         pinned,
         _live_profile(conn, tenant_id=tenant_id, agent_id=agent_id),
         doc,

@@ -10,20 +10,61 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from memworker import errors
+from memworker.schemas import PlanResume
+from memworker.sessions.statuses import FINISHED, StepStatus
 
-STATUSES = ("pending", "in_progress", "done", "blocked", "skipped")
-FINISHED = ("done", "skipped")
+STATUSES = tuple(StepStatus)
 ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 MAX_MILESTONES = 50
 MAX_STEPS = 500
 MAX_OUTPUT = 4000  # an intermediate result worth keeping with the step, not a report store
 FORGOTTEN = "[forgotten]"  # a title forget erased (a title is required, so it is replaced)
+
+
+class Step(TypedDict):
+    id: str
+    title: str
+    status: str  # a StepStatus
+    progress: int
+    output: str | None
+    note: str | None
+    updated_at: str
+
+
+class Milestone(TypedDict):
+    id: str
+    title: str
+    steps: list[Step]
+
+
+class Plan(TypedDict):
+    """The plan's document as the session row stores it."""
+
+    title: str | None
+    milestones: list[Milestone]
+    updated_at: str
+    revision: NotRequired[int]  # the session revision that last changed it
+
+
+class MilestoneView(Milestone):
+    status: str  # its steps' overall StepStatus
+    progress: int
+
+
+class PlanView(TypedDict):
+    """The plan with each milestone's derived status and progress, and where to resume."""
+
+    title: str | None
+    milestones: list[MilestoneView]
+    updated_at: str
+    revision: NotRequired[int]
+    resume: PlanResume
 
 
 @dataclass(frozen=True)
@@ -34,7 +75,7 @@ class StepPatch:
     note: str | None = None
 
 
-def build(spec: dict[str, Any], *, old: dict[str, Any] | None, now: datetime) -> dict[str, Any]:
+def build(spec: Mapping[str, Any], *, old: Mapping[str, Any] | None, now: datetime) -> Plan:
     """A plan from a PUT body {"title", "milestones": [{"id"?, "title", "steps": [{"id"?,
     "title", "status"?, "progress"?, "output"?}]}]}. Ids default to m1, m1.s1, ...; a step
     that keeps its id from the old plan and gives no status keeps its status, progress and
@@ -44,17 +85,17 @@ def build(spec: dict[str, Any], *, old: dict[str, Any] | None, now: datetime) ->
         raise errors.InvalidInput(f"a plan has 1 to {MAX_MILESTONES} milestones")
     previous = {s["id"]: s for m in (old or {}).get("milestones", []) for s in m["steps"]}
     seen: set[str] = set()
-    out_ms = []
+    out_ms: list[Milestone] = []
     n_steps = 0
     for mi, m in enumerate(milestones, 1):
         mid = _id(m.get("id") or f"m{mi}", seen)
-        steps = []
+        steps: list[Step] = []
         for si, s in enumerate(m.get("steps") or [], 1):
             sid = _id(s.get("id") or f"{mid}.s{si}", seen)
-            step = {
+            step: Step = {
                 "id": sid,
                 "title": _title(s.get("title")),
-                "status": "pending",
+                "status": StepStatus.PENDING,
                 "progress": 0,
                 "output": None,
                 "note": None,
@@ -62,7 +103,11 @@ def build(spec: dict[str, Any], *, old: dict[str, Any] | None, now: datetime) ->
             }
             if s.get("status") is None and s.get("progress") is None and sid in previous:
                 kept = previous[sid]
-                step.update({k: kept.get(k) for k in ("status", "progress", "output", "note", "updated_at")})
+                step["status"] = kept.get("status")
+                step["progress"] = kept.get("progress")
+                step["output"] = kept.get("output")
+                step["note"] = kept.get("note")
+                step["updated_at"] = kept.get("updated_at")
             else:
                 step = _patched(
                     step, StepPatch(s.get("status"), s.get("progress"), s.get("output"), s.get("note")), now
@@ -78,13 +123,13 @@ def build(spec: dict[str, Any], *, old: dict[str, Any] | None, now: datetime) ->
     return {"title": _title(title) if title else None, "milestones": out_ms, "updated_at": now.isoformat()}
 
 
-def patch_step(plan: dict[str, Any], step_id: str, patch: StepPatch, *, now: datetime) -> dict[str, Any]:
+def patch_step(plan: Mapping[str, Any], step_id: str, patch: StepPatch, *, now: datetime) -> Plan:
     """A copy of the plan with one step changed; an equal copy when the patch changes nothing
     (the caller then saves nothing and bumps no revision). Raises NotFound, InvalidInput (also
     for an empty patch: a 422, like an empty working-memory change)."""
     if patch == StepPatch():
         raise errors.InvalidInput("nothing to change: give status, progress, output or note")
-    out = copy.deepcopy(plan)
+    out = cast(Plan, copy.deepcopy(dict(plan)))
     for m in out["milestones"]:
         for i, s in enumerate(m["steps"]):
             if s["id"] == step_id:
@@ -96,8 +141,8 @@ def patch_step(plan: dict[str, Any], step_id: str, patch: StepPatch, *, now: dat
     raise errors.NotFound(f"no step {step_id!r} in this plan")
 
 
-def _patched(step: dict[str, Any], patch: StepPatch, now: datetime) -> dict[str, Any]:
-    s = dict(step)
+def _patched(step: Step, patch: StepPatch, now: datetime) -> Step:
+    s = step.copy()
     if patch.status is not None and patch.status not in STATUSES:
         raise errors.InvalidInput(f"step status must be one of {list(STATUSES)}")
     if patch.progress is not None and (
@@ -107,7 +152,7 @@ def _patched(step: dict[str, Any], patch: StepPatch, now: datetime) -> dict[str,
     for name, value in (("output", patch.output), ("note", patch.note)):
         if value is not None and len(value) > MAX_OUTPUT:
             raise errors.InvalidInput(f"step {name} is at most {MAX_OUTPUT} characters")
-    if patch.status == "done" and patch.progress is not None and patch.progress != 100:
+    if patch.status == StepStatus.DONE and patch.progress is not None and patch.progress != 100:
         raise errors.InvalidInput("a done step has progress 100")
     if patch.progress is not None:
         s["progress"] = patch.progress
@@ -115,10 +160,10 @@ def _patched(step: dict[str, Any], patch: StepPatch, now: datetime) -> dict[str,
         s["status"] = patch.status
     elif patch.progress is not None:  # progress alone moves the status along
         if patch.progress == 100:
-            s["status"] = "done"
-        elif patch.progress > 0 and s["status"] == "pending":
-            s["status"] = "in_progress"
-    if s["status"] == "done":
+            s["status"] = StepStatus.DONE
+        elif patch.progress > 0 and s["status"] == StepStatus.PENDING:
+            s["status"] = StepStatus.IN_PROGRESS
+    if s["status"] == StepStatus.DONE:
         s["progress"] = 100
     if patch.output is not None:
         s["output"] = patch.output
@@ -128,30 +173,30 @@ def _patched(step: dict[str, Any], patch: StepPatch, now: datetime) -> dict[str,
     return s
 
 
-def milestone_status(m: dict[str, Any]) -> str:
+def milestone_status(m: Mapping[str, Any]) -> StepStatus:
     statuses = [s["status"] for s in m["steps"]]
     if all(st in FINISHED for st in statuses):
-        return "done"
-    if any(st == "blocked" for st in statuses):
-        return "blocked"
-    if any(st != "pending" for st in statuses):
-        return "in_progress"
-    return "pending"
+        return StepStatus.DONE
+    if any(st == StepStatus.BLOCKED for st in statuses):
+        return StepStatus.BLOCKED
+    if any(st != StepStatus.PENDING for st in statuses):
+        return StepStatus.IN_PROGRESS
+    return StepStatus.PENDING
 
 
-def progress(plan: dict[str, Any]) -> int:
+def progress(plan: Mapping[str, Any]) -> int:
     """Overall percentage: the mean progress of the steps that are not skipped."""
-    steps = [s for m in plan["milestones"] for s in m["steps"] if s["status"] != "skipped"]
+    steps = [s for m in plan["milestones"] for s in m["steps"] if s["status"] != StepStatus.SKIPPED]
     if not steps:
         return 100
     return round(sum(int(s["progress"]) for s in steps) / len(steps))
 
 
-def resume(plan: dict[str, Any]) -> dict[str, Any]:
+def resume(plan: Mapping[str, Any]) -> PlanResume:
     """Where to pick the plan up again."""
     last_done = None
     for m in plan["milestones"]:
-        if milestone_status(m) != "done":
+        if milestone_status(m) != StepStatus.DONE:
             break
         last_done = {"id": m["id"], "title": m["title"]}
     nxt = None
@@ -175,22 +220,22 @@ def resume(plan: dict[str, Any]) -> dict[str, Any]:
         "progress": progress(plan),
         "steps_done": sum(s["status"] in FINISHED for s in steps),
         "steps_total": len(steps),
-        "blocked": [s["id"] for s in steps if s["status"] == "blocked"],
+        "blocked": [s["id"] for s in steps if s["status"] == StepStatus.BLOCKED],
     }
 
 
-def view(plan: dict[str, Any]) -> dict[str, Any]:
+def view(plan: Mapping[str, Any]) -> PlanView:
     """The plan with each milestone's derived status and progress, and where to resume."""
-    out = copy.deepcopy(plan)
+    out = cast(PlanView, copy.deepcopy(dict(plan)))
     for m in out["milestones"]:
         m["status"] = milestone_status(m)
-        live = [s for s in m["steps"] if s["status"] != "skipped"]
+        live = [s for s in m["steps"] if s["status"] != StepStatus.SKIPPED]
         m["progress"] = round(sum(s["progress"] for s in live) / len(live)) if live else 100
     out["resume"] = resume(plan)
     return out
 
 
-def render_lines(plan: dict[str, Any] | None) -> list[str]:
+def render_lines(plan: Mapping[str, Any] | None) -> list[str]:
     """Plain sentences on the plan's state, for distillation (archive, flush): how far it
     got and what comes next, and what is blocked. Step outputs stay in the plan and the
     archive: they are artefacts, not memories."""
@@ -202,7 +247,7 @@ def render_lines(plan: dict[str, Any] | None) -> list[str]:
     lines = [f"Progress on {title}: {r['progress']}% ({r['steps_done']} of {r['steps_total']} steps){nxt}."]
     for m in plan["milestones"]:
         for s in m["steps"]:
-            if s["status"] == "blocked":
+            if s["status"] == StepStatus.BLOCKED:
                 lines.append(f"Step {s['title']} is blocked" + (f": {s['note']}." if s.get("note") else "."))
     return lines
 

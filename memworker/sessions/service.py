@@ -220,7 +220,7 @@ def _plan(row: sessions_db.Session) -> PlanOut:
     out: PlanOut = {
         "session_id": row.id,
         "revision": v.get("revision", row.revision),  # the plan's own revision, as stored with it
-        "milestones": v["milestones"],
+        "milestones": [dict(m) for m in v["milestones"]],
         "resume": v["resume"],
     }
     if "title" in v:

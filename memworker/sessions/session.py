@@ -27,7 +27,7 @@ from memworker.domain import memories, redact
 from memworker.domain.policy import Policy
 from memworker.ingest import intake
 from memworker.lifecycle import needles
-from memworker.schemas import ContextUse, SessionOut
+from memworker.schemas import ContextUse, SessionOut, SessionUsage
 from memworker.sessions import plans, working
 from memworker.storage import sessions_db, store
 from memworker.storage.db import Conn
@@ -65,7 +65,7 @@ def create(
         metadata = redact.redact_value(metadata)
     doc = working.empty()
     if goal:
-        doc.update(goal=" ".join(goal.split()), goal_seq=1)
+        doc["goal"], doc["goal_seq"] = " ".join(goal.split()), 1
     row = sessions_db.insert(
         conn,
         tenant_id=tenant_id,
@@ -234,7 +234,7 @@ def patch_step(
 
 
 def _save_plan(
-    conn: Conn, tenant_id: UUID, agent_id: str, session_id: str, plan: dict[str, Any], revision: int
+    conn: Conn, tenant_id: UUID, agent_id: str, session_id: str, plan: plans.Plan, revision: int
 ) -> sessions_db.Session:
     saved = sessions_db.save_plan(
         conn,
@@ -293,7 +293,7 @@ def measure(
     return (row.log_tokens + last) / window, "estimated"
 
 
-def usage_view(row: sessions_db.Session, policy: Policy) -> dict[str, Any]:
+def usage_view(row: sessions_db.Session, policy: Policy) -> SessionUsage:
     share, _ = measure(row, policy, None, None)
     return {
         "log_tokens": row.log_tokens,

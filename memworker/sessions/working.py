@@ -12,13 +12,14 @@ prune_to, keeping the most referenced and the most recent."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from memworker import errors
 from memworker.domain import memories, tokens
+from memworker.schemas import WorkingItemOut
 
 KINDS = ("constraint", "decision", "question", "candidate")
 SECTION = {
@@ -29,6 +30,52 @@ SECTION = {
 }
 MAX_TEXT = 500  # a whiteboard line, not a document
 UNSET: Any = object()  # "leave unchanged" (None clears goal or intent)
+
+
+class Item(TypedDict):
+    """A working-memory item as the document stores it."""
+
+    id: int
+    kind: str
+    text: str | None
+    memory_id: str | None
+    refs: int
+    seq: int
+    created_at: str
+    updated_at: str
+
+
+class Document(TypedDict):
+    """Working memory's document as the session row stores it."""
+
+    goal: str | None
+    intent: str | None
+    goal_seq: int
+    intent_seq: int
+    items: list[Item]
+    next_id: int
+    pruned: int
+
+
+class View(TypedDict):
+    """The document grouped by kind, for GET .../working."""
+
+    goal: str | None
+    intent: str | None
+    constraints: list[WorkingItemOut]
+    decisions: list[WorkingItemOut]
+    open_questions: list[WorkingItemOut]
+    candidates: list[WorkingItemOut]
+    items: int
+    pruned_total: int
+
+
+class Changed(TypedDict):
+    """The part of the document written after a revision (what a flush has not covered)."""
+
+    goal: str | None
+    intent: str | None
+    items: list[Item]
 
 
 @dataclass(frozen=True)
@@ -58,15 +105,13 @@ class Report:
         return {"added": self.added, "restated": self.restated, "removed": self.removed, "pruned": self.pruned}
 
 
-def empty() -> dict[str, Any]:
+def empty() -> Document:
     return {"goal": None, "intent": None, "goal_seq": 0, "intent_seq": 0, "items": [], "next_id": 1, "pruned": 0}
 
 
-def normalised(doc: dict[str, Any] | None) -> dict[str, Any]:
+def normalised(doc: Mapping[str, Any] | None) -> Document:
     """A stored document with every field present (an empty one for {} or None)."""
-    out = empty()
-    out.update(copy.deepcopy(doc or {}))
-    return out
+    return cast(Document, {**empty(), **copy.deepcopy(dict(doc or {}))})
 
 
 def validate_item(item: NewItem) -> None:
@@ -82,8 +127,8 @@ def validate_item(item: NewItem) -> None:
 
 
 def apply(
-    doc: dict[str, Any], patch: Patch, *, revision: int, now: datetime, max_items: int, prune_to: int
-) -> tuple[dict[str, Any], Report]:
+    doc: Mapping[str, Any], patch: Patch, *, revision: int, now: datetime, max_items: int, prune_to: int
+) -> tuple[Document, Report]:
     """The document after the patch (a copy) and what changed. `revision` is the session
     revision this change creates. Raises InvalidInput for an unknown item id."""
     out = normalised(doc)
@@ -111,7 +156,7 @@ def apply(
             same["seq"], same["updated_at"] = revision, at
             report.restated.append(same["id"])
             continue
-        item = {
+        item: Item = {
             "id": out["next_id"],
             "kind": new.kind,
             "text": _clean(new.text),
@@ -131,9 +176,7 @@ def apply(
     return out, report
 
 
-def prune(
-    items: list[dict[str, Any]], *, max_items: int, keep: int
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def prune(items: list[Item], *, max_items: int, keep: int) -> tuple[list[Item], list[Item]]:
     """(kept, dropped). Nothing happens until there are more than max_items; then `keep`
     stay: the most referenced half (ties: the more recent), then the most recent of the rest.
     Kept items keep their order."""
@@ -149,7 +192,7 @@ def prune(
     return [i for i in items if i["id"] in chosen], [i for i in items if i["id"] not in chosen]
 
 
-def referenced(doc: dict[str, Any], item_ids: list[int]) -> dict[str, Any]:
+def referenced(doc: Mapping[str, Any], item_ids: list[int]) -> Document:
     """A copy with refs + 1 on the given items (they were relevant to a context call). Their
     recency is left alone: being recalled is not being restated."""
     out = normalised(doc)
@@ -160,18 +203,26 @@ def referenced(doc: dict[str, Any], item_ids: list[int]) -> dict[str, Any]:
     return out
 
 
-def view(doc: dict[str, Any]) -> dict[str, Any]:
+def view(doc: Mapping[str, Any]) -> View:
     """The document grouped by kind, for GET .../working."""
     d = normalised(doc)
-    out: dict[str, Any] = {"goal": d["goal"], "intent": d["intent"]}
-    for kind in KINDS:
-        out[SECTION[kind]] = [_public(i) for i in d["items"] if i["kind"] == kind]
-    out["items"] = len(d["items"])
-    out["pruned_total"] = d["pruned"]
-    return out
+
+    def of(kind: str) -> list[WorkingItemOut]:
+        return [_public(i) for i in d["items"] if i["kind"] == kind]
+
+    return {
+        "goal": d["goal"],
+        "intent": d["intent"],
+        "constraints": of("constraint"),
+        "decisions": of("decision"),
+        "open_questions": of("question"),
+        "candidates": of("candidate"),
+        "items": len(d["items"]),
+        "pruned_total": d["pruned"],
+    }
 
 
-def changed_since(doc: dict[str, Any], revision: int) -> dict[str, Any]:
+def changed_since(doc: Mapping[str, Any], revision: int) -> Changed:
     """The part of the document written after `revision` (what a flush has not covered)."""
     d = normalised(doc)
     return {
@@ -188,7 +239,7 @@ def relevance(text: str, query_terms: set[str]) -> float:
     return len(query_terms & set(tokens.tokenize(text))) / len(query_terms)
 
 
-def render_lines(doc: dict[str, Any]) -> list[str]:
+def render_lines(doc: Mapping[str, Any]) -> list[str]:
     """Plain sentences for distillation (archive, flush), the weightiest first: goal,
     decisions, constraints, points worth remembering, open questions. The latest intent is
     left out (it is stale by the time anything is distilled), and so are candidates pinned
@@ -202,31 +253,40 @@ def render_lines(doc: dict[str, Any]) -> list[str]:
         "question": "Open question",
     }
     for kind in ("decision", "constraint", "candidate", "question"):
-        lines += [f"{label[kind]}: {_sentence(i['text'])}" for i in d["items"] if i["kind"] == kind and i.get("text")]
+        lines += [f"{label[kind]}: {_sentence(t)}" for i in d["items"] if i["kind"] == kind and (t := i.get("text"))]
     return lines
 
 
-def scrub(doc: dict[str, Any], found: Callable[[str | None], bool]) -> tuple[dict[str, Any], int]:
+def scrub(doc: Mapping[str, Any], found: Callable[[str | None], bool]) -> tuple[Document, int]:
     """A copy without what forget erases: a goal or intent for which found() is true is
     cleared, such an item removed (a whiteboard line is one statement: what is left of it
     would not say what it said). Returns (document, how many texts went)."""
     out = normalised(doc)
     gone = 0
-    for name in ("goal", "intent"):
-        if found(out[name]):
-            out[name] = None
-            gone += 1
+    if found(out["goal"]):
+        out["goal"] = None
+        gone += 1
+    if found(out["intent"]):
+        out["intent"] = None
+        gone += 1
     kept = [i for i in out["items"] if not found(i.get("text"))]
     gone += len(out["items"]) - len(kept)
     out["items"] = kept
     return out, gone
 
 
-def _public(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: item[k] for k in ("id", "text", "memory_id", "refs", "created_at", "updated_at")}
+def _public(item: Item) -> WorkingItemOut:
+    return {
+        "id": item["id"],
+        "text": item["text"],
+        "memory_id": item["memory_id"],
+        "refs": item["refs"],
+        "created_at": item["created_at"],
+        "updated_at": item["updated_at"],
+    }
 
 
-def _same(item: dict[str, Any], new: NewItem) -> bool:
+def _same(item: Item, new: NewItem) -> bool:
     if item["kind"] != new.kind:
         return False
     if new.memory_id is not None or item.get("memory_id") is not None:
