@@ -18,6 +18,9 @@ from memworker import schemas
 from memworker.api.console import pages
 from memworker.cli.main import _parser
 from memworker.domain.memories import EPISODE_STATUSES, KINDS, TIERS, EpisodeStatus, Kind, Tier
+from memworker.lifecycle.governance import ReviewStatus
+from memworker.lifecycle.retention import DUPLICATE, SweepStatus
+from memworker.sleep.consolidation import BUSY, PassStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = (ROOT / "sql" / "schema.sql").read_text()
@@ -106,3 +109,13 @@ def test_every_status_the_database_checks_is_an_enum() -> None:
     enums = {tuple(str(m.value) for m in e): e for e in _enums()}
     missing = [c for c in checks if tuple(check_values(c)) not in enums]
     assert not missing, f"statuses the database checks with no Enum of exactly their values: {missing}"
+
+
+def test_the_run_and_review_statuses_are_the_databases() -> None:
+    """A consolidation run's, a retention sweep's and a review's status: exactly the values the
+    database checks; a report's busy (sleep) and duplicate (retention) are never stored."""
+    assert check_values("consolidation_runs_status_check") == [s.value for s in PassStatus]
+    assert check_values("retention_runs_status_check") == [s.value for s in SweepStatus]
+    assert check_values("memory_reviews_status_check") == [s.value for s in ReviewStatus]
+    assert BUSY not in [s.value for s in PassStatus] and DUPLICATE not in [s.value for s in SweepStatus]
+    assert json.dumps({"status": PassStatus.DONE}) == '{"status": "done"}'
