@@ -54,7 +54,7 @@ except ImportError as exc:  # the extra is optional: say how to get it, not just
 
 from memworker.domain import memories
 from memworker.schemas import Kind, Tier, WritableTier
-from memworker.sdk import REFUSED, ApiError, Client, answer, retry_after
+from memworker.sdk import REFUSED, ApiError, Client, Hit, MemoryList, MemoryOut, answer, retry_after
 
 # metadata entries of a memory that holds a LangGraph item (flat: recall's filter takes scalars only)
 ITEM = "lg_item"  # True: tells the store's memories from the agent's others
@@ -69,6 +69,9 @@ UPDATED = "lg_updated_at"  # this client's clock at the put (memworker answers o
 RECALL_MAX_K = 100  # the recall route's bound on k
 PAGE = 500  # the list route's bound on limit
 FIND_PAGE = 50  # a key's memories per page: one per subject that put it, and the general one
+# A filter on the store's flat metadata entries (ITEM, LEVEL, DEPTH, KEY): the memories whose
+# metadata contains it (jsonb @>); recall's metadata filter takes scalars only.
+Entries = dict[str, str | int | bool]
 
 T = TypeVar("T")
 
@@ -261,7 +264,7 @@ class MemworkerStore(BaseStore):
             self._require_pinned("list namespaces without a prefix whose first label is the agent")
         return _check_agent(prefixes[0][0], "the prefix's first label (the memworker agent id)")
 
-    def _prefix_filter(self, prefix: tuple[str, ...], *, wildcards: bool = False) -> dict[str, Any]:
+    def _prefix_filter(self, prefix: tuple[str, ...], *, wildcards: bool = False) -> Entries:
         """The containment filter for items under prefix. "*" is a wildcard only where LangGraph
         makes it one, a list_namespaces match condition (wildcards=True); in get, put, delete and
         search it is a label like any other, so no namespace can reach into another."""
@@ -276,7 +279,7 @@ class MemworkerStore(BaseStore):
         recall for a subject adds the general ones, so each answer is checked here."""
         return memory.get("subject") == self._subject
 
-    def _key_filter(self, namespace: tuple[str, ...], key: str) -> dict[str, Any]:
+    def _key_filter(self, namespace: tuple[str, ...], key: str) -> Entries:
         return {**self._prefix_filter(namespace), DEPTH: len(namespace), KEY: key}
 
     def _text(self, value: Mapping[str, Any], index: Literal[False] | list[str] | None) -> str | None:
@@ -290,15 +293,14 @@ class MemworkerStore(BaseStore):
 
     # --- operations --------------------------------------------------------------------------
 
-    def _find(self, namespace: tuple[str, ...], key: str) -> Plan[dict[str, Any] | None]:
+    def _find(self, namespace: tuple[str, ...], key: str) -> Plan[MemoryOut | None]:
         """The live memory holding (namespace, key) in this store's scope, or None."""
         cursor: str | None = None
         while True:
             page = yield from self._page(self._agent(namespace), self._key_filter(namespace, key), FIND_PAGE, cursor)
             if page is None:  # the agent does not exist yet: nothing was put
                 return None
-            found: list[dict[str, Any]] = page["memories"]
-            for m in found:
+            for m in page["memories"]:
                 # exactly this namespace and key (the filter is containment: check what it let through)
                 if self._mine(m) and tuple(m["metadata"].get(NAMESPACE) or ()) == namespace:
                     return m
@@ -351,9 +353,7 @@ class MemworkerStore(BaseStore):
             return
         yield from self._replace(op.namespace, memory, text, metadata)
 
-    def _replace(
-        self, namespace: tuple[str, ...], old: dict[str, Any], text: str, metadata: dict[str, Any]
-    ) -> Plan[None]:
+    def _replace(self, namespace: tuple[str, ...], old: MemoryOut, text: str, metadata: dict[str, Any]) -> Plan[None]:
         # the text only when it changed: a new text is embedded again on the server
         changes = {"metadata": metadata, **({"text": text} if text != old["text"] else {})}
         yield _Call("PATCH", self._path(namespace, f"memories/{old['id']}"), body=changes)
@@ -414,14 +414,16 @@ class MemworkerStore(BaseStore):
             if not cursor:
                 return out
 
-    def _page(self, agent: str, server: dict[str, Any], limit: int, cursor: str | None) -> Plan[dict[str, Any] | None]:
+    def _page(
+        self, agent: str, server: Mapping[str, object], limit: int, cursor: str | None
+    ) -> Plan[MemoryList | None]:
         """One page of the agent's items whose metadata contains `server`; None when the agent
         does not exist (yet): no items."""
         params: dict[str, Any] = {"metadata": json.dumps(server), "limit": limit}
         if cursor:
             params["cursor"] = cursor
         try:
-            page: dict[str, Any] = yield _Call("GET", f"/v1/agents/{agent}/memories", params)
+            page: MemoryList = yield _Call("GET", f"/v1/agents/{agent}/memories", params)
         except ApiError as exc:
             if exc.status == 404:
                 return None
@@ -529,12 +531,12 @@ def _const(value: T) -> Plan[T]:
     yield  # a generator that makes no call
 
 
-def _expired(memory: dict[str, Any]) -> bool:
+def _expired(memory: MemoryOut) -> bool:
     at = memory.get("expires_at")
     return at is not None and datetime.fromisoformat(at) <= datetime.now(UTC)
 
 
-def _item(memory: dict[str, Any], score: float | None = None) -> SearchItem:
+def _item(memory: MemoryOut | Hit, score: float | None = None) -> SearchItem:
     md = memory["metadata"]
     created = datetime.fromisoformat(memory["created_at"])
     # this client's clock against the server's: never before the memory was created
@@ -564,7 +566,7 @@ def _check_filter(name: str, cond: Any) -> None:
                 _check_filter(f"{name}.{k}", v)
 
 
-def _exact_part(flt: dict[str, Any]) -> dict[str, Any]:
+def _exact_part(flt: dict[str, Any]) -> dict[str, dict[str, str | int | float]]:
     """The part of a LangGraph filter that jsonb containment decides exactly (top-level
     strings and numbers), for the server; the whole filter is checked here anyway. None and
     booleans stay here: {"x": None} also matches items without x, and True == 1 in Python."""
