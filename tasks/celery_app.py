@@ -11,7 +11,7 @@ import functools
 import logging
 import os
 import time
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from celery import Celery, signals
 from celery.schedules import crontab
@@ -95,10 +95,25 @@ def make_celery(settings: Settings) -> Celery:
     return app
 
 
-def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+class Sending(TypedDict):
+    """How beat sends a tick: to which queue, and after how many seconds it is dropped unread."""
+
+    queue: str
+    expires: float
+
+
+class BeatEntry(TypedDict):
+    """One tick of beat's schedule: the task, every how many seconds (or when), how it is sent."""
+
+    task: str
+    schedule: float | crontab
+    options: Sending
+
+
+def beat_schedule(settings: Settings) -> dict[str, BeatEntry]:
     """What beat sends and how often. Each message expires (most after one period): a tick no
     worker reached in time is dropped, not piled up behind the next one."""
-    schedule: dict[str, dict[str, Any]] = {
+    schedule: dict[str, BeatEntry] = {
         "reconcile": {
             "task": "memworker.reconcile",
             "schedule": settings.reconcile_every_s,
