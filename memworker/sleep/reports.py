@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import datetime
 from typing import Any, NotRequired, TypedDict, cast
 
 from memworker.sleep import consolidation
@@ -63,7 +64,8 @@ class StatusJson(TypedDict):
 
 
 def run_json(run: Run) -> RunJson:
-    """A consolidation_runs row with its report's steps and results lifted to the top."""
+    """A consolidation_runs row with its report's steps and results lifted to the top (the
+    report is stored JSON: what it holds is passed through as it is)."""
     row = asdict(run)
     out = jsonable({k: v for k, v in row.items() if k != "report"})
     out["run_id"] = out.pop("id")
@@ -86,7 +88,21 @@ def run_json(run: Run) -> RunJson:
 
 def status_json(gates: AgentGates, is_enabled: bool) -> StatusJson:
     """An agent's consolidation gates and failures; flagged after FLAG_AFTER in a row."""
-    out = jsonable({k: v for k, v in asdict(gates).items() if k != "policy"})
-    out["enabled"] = is_enabled
-    out["flagged"] = gates.consolidation_failures >= consolidation.FLAG_AFTER
-    return cast(StatusJson, out)
+    return StatusJson(
+        agent_id=gates.agent_id,
+        created_at=gates.created_at.isoformat(),
+        last_episode_at=_iso(gates.last_episode_at),
+        last_consolidated_at=_iso(gates.last_consolidated_at),
+        last_pass_at=_iso(gates.last_pass_at),
+        sessions_since_pass=gates.sessions_since_pass,
+        consolidation_requested=gates.consolidation_requested,
+        consolidation_failures=gates.consolidation_failures,
+        consolidation_last_error=gates.consolidation_last_error,
+        next_consolidation_at=_iso(gates.next_consolidation_at),
+        enabled=is_enabled,
+        flagged=gates.consolidation_failures >= consolidation.FLAG_AFTER,
+    )
+
+
+def _iso(when: datetime | None) -> str | None:
+    return when.isoformat() if when else None
