@@ -328,13 +328,23 @@ class EpisodeList(TypedDict):
     episodes: list[EpisodeOut]
 
 
+class LlmBudget(TypedDict):
+    """The tenant's daily LLM budget (policy llm_tokens_per_day, null: no limit), its tokens spent
+    this UTC day, and whether reflection and sleep run without the LLM until the day turns."""
+
+    tokens_per_day: int | None
+    spent_today: int
+    paused: bool
+
+
 @with_config(_OPEN)
 class Usage(TypedDict):
     """Ingest's LLM use (the top-level counts) and the sleep passes' (`sleep`), for the tenant
-    and per agent (each agent entry adds its agent_id)."""
+    and per agent (each agent entry adds its agent_id); the tenant's daily budget (`llm_budget`)."""
 
     tenant: dict[str, Any]
     agents: list[dict[str, Any]]
+    llm_budget: LlmBudget
 
 
 @with_config(_OPEN)

@@ -344,6 +344,15 @@ class KeyOut(TypedDict):
     revoked_at: str | None
 
 
+class LlmBudget(TypedDict):
+    """The tenant's daily LLM budget (policy llm_tokens_per_day, null: no limit), its tokens spent
+    this UTC day, and whether reflection and sleep run without the LLM until the day turns."""
+
+    tokens_per_day: int | None
+    spent_today: int
+    paused: bool
+
+
 class MemoryList(TypedDict):
     memories: list[MemoryOut]
     next_cursor: NotRequired[str | None]
@@ -650,10 +659,11 @@ class SubjectOut(TypedDict):
 
 class Usage(TypedDict):
     """Ingest's LLM use (the top-level counts) and the sleep passes' (`sleep`), for the tenant
-    and per agent (each agent entry adds its agent_id)."""
+    and per agent (each agent entry adds its agent_id); the tenant's daily budget (`llm_budget`)."""
 
     tenant: dict[str, Any]
     agents: list[dict[str, Any]]
+    llm_budget: LlmBudget
 
 
 class WebhookList(TypedDict):

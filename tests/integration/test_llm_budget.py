@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
+import httpx
 import psycopg
 import pytest
 
@@ -77,7 +78,7 @@ def _budget(pool: db.Pool, tenant: UUID) -> tenancy.LlmBudget:
 
 
 def test_a_spent_budget_pauses_the_llm_until_the_day_turns(
-    stack: dict[str, Any], tenants: dict[str, Any], pool: db.Pool, embedder: Any, fake: FakeLLM
+    stack: dict[str, Any], tenants: dict[str, Any], pool: db.Pool, embedder: Any, fake: FakeLLM, api: str
 ) -> None:
     alice, bob = tenants["alice"]["id"], tenants["bob"]["id"]
     settings = stack["settings"]
@@ -114,6 +115,13 @@ def test_a_spent_budget_pauses_the_llm_until_the_day_turns(
     report = consolidation.run_pass(pool, embedder, client, settings, tenant_id=alice, agent_id="ops", run_id=run_id)
     assert report.llm_calls == 0 and len(fake.requests) == calls, report
     assert metrics.LLM_BUDGET_PAUSED.labels(str(alice), "sleep")._value.get() >= 1
+
+    # GET /v1/usage says so, to the tenant's keys only
+    seen = httpx.get(f"{api}/v1/usage", headers={"Authorization": f"Bearer {tenants['alice']['key']}"}, timeout=10)
+    assert seen.status_code == 200, seen.text
+    assert seen.json()["llm_budget"] == {"tokens_per_day": 200, "spent_today": 2 * PER_CALL, "paused": True}
+    other = httpx.get(f"{api}/v1/usage", headers={"Authorization": f"Bearer {tenants['bob']['key']}"}, timeout=10)
+    assert other.json()["llm_budget"] == {"tokens_per_day": None, "spent_today": PER_CALL, "paused": False}
 
     # the next UTC day starts from nothing: the LLM reflects again
     _owner(stack, "UPDATE memworker.llm_spend SET day = day - 1 WHERE tenant_id = %s", alice)
