@@ -6,11 +6,14 @@ the maintenance queue."""
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from memworker import runtime
 from memworker.sessions import hooks, rumination, slots
+from memworker.settings import Settings
 from tasks.celery_app import MAINTENANCE, WEBHOOKS, app, settings_of
 from tasks.publish import on_worker
 
@@ -18,6 +21,18 @@ logger = logging.getLogger(__name__)
 
 SWEEP_GRACE_S = 15.0  # a delivery this late has lost its message (or its sender died)
 KEEP_FINISHED = timedelta(days=7)  # delivered and failed rows are kept this long for inspection
+# Each sender process's delivery slots (their Redis client): a forked child builds its own.
+_slots_lock = threading.Lock()
+_slots_by_pid: dict[int, slots.TenantSlots] = {}
+
+
+def slots_for_process(settings: Settings) -> slots.TenantSlots:
+    """This sender process's delivery slots, built on first use."""
+    pid = os.getpid()
+    with _slots_lock:
+        if pid not in _slots_by_pid:
+            _slots_by_pid[pid] = slots.build(settings)
+        return _slots_by_pid[pid]
 
 
 @app.task(name="memworker.deliver_webhook", queue=WEBHOOKS, acks_late=True)
@@ -30,7 +45,7 @@ def deliver_webhook(tenant_id: str, delivery_id: str) -> str:
         settings,
         tenant_id=UUID(tenant_id),
         delivery_id=UUID(delivery_id),
-        slots=slots.for_process(settings),
+        slots=slots_for_process(settings),
     )
     if attempt.status in ("retry", "busy"):
         on_worker().deliver_webhooks(tenant_id, [delivery_id], countdown=attempt.retry_in_s)

@@ -12,6 +12,7 @@ from typing import Any
 
 from memworker import errors
 from memworker.cli import common
+from memworker.sessions.statuses import SessionStatus, StepStatus
 from memworker.settings import Settings
 
 
@@ -40,7 +41,7 @@ def _add_session_commands(sub: Any) -> None:
     c.add_argument("--goal")
     c.add_argument("--window", type=int, help="the client model's context window in tokens")
     ls = action("list", "an agent's sessions, most recent first", cmd_list, sid=False)
-    ls.add_argument("--status", choices=["open", "archived"])
+    ls.add_argument("--status", choices=[s.value for s in SessionStatus])
     action("show", "a session: status, goal, plan progress, context use", cmd_show)
     w = action("working", "show or change working memory", cmd_working)
     w.add_argument("--goal")
@@ -58,7 +59,7 @@ def _add_session_commands(sub: Any) -> None:
     pl.add_argument("--set", metavar="FILE", help='a JSON file {"title", "milestones": [...]}; "-" reads stdin')
     st = action("step", "change one step of the plan", cmd_step)
     st.add_argument("step_id")
-    st.add_argument("--status", choices=["pending", "in_progress", "done", "blocked", "skipped"])
+    st.add_argument("--status", choices=[s.value for s in StepStatus])
     st.add_argument("--progress", type=int)
     st.add_argument("--output")
     st.add_argument("--note")

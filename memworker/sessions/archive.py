@@ -38,6 +38,7 @@ from memworker.ingest import intake
 from memworker.lifecycle import needles
 from memworker.schemas import ArchiveOut, Restored
 from memworker.sessions import hooks, plans, session, working
+from memworker.sessions.statuses import SessionStatus
 from memworker.storage import sessions_db, sleep_db
 from memworker.storage.db import Conn
 
@@ -175,7 +176,7 @@ def archive(
     latest archive with already_archived true and nothing to publish. `subject`: the subject
     the caller acts for (session.load: another subject's or a general session is Forbidden)."""
     row = session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, subject=subject)
-    if row.status == "archived":
+    if row.status == SessionStatus.ARCHIVED:
         latest = sessions_db.archive_get(
             conn,
             tenant_id=tenant_id,
@@ -248,7 +249,7 @@ def restore(
     Forbidden (not `subject`'s, see session.load), Conflict (the session is open),
     InvalidInput (corrupt or unsupported archive)."""
     row = session.load(conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, lock=True, subject=subject)
-    if row.status != "archived":
+    if row.status != SessionStatus.ARCHIVED:
         raise errors.Conflict(f"session {session_id} is open; only an archived session can be restored")
     arc = sessions_db.archive_get(
         conn,
@@ -291,7 +292,7 @@ def restore(
     present = sessions_db.episodes_present(conn, tenant_id=tenant_id, agent_id=agent_id, ids=archived)
     return {
         "session_id": session_id,
-        "status": "open",
+        "status": SessionStatus.OPEN,
         "from_version": arc.version,
         "restored": {
             "working_items": len(doc.get("items", [])),

@@ -34,6 +34,7 @@ from memworker.models import budget
 from memworker.schemas import WebhookOut
 from memworker.sessions import egress
 from memworker.sessions.slots import TenantSlots
+from memworker.sessions.statuses import DeliveryStatus
 from memworker.settings import Settings
 from memworker.storage import db, sessions_db
 from memworker.storage.db import Conn, Pool
@@ -213,7 +214,7 @@ def _attempt(
             tenant_id=tenant_id,
             delivery_id=delivery_id,
             attempts=row.attempts,
-            status="pending" if outcome.status == "retry" else outcome.status,
+            status=DeliveryStatus.PENDING if outcome.status == "retry" else DeliveryStatus(outcome.status),
             retry_in_s=outcome.retry_in_s or 0.0,
             last_status=code,
             last_error=error,

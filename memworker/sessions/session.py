@@ -29,6 +29,7 @@ from memworker.ingest import intake
 from memworker.lifecycle import needles
 from memworker.schemas import ContextUse, SessionOut, SessionUsage
 from memworker.sessions import plans, working
+from memworker.sessions.statuses import SessionStatus
 from memworker.storage import sessions_db, store
 from memworker.storage.db import Conn
 from memworker.tenancy import service as tenancy
@@ -104,7 +105,7 @@ def load(
         raise errors.Forbidden(
             f"session {session_id} is not subject {subject!r}'s: acting for it, only its sessions are reached"
         )
-    if open_only and row.status != "open":
+    if open_only and row.status != SessionStatus.OPEN:
         raise errors.Conflict(f"session {session_id} is archived; POST .../restore to reopen it")
     return row
 

@@ -6,9 +6,7 @@ sender that died frees its slot when the lease runs out)."""
 from __future__ import annotations
 
 import logging
-import os
 import secrets
-import threading
 from uuid import UUID
 
 import redis
@@ -59,19 +57,12 @@ class TenantSlots:
             logger.warning("could not release a webhook slot of tenant %s: %s", tenant_id, exc)
 
 
-_lock = threading.Lock()
-_by_pid: dict[int, TenantSlots] = {}
-
-
-def for_process(settings: Settings) -> TenantSlots:
-    """This process's slots (a forked child builds its own client)."""
+def build(settings: Settings) -> TenantSlots:
+    """A sender process's slots over its own Redis client (the caller keeps one per process:
+    a forked child builds its own)."""
     assert settings.redis_url, "resolve() the settings first"
-    pid = os.getpid()
-    with _lock:
-        if pid not in _by_pid:
-            client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
-            # an attempt's connect, write and read may each take the timeout; a lookup and
-            # the claim and record transactions come on top
-            lease = 4 * settings.webhook_timeout_s + 30
-            _by_pid[pid] = TenantSlots(client, limit=settings.webhook_tenant_inflight, lease_s=lease)
-        return _by_pid[pid]
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
+    # an attempt's connect, write and read may each take the timeout; a lookup and the claim
+    # and record transactions come on top
+    lease = 4 * settings.webhook_timeout_s + 30
+    return TenantSlots(client, limit=settings.webhook_tenant_inflight, lease_s=lease)

@@ -41,6 +41,7 @@ from memworker.schemas import (
     subject_field,
 )
 from memworker.sessions import items, plans, service, working
+from memworker.sessions.statuses import SessionStatus, StepStatus
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["sessions"])
@@ -57,7 +58,6 @@ ActingSubject = Annotated[
         description="the subject the caller acts for: another subject's session, or a general one, is 403",
     ),
 ]
-Status = Literal["pending", "in_progress", "done", "blocked", "skipped"]
 
 
 class SessionIn(Strict):
@@ -86,7 +86,7 @@ class WorkingPatchIn(Strict):
 class StepIn(Strict):
     id: str | None = Field(default=None, pattern=plans.ID.pattern)
     title: str = Field(min_length=1, max_length=500)
-    status: Status | None = None
+    status: StepStatus | None = None
     progress: int | None = Field(default=None, ge=0, le=100)
     output: str | None = Field(default=None, max_length=plans.MAX_OUTPUT)
     note: str | None = Field(default=None, max_length=plans.MAX_OUTPUT)
@@ -104,7 +104,7 @@ class PlanIn(Strict):
 
 
 class StepPatchIn(Strict):
-    status: Status | None = None
+    status: StepStatus | None = None
     progress: int | None = Field(default=None, ge=0, le=100)
     output: str | None = Field(default=None, max_length=plans.MAX_OUTPUT)
     note: str | None = Field(default=None, max_length=plans.MAX_OUTPUT)
@@ -178,7 +178,7 @@ def post_session(
 def list_sessions(
     agent_id: AgentId,
     request: Request,
-    status: Literal["open", "archived"] | None = None,
+    status: SessionStatus | None = None,
     limit: int = Query(50, ge=1, le=500),
     p: keys.Principal = Depends(principal),
 ) -> SessionList:
