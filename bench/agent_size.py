@@ -55,7 +55,7 @@ from recall_latency import K, Queries, agent_rows, copy_agent, text_vector  # no
 
 
 def load_agent(stack, tenant_id: str, agent: str, size: int, seed: int) -> float:  # type: ignore[no-untyped-def]
-    from memworker import recall
+    from memworker.recall import hybrid as recall
 
     started = time.perf_counter()
     tid = uuid.UUID(tenant_id)
@@ -93,15 +93,15 @@ def build_ann_index(stack, indexdef: str) -> float:  # type: ignore[no-untyped-d
 
 
 def _query(queries: Queries, rng: np.random.Generator) -> tuple[object, np.ndarray]:
-    from memworker import recall
+    from memworker.recall import hybrid as recall
 
     text = queries.fresh()
     return recall.Query(text, K), text_vector(text, rng)
 
 
 def statement_ms(stack, tenant_id: str, agent: str, queries: Queries, n: int, seed: int) -> list[float]:  # type: ignore[no-untyped-def]
-    from memworker import recall
     from memworker.domain.policy import Policy
+    from memworker.recall import hybrid as recall
     from memworker.storage import bumps, db
 
     rng = np.random.default_rng(seed)
@@ -126,8 +126,8 @@ def statement_ms(stack, tenant_id: str, agent: str, queries: Queries, n: int, se
 
 def agreement(stack, tenant_id: str, agent: str, queries: Queries, n: int, seed: int) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
     """(share of the exact top 10 the bounded statement returns, exact p50 ms, bounded p50 ms)."""
-    from memworker import recall
     from memworker.domain.policy import Policy
+    from memworker.recall import hybrid as recall
     from memworker.storage import db
 
     rng = np.random.default_rng(seed)
@@ -161,7 +161,7 @@ def agreement(stack, tenant_id: str, agent: str, queries: Queries, n: int, seed:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memworker import recall
+    from memworker.recall import hybrid as recall
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="1000,10000,100000", help="memories in the one agent, comma-separated")

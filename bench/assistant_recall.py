@@ -86,7 +86,8 @@ from _common import (  # noqa: E402
 )
 from locomo_recall import BM25, minmax  # noqa: E402
 
-from memworker import Client, recall  # noqa: E402
+from memworker import Client  # noqa: E402
+from memworker.recall import hybrid as recall  # noqa: E402
 from memworker.sdk import ApiError  # noqa: E402
 
 BEAM = Path("/work/shared/benchdata/beam/100K")

@@ -130,7 +130,7 @@ def ask_all(
     pool: Any, tenant: Any, owner: Any, convs: list[Conversation], agents: dict[tuple[str, str], str], emb: Embedders
 ) -> tuple[dict[tuple[str, str], list[Answer]], dict[str, int]]:
     """(variant, precision) -> answers; variant -> questions whose top 10 is the same list."""
-    from memworker import recall
+    from memworker.recall import hybrid as recall
     from memworker.storage import db
 
     answers: dict[tuple[str, str], list[Answer]] = defaultdict(list)

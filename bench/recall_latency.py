@@ -402,8 +402,8 @@ def recall_statement_ms(
     with a random query vector given instead of an embedding."""
     import redis
 
-    from memworker import recall
     from memworker.domain.policy import Policy
+    from memworker.recall import hybrid as recall
     from memworker.storage import bumps, db
 
     app_url = stack.info.get("database_url")

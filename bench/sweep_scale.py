@@ -44,8 +44,9 @@ from _common import (  # noqa: E402
 )
 from write_scale import STYLES, Texts, build_index, direct_rate, drop_index, prefill  # noqa: E402
 
-from memworker import Client, recall  # noqa: E402
+from memworker import Client  # noqa: E402
 from memworker.lifecycle import retention  # noqa: E402
+from memworker.recall import hybrid as recall  # noqa: E402
 from memworker.storage import db  # noqa: E402
 
 

@@ -187,7 +187,7 @@ def sweep_s(stack: Any, tenant_id: str, agent: str) -> tuple[float, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from memworker import recall
+    from memworker.recall import hybrid as recall
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="1000,10000,50000")

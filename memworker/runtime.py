@@ -16,6 +16,7 @@ import redis
 from memworker import errors, reflection
 from memworker.domain.policy import PolicyCache
 from memworker.models import embeddings
+from memworker.recall.stats import Stats
 from memworker.settings import Settings
 from memworker.storage import db, redis_keys
 from memworker.storage.db import Pool
@@ -71,6 +72,8 @@ class Resources:
     query_embedder: embeddings.CachedQueryEmbedder
     reflector: reflection.Reflector
     policies: PolicyCache = field(default_factory=PolicyCache)
+    # large agents' statistics as recall's bounded statement reads them (memworker/recall/stats.py)
+    recall_stats: Stats = field(default_factory=Stats)
 
     def close(self) -> None:
         self.pool.close()

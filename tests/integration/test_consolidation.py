@@ -15,12 +15,13 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from memworker import errors, recall, reflection
+from memworker import errors, reflection
 from memworker.domain import memories
 from memworker.domain.policy import Policy
 from memworker.ingest import intake
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.models.llm import OpenAICompatible
+from memworker.recall import hybrid as recall
 from memworker.sleep import consolidation
 from memworker.storage import db, sleep_db, store
 from memworker.tenancy import service as tenancy

@@ -16,11 +16,12 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from memworker import recall, reflection
+from memworker import reflection
 from memworker.domain import memories
 from memworker.domain.policy import Policy
 from memworker.lifecycle import governance
 from memworker.models.embeddings import CachedQueryEmbedder
+from memworker.recall import hybrid as recall
 from memworker.sdk import ApiError, Client
 from memworker.sleep import consolidation
 from memworker.storage import db, store

@@ -13,13 +13,14 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from memworker import errors, recall
+from memworker import errors
 from memworker.domain import memories
 from memworker.domain.policy import Policy
 from memworker.erase import forget
 from memworker.ingest import intake
 from memworker.lifecycle import governance
 from memworker.models.embeddings import CachedQueryEmbedder
+from memworker.recall import hybrid as recall
 from memworker.sessions import session
 from memworker.storage import db, store
 from memworker.tenancy import service as tenancy

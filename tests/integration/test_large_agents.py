@@ -15,11 +15,12 @@ import numpy as np
 import psycopg
 import pytest
 
-from memworker import errors, recall
+from memworker import errors
 from memworker.domain import memories, tokens
 from memworker.domain.policy import Policy
 from memworker.lifecycle import retention
 from memworker.local import embedded
+from memworker.recall import hybrid as recall
 from memworker.storage import db, large_agents, store
 from memworker.tenancy import service as tenancy
 

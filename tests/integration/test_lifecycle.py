@@ -13,11 +13,12 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from memworker import errors, recall
+from memworker import errors
 from memworker.domain import memories, rules
 from memworker.domain.policy import Policy
 from memworker.lifecycle import governance, retention
 from memworker.models.embeddings import CachedQueryEmbedder
+from memworker.recall import hybrid as recall
 from memworker.storage import db, lifecycle_db, store
 from memworker.tenancy import service as tenancy
 from memworker.testing import FakeEmbedder

@@ -15,10 +15,10 @@ import psycopg
 import pytest
 import redis
 
-from memworker import recall
 from memworker.domain import memories, tokens
 from memworker.domain.policy import Policy
 from memworker.models.embeddings import CachedQueryEmbedder
+from memworker.recall import hybrid as recall
 from memworker.storage import bumps, db, store
 from memworker.tenancy import service as tenancy
 from memworker.testing import FakeEmbedder

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from memworker import recall
 from memworker.domain import memories
 from memworker.domain.policy import Policy
 from memworker.models.embeddings import CachedQueryEmbedder
+from memworker.recall import hybrid as recall
 from memworker.storage import _sql, db, store
 from memworker.tenancy import service as tenancy
 from memworker.testing import FakeEmbedder

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from memworker import errors, recall
+from memworker import errors
 from memworker.domain.policy import Policy
 from memworker.erase import forget
 from memworker.fleet import pools
+from memworker.recall import hybrid as recall
 
 
 @pytest.mark.parametrize("name", ["alice\n", "a/b", "", "-x"])

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from memworker import errors, keys, recall, schemas
+from memworker import errors, keys, schemas
 from memworker.api import deps
 from memworker.api.console import auth, charts, samples
 from memworker.domain.memories import AGENT_ID, EPISODE_STATUSES, KINDS, SUBJECT, TIERS, EpisodeStatus
@@ -29,6 +29,7 @@ from memworker.ingest import service as episodes
 from memworker.lifecycle import governance
 from memworker.lifecycle import service as lifecycle
 from memworker.memories import service as memories
+from memworker.recall import hybrid as recall
 from memworker.sleep import service as sleep
 from memworker.tenancy import service as tenancy
 
@@ -241,7 +242,7 @@ def memories_page(request: Request, agent_id: str) -> Response:
     subject = qp.get("subject", "").strip() or None
     if subject is not None and not SUBJECT.fullmatch(subject):
         raise errors.InvalidInput("subject must be 1-128 characters of letters, digits and . _ : @ -")
-    hits: list[dict[str, Any]] | None = None
+    hits: list[recall.Hit] | None = None
     items = []
     if q:  # with a subject: its memories and the general ones, as recall serves it
         query = recall.Query(q, 50, (tier,) if tier else None, (kind,) if kind else None, subject=subject)
@@ -251,7 +252,9 @@ def memories_page(request: Request, agent_id: str) -> Response:
         with deps.read_tx(request, p, agent_id) as conn:
             policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
             # recall() only reads: an operator looking is not the agent recalling (access counts feed retention)
-            found = recall.recall(conn, qvec, tenant_id=p.tenant_id, agent_id=agent_id, query=query, policy=policy)
+            found = recall.recall(
+                conn, qvec, tenant_id=p.tenant_id, agent_id=agent_id, query=query, policy=policy, stats=res.recall_stats
+            )
         hits = [h for h in found if flag is None or flag in h.get("flags", [])]
     else:
         with deps.read_tx(request, p, agent_id) as conn:

@@ -10,11 +10,9 @@ agents")."""
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict, cast
 from uuid import UUID
 
 import numpy as np
@@ -24,6 +22,10 @@ from memworker.domain import tokens
 from memworker.domain.memories import KINDS, SUBJECT, TIERS
 from memworker.domain.policy import RECALL_CANDIDATES_MAX, Policy
 from memworker.fleet import pools
+from memworker.recall import stats as recall_stats
+from memworker.recall.stats import Stats
+from memworker.schemas import Hit as HitOut
+from memworker.schemas import Holder, Signals
 from memworker.storage import bumps, core_db, db, large_agents, replicas
 from memworker.storage.db import Conn, Pool
 
@@ -51,15 +53,82 @@ LEXICAL_CANDIDATES = 400
 # (bench/agent_size.py, docs/scaling.md), and a wider scan costs more where a query's vector
 # lies between clusters.
 EF_SEARCH = 120
-# A large agent's document count and average length are read once per process and minute:
-# BM25 over a bounded candidate set needs them for the whole agent.
-STATS_TTL_S = 60.0
-_STATS_MAX = 4_096
+# A large agent's statistics are read once per process and minute (memworker/recall/stats.py).
+STATS_TTL_S = recall_stats.STATS_TTL_S
 
 Plan = Literal["auto", "exact", "bounded"]
-_stats: dict[tuple[UUID, str, str | None], tuple[float, core_db.RecallStats]] = {}
-_dfs: dict[tuple[UUID, str, str], tuple[float, float]] = {}  # (tenant, agent, term) -> (at, df)
-_stats_lock = threading.Lock()
+
+
+class Related(TypedDict):
+    """A memory a hit replaced, or is in an open review with (the context packer's history)."""
+
+    id: str
+    text: str
+    kind: str
+    relation: str
+
+
+class Newer(Related):
+    created_at: str
+
+
+class Hit(HitOut):
+    """A recalled memory as the API answers it, and with history_since (the context packer's)
+    what it replaced since then (previously) and the newest live memory it conflicts with that
+    came after it (newer)."""
+
+    previously: NotRequired[list[Related]]
+    newer: NotRequired[Newer]
+
+
+class UnionParams(TypedDict):
+    """recall_agents' parameters (queries/core.sql)."""
+
+    tenant_id: UUID
+    terms: list[str]
+    qvec: np.ndarray
+    tiers: list[str]
+    kinds: list[str] | None
+    since: datetime | None
+    until: datetime | None
+    metadata: dict[str, Any] | None
+    hide_flagged: bool
+    candidates: int
+    vector_floor: float
+    w_bm25: float
+    w_vector: float
+    w_parts: float
+    w_prior: float
+    k: int
+    pool: int
+    subject: str | None
+    retired: bool
+
+
+class Params(UnionParams):
+    """recall's parameters (queries/core.sql)."""
+
+    agent_id: str
+    collapse: bool
+
+
+class BoundedParams(TypedDict):
+    """recall_bounded's own parameters, beside recall's."""
+
+    n: float
+    avgdl: float
+    dfs: list[float]
+    budget: int
+    per_term: int
+    lexical: int
+    ann: int
+
+
+class Owner(TypedDict, total=False):
+    """Whose a memory is: an agent's (agent_id) or a pool's (pool)."""
+
+    agent_id: str
+    pool: str
 
 
 @dataclass(frozen=True)
@@ -102,15 +171,18 @@ def recall(
     policy: Policy,
     path: Plan = "auto",
     history_since: datetime | None = None,
-) -> list[dict[str, Any]]:
+    stats: Stats | None = None,
+) -> list[Hit]:
     """The agent's top-k live memories for the query, best first, with their signals, inside
     the caller's transaction. qvec is the query's embedding (the caller embeds it before it
     takes a connection, so no pooled connection waits on the model). A read only (a replica
     can run it): serve() counts the hits as accessed. path: "auto" picks the exact or the
     bounded statement by the agent's size (EXACT_MAX); the others force one (tests, benches).
     history_since (the context packer's): each hit also says what it replaced since then and
-    what it conflicts with (`previously`, `newer`: see `current`)."""
-    return _found(conn, qvec, tenant_id, agent_id, query, policy, path, history_since)[0]
+    what it conflicts with (`previously`, `newer`: see `current`). stats: the process's cache
+    of large agents' statistics (runtime.Resources.recall_stats); without one they are read
+    again."""
+    return _found(conn, qvec, tenant_id, agent_id, query, policy, path, history_since, stats)[0]
 
 
 def _found(
@@ -122,28 +194,29 @@ def _found(
     policy: Policy,
     path: Plan = "auto",
     history_since: datetime | None = None,
-) -> tuple[list[dict[str, Any]], list[UUID]]:
+    stats: Stats | None = None,
+) -> tuple[list[Hit], list[UUID]]:
     """The hits, and the memories the recall counts as accessed: the agent's own hits and the
     memories collapsed into them (their slot went to a memory that names their messages, so
     they were found too and retention keeps them); a pool's memories are not the agent's."""
     if policy.pools_read:  # the agent's memories and its pools' (memworker/fleet/pools.py), one ranked list
         return _with_pools(conn, qvec, tenant_id, agent_id, query, policy, history_since)
-    rows = _rows(conn, _params(qvec, tenant_id, agent_id, query, policy), path=path)
+    rows = _rows(conn, _params(qvec, tenant_id, agent_id, query, policy), path=path, stats=stats)
     hits = current(conn, tenant_id, _hits(rows, query.explain), history_since, audit=query.include_superseded)
     # a superseded hit (an audit's) is history, not use: it is not counted as accessed
     retired = {h["id"] for h in hits if "valid_to" in h}
     return hits, [i for r in rows if str(r.id) not in retired for i in [r.id, *(r.collapsed or [])]]
 
 
-def _rows(conn: Conn, params: dict[str, Any], *, path: Plan = "auto") -> list[core_db.RecallRow]:
-    bounded = _bounded(conn, params, path)
+def _rows(conn: Conn, params: Params, *, path: Plan = "auto", stats: Stats | None = None) -> list[core_db.RecallRow]:
+    bounded = _bounded(conn, params, path, stats)
     if bounded is None:
         return core_db.recall(conn, **params)
-    params = {k: v for k, v in params.items() if k != "retired"}  # the bounded path reads live rows only
-    return core_db.recall_bounded(conn, **params, **bounded)
+    live = {k: v for k, v in params.items() if k != "retired"}  # the bounded path reads live rows only
+    return core_db.recall_bounded(conn, **live, **bounded)
 
 
-def _bounded(conn: Conn, params: dict[str, Any], path: Plan) -> dict[str, Any] | None:
+def _bounded(conn: Conn, params: Params, path: Plan, stats: Stats | None = None) -> BoundedParams | None:
     """The bounded statement's own parameters for a large agent, None for the exact
     statement. Filters other than tiers and subject (kinds, time, metadata) keep the exact
     statement: they may reject most of a bounded candidate set. The vector candidates come
@@ -153,15 +226,16 @@ def _bounded(conn: Conn, params: dict[str, Any], path: Plan) -> dict[str, Any] |
         return None
     if params["retired"]:  # an audit: the HNSW index holds live memories only
         return None
-    stats = agent_stats(conn, params["tenant_id"], params["agent_id"], params["subject"])
-    if path == "auto" and (stats.rows <= EXACT_MAX or not stats.ann_ready):
+    stats = stats or Stats()
+    agent = stats.agent(conn, params["tenant_id"], params["agent_id"], params["subject"])
+    if path == "auto" and (agent.rows <= EXACT_MAX or not agent.ann_ready):
         return None
     dfs = _setup(
-        conn, params["tenant_id"], params["agent_id"], params["terms"], max(EF_SEARCH, 2 * params["candidates"])
+        conn, params["tenant_id"], params["agent_id"], params["terms"], max(EF_SEARCH, 2 * params["candidates"]), stats
     )
-    return dict(
-        n=float(stats.n),
-        avgdl=stats.avgdl,
+    return BoundedParams(
+        n=float(agent.n),
+        avgdl=agent.avgdl,
         dfs=dfs,
         budget=POSTINGS_BUDGET,
         per_term=POSTINGS_PER_TERM,
@@ -171,49 +245,28 @@ def _bounded(conn: Conn, params: dict[str, Any], path: Plan) -> dict[str, Any] |
     )
 
 
-def _setup(conn: Conn, tenant_id: UUID, agent_id: str, terms: list[str], ef_search: int) -> list[float]:
+def _setup(conn: Conn, tenant_id: UUID, agent_id: str, terms: list[str], ef_search: int, stats: Stats) -> list[float]:
     """The bounded statement's settings and each term's document frequency over the agent, at
     most STATS_TTL_S old, in one round trip: counted for the terms this process has not
     counted within that time (most queries repeat earlier terms). Sending the settings in a
     pipeline with the statement when every count is cached saved nothing measurable."""
-    now = time.monotonic()
-    fresh = {t: c[1] for t in terms if (c := _dfs.get((tenant_id, agent_id, t))) and now - c[0] < STATS_TTL_S}
+    fresh = stats.fresh_dfs(tenant_id, agent_id, terms)
     missing = [t for t in terms if t not in fresh]
     counted = core_db.recall_bounded_setup(
         conn, tenant_id=tenant_id, agent_id=agent_id, terms=missing, ef_search=ef_search
     )
     if missing:
-        with _stats_lock:
-            if len(_dfs) >= _STATS_MAX * 16:
-                _dfs.clear()
-            for term, df in zip(missing, counted, strict=True):
-                _dfs[(tenant_id, agent_id, term)] = (now, df)
-                fresh[term] = df
+        new = dict(zip(missing, counted, strict=True))
+        stats.keep_dfs(tenant_id, agent_id, new)
+        fresh.update(new)
     return [fresh[t] for t in terms]
 
 
-def agent_stats(conn: Conn, tenant_id: UUID, agent_id: str, subject: str | None) -> core_db.RecallStats:
-    """The agent's live-memory count and average length as recall sees them, at most
-    STATS_TTL_S old (one scan of the agent per process and minute)."""
-    key = (tenant_id, agent_id, subject)
-    now = time.monotonic()
-    cached = _stats.get(key)
-    if cached is not None and now - cached[0] < STATS_TTL_S:
-        return cached[1]
-    stats = core_db.recall_stats(conn, tenant_id=tenant_id, agent_id=agent_id, subject=subject)
-    with _stats_lock:
-        if len(_stats) >= _STATS_MAX:
-            _stats.clear()
-        _stats[key] = (now, stats)
-    return stats
-
-
-def forget_stats() -> None:
+def forget_stats(stats: Stats | None = None) -> None:
     """Drop the cached agent statistics and term frequencies (tests that grow an agent and
-    recall at once)."""
-    with _stats_lock:
-        _stats.clear()
-        _dfs.clear()
+    recall at once); without a cache, nothing is kept to drop."""
+    if stats is not None:
+        stats.forget()
 
 
 def serve(
@@ -227,7 +280,8 @@ def serve(
     access: bumps.Buffer,
     reads: replicas.Reads | None = None,
     client_lsn: int = 0,
-) -> list[dict[str, Any]]:
+    stats: Stats | None = None,
+) -> list[Hit]:
     """recall() as the API serves it, in a transaction of its own: with replicas (reads), on
     one that has replayed the caller's last write (client_lsn, or the one Redis remembers),
     else on the primary. The accesses are counted in the process's buffer (access), which
@@ -235,8 +289,8 @@ def serve(
     (storage/bumps.py): the statement only reads, so concurrent recalls of one agent never
     wait on each other's row locks, and a recall writes no WAL."""
 
-    def find(conn: Conn) -> tuple[list[dict[str, Any]], list[UUID]]:
-        return _found(conn, qvec, tenant_id, agent_id, query, policy)
+    def find(conn: Conn) -> tuple[list[Hit], list[UUID]]:
+        return _found(conn, qvec, tenant_id, agent_id, query, policy, stats=stats)
 
     if reads is None or policy.pools_read:
         with db.tenant_tx(pool, tenant_id) as conn:
@@ -255,7 +309,7 @@ def _with_pools(
     query: Query,
     policy: Policy,
     history_since: datetime | None = None,
-) -> tuple[list[dict[str, Any]], list[UUID]]:
+) -> tuple[list[Hit], list[UUID]]:
     """The agent's recall with the pools it reads: the statement over several agents (BM25
     over the union), each pool hit naming its pool and every hit its holders (a text the
     agent shared into a pool is one hit); the agent's own copies of the hits count as accessed."""
@@ -263,8 +317,9 @@ def _with_pools(
     rows = core_db.recall_agents(conn, agent_ids=owners, **_union_params(qvec, tenant_id, owners, query, policy))
     hits = _hits(list(rows), query.explain)
     for r, hit in zip(rows, hits, strict=True):
-        if r.agent_id != agent_id:
-            hit["pool"] = pools.name_of(r.agent_id)
+        pool = pools.name_of(r.agent_id)
+        if r.agent_id != agent_id and pool is not None:
+            hit["pool"] = pool
         hit["holders"] = _holders(r)
     hits = current(conn, tenant_id, hits, history_since, audit=query.include_superseded)
     retired = {h["id"] for h in hits if "valid_to" in h}
@@ -286,7 +341,7 @@ def serve_agents(
     agent_ids: list[str],
     query: Query,
     policy: Policy,
-) -> list[dict[str, Any]]:
+) -> list[Hit]:
     """One ranked list over several agents' (and pools') memories, each hit naming its
     agent_id (or its pool; agent_ids holds pools as their owner ids, memworker/fleet/pools.py). BM25's
     statistics are those of the union of the agents' live memories (one corpus), and the
@@ -297,42 +352,59 @@ def serve_agents(
     params = _union_params(qvec, tenant_id, agent_ids, query, policy)
     with db.tenant_tx(pool, tenant_id) as conn:
         rows = core_db.recall_agents(conn, agent_ids=agent_ids, **params)
-        hits = [
-            {**_owner(r.agent_id), **hit, "holders": _holders(r)}
-            for r, hit in zip(rows, _hits(list(rows), query.explain), strict=True)
-        ]
+        hits = [_owned(r, hit) for r, hit in zip(rows, _hits(list(rows), query.explain), strict=True)]
         return current(conn, tenant_id, hits, audit=query.include_superseded)
 
 
-def _union_params(
-    qvec: np.ndarray, tenant_id: UUID, agent_ids: list[str], query: Query, policy: Policy
-) -> dict[str, Any]:
+def _union_params(qvec: np.ndarray, tenant_id: UUID, agent_ids: list[str], query: Query, policy: Policy) -> UnionParams:
     """recall_agents' parameters: recall's, less those only the one-agent statement takes,
     with room for k distinct texts when every agent holds a copy of each: k ranked copies per
     agent, from at least as many candidates per signal."""
     params = _params(qvec, tenant_id, agent_ids[0], query, policy)
-    for unused in ("agent_id", "collapse"):
-        params.pop(unused)
-    params["pool"] = query.k * len(agent_ids)
-    # as many candidates per signal as the pool ranks, within the policy's own ceiling
-    params["candidates"] = min(max(params["candidates"], params["pool"]), RECALL_CANDIDATES_MAX)
-    return params
+    pool = query.k * len(agent_ids)
+    return UnionParams(
+        tenant_id=params["tenant_id"],
+        terms=params["terms"],
+        qvec=params["qvec"],
+        tiers=params["tiers"],
+        kinds=params["kinds"],
+        since=params["since"],
+        until=params["until"],
+        metadata=params["metadata"],
+        hide_flagged=params["hide_flagged"],
+        # as many candidates per signal as the pool ranks, within the policy's own ceiling
+        candidates=min(max(params["candidates"], pool), RECALL_CANDIDATES_MAX),
+        vector_floor=params["vector_floor"],
+        w_bm25=params["w_bm25"],
+        w_vector=params["w_vector"],
+        w_parts=params["w_parts"],
+        w_prior=params["w_prior"],
+        k=params["k"],
+        pool=pool,
+        subject=params["subject"],
+        retired=params["retired"],
+    )
 
 
-def _owner(owner: str) -> dict[str, str]:
+def _owner(owner: str) -> Owner:
     """Whose a memory is: {"agent_id": ...}, or {"pool": ...} for a pool's memory."""
     pool = pools.name_of(owner)
-    return {"agent_id": owner} if pool is None else {"pool": pool}
+    return Owner(agent_id=owner) if pool is None else Owner(pool=pool)
 
 
-def _holders(row: core_db.AgentsRecallRow) -> list[dict[str, str]]:
+def _owned(row: core_db.AgentsRecallRow, hit: Hit) -> Hit:
+    """A hit over several agents: whose it is first, then the hit, then every holder."""
+    return cast(Hit, {**_owner(row.agent_id), **hit, "holders": _holders(row)})
+
+
+def _holders(row: core_db.AgentsRecallRow) -> list[Holder]:
     """Every agent or pool holding the hit's text, with its memory's id, the hit's own first."""
-    return [{**_owner(a), "id": str(i)} for a, i in zip(row.holder_agents, row.holder_ids, strict=True)]
+    return [cast(Holder, {**_owner(a), "id": str(i)}) for a, i in zip(row.holder_agents, row.holder_ids, strict=True)]
 
 
-def _params(qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy) -> dict[str, Any]:
-    query.validate()
-    return dict(
+def _params(qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, policy: Policy) -> Params:
+    query.validate()  # a query built in code (the context packer's, the console's); the API's is RecallIn
+    return Params(
         tenant_id=tenant_id,
         agent_id=agent_id,
         terms=sorted(set(tokens.tokenize(query.text))),
@@ -358,32 +430,32 @@ def _params(qvec: np.ndarray, tenant_id: UUID, agent_id: str, query: Query, poli
     )
 
 
-def _hits(rows: list[core_db.RecallRow], explain: bool) -> list[dict[str, Any]]:
+def _hits(rows: list[core_db.RecallRow], explain: bool) -> list[Hit]:
     hits = []
     for r in rows:
-        hit: dict[str, Any] = {
-            "id": str(r.id),
-            "text": r.text,
-            "kind": r.kind,
-            "tier": r.tier,
-            "score": round(float(r.score), 6),
-            "metadata": r.metadata,
-            "created_at": r.created_at.isoformat(),
-            "provenance": r.provenance,
-            "flags": r.flags,
-            "trust": r.trust,
-            "subject": r.subject,
-        }
+        hit = Hit(
+            id=str(r.id),
+            text=r.text,
+            kind=r.kind,
+            tier=r.tier,
+            score=round(float(r.score), 6),
+            metadata=r.metadata,
+            created_at=r.created_at.isoformat(),
+            provenance=r.provenance,
+            flags=r.flags,
+            trust=r.trust,
+            subject=r.subject,
+        )
         if explain:
-            hit["signals"] = {
-                "bm25": float(r.bm25),
-                "vector": float(r.vector),
-                "fused": float(r.fused),
-                "salience": float(r.salience),
-                "access": int(r.access_count),
-                "freshness": float(r.freshness),
-                "prior": float(r.prior),
-            }
+            hit["signals"] = Signals(
+                bm25=float(r.bm25),
+                vector=float(r.vector),
+                fused=float(r.fused),
+                salience=float(r.salience),
+                access=int(r.access_count),
+                freshness=float(r.freshness),
+                prior=float(r.prior),
+            )
             # memories whose source messages this hit (or a better one) already names: they
             # gave up their slot (policy.recall_collapse)
             hit["collapsed"] = [str(c) for c in r.collapsed or []]
@@ -397,11 +469,11 @@ def _hits(rows: list[core_db.RecallRow], explain: bool) -> list[dict[str, Any]]:
 def current(
     conn: Conn,
     tenant_id: UUID,
-    hits: list[dict[str, Any]],
+    hits: list[Hit],
     history_since: datetime | None = None,
     *,
     audit: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[Hit]:
     """The hits with their open conflicts (one query for all of them, queries/core.sql:
     recall_related): a hit in an open review with another live memory names it
     (conflicts_with) and says since when it holds (valid_from), and of two such hits the newer
@@ -421,30 +493,29 @@ def current(
     by_id = {h["id"]: h for h in hits}
     for r in rows:
         if r.relation == "retired" and str(r.memory_id) in by_id:
-            by_id[str(r.memory_id)].update(
-                valid_from=r.valid_from.isoformat(),
-                valid_to=r.other_valid_from.isoformat(),
-                superseded_by=None if r.other_id is None else str(r.other_id),
-            )
+            hit = by_id[str(r.memory_id)]
+            hit["valid_from"] = r.valid_from.isoformat()
+            hit["valid_to"] = r.other_valid_from.isoformat()
+            hit["superseded_by"] = None if r.other_id is None else str(r.other_id)
     if history_since is not None:
         _histories(hits, rows)
     return mark_conflicts(hits, rows)
 
 
-def _histories(hits: list[dict[str, Any]], rows: list[core_db.RelatedRow]) -> None:
+def _histories(hits: list[Hit], rows: list[core_db.RelatedRow]) -> None:
     by_id = {h["id"]: h for h in hits}
     for r in rows:
         hit = by_id.get(str(r.memory_id))
         if hit is None or r.relation == "retired":
             continue
-        other = {"id": str(r.other_id), "text": r.other_text, "kind": r.other_kind, "relation": r.relation}
+        other = Related(id=str(r.other_id), text=r.other_text, kind=r.other_kind, relation=r.relation)
         if r.newer:
             hit.setdefault("previously", []).append(other)
         elif "newer" not in hit:  # rows come newest other first
-            hit["newer"] = {**other, "created_at": r.other_valid_from.isoformat()}
+            hit["newer"] = Newer(**other, created_at=r.other_valid_from.isoformat())
 
 
-def mark_conflicts(hits: list[dict[str, Any]], rows: list[core_db.RelatedRow]) -> list[dict[str, Any]]:
+def mark_conflicts(hits: list[Hit], rows: list[core_db.RelatedRow]) -> list[Hit]:
     """Pure: each conflict row's hit gets valid_from and conflicts_with (the other memories'
     ids, newest first), and every hit that is the newer side of a review with another hit is
     moved directly above it (the order of the rest is kept)."""
