@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +182,7 @@ def cmd_plan(settings: Settings, args: argparse.Namespace) -> int:
     spec = _plan_file(args.set) if args.set else None
     with common.client(settings) as c:
         if spec is not None:
-            plan = c.set_plan(args.agent, args.session_id, spec.get("milestones", []), title=spec.get("title"))
+            plan = c.set_plan(args.agent, args.session_id, spec.milestones, title=spec.title)
         else:
             plan = c.plan(args.agent, args.session_id)
     text = [f"{plan.get('title') or 'plan'}  (revision {plan['revision']})"]
@@ -193,7 +194,15 @@ def cmd_plan(settings: Settings, args: argparse.Namespace) -> int:
     return _print(args, plan, "\n".join(text))
 
 
-def _plan_file(name: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PlanFile:
+    """A plan as `--set FILE` gives it: its milestones and title as written (the API checks them)."""
+
+    milestones: Any
+    title: Any
+
+
+def _plan_file(name: str) -> PlanFile:
     """The plan of `--set FILE` ('-': stdin), read and checked before anything is sent."""
     try:
         raw = sys.stdin.read() if name == "-" else Path(name).read_text()
@@ -202,7 +211,7 @@ def _plan_file(name: str) -> dict[str, Any]:
     spec = common.parse_json(f"--set {name}", raw)
     if not isinstance(spec, dict):
         raise errors.InvalidInput(f'--set {name}: the top level must be an object {{"title", "milestones": [...]}}')
-    return spec
+    return PlanFile(spec.get("milestones", []), spec.get("title"))
 
 
 def _resume_text(r: dict[str, Any]) -> str:

@@ -30,7 +30,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, cast
 from uuid import UUID
 
 from memworker import errors
@@ -75,6 +75,53 @@ CALL_FIELDS = ("id", "query", "max_tokens", "tokens", "memory_ids", "dropped", "
 ITEM_FIELDS = ("position", "item", "created_at")
 
 
+class Line(TypedDict, total=False):
+    """One line of an archive: `type` says which of the other keys it has (the format above)."""
+
+    type: str
+    # header
+    format: str
+    format_version: int
+    agent_id: str
+    session_id: str
+    archive_version: int
+    archived_at: str
+    # working and plan: the document as the session row held it
+    document: Any
+    # session (SESSION_FIELDS), episode (EPISODE_FIELDS), context_call (CALL_FIELDS), item (ITEM_FIELDS)
+    status: str
+    metadata: Any
+    revision: int
+    window_tokens: int | None
+    log_tokens: int
+    last_context_tokens: int
+    reported_used: float | None
+    flush_armed: bool
+    flush_count: int
+    flushed_at: str | None
+    flushed_revision: int
+    last_flush_episode_id: str | None
+    created_at: str
+    id: str
+    content: str
+    messages: Any
+    idempotency_key: str | None
+    memory_ids: list[str]
+    occurred_at: str
+    stored_at: str | None
+    query: str
+    max_tokens: int
+    tokens: int
+    dropped: dict[str, Any]
+    sections: dict[str, Any]
+    used: float | None
+    position: int
+    item: Any
+    # footer
+    counts: dict[str, int]
+    scrubbed: bool
+
+
 # --- the format (pure) -----------------------------------------------------------------------
 
 
@@ -86,9 +133,9 @@ def snapshot(
     items: Sequence[sessions_db.SessionItem] = (),
     version: int,
     archived_at: datetime,
-) -> list[dict[str, Any]]:
+) -> list[Line]:
     """The archive's lines, as objects."""
-    lines: list[dict[str, Any]] = [
+    lines: list[Line] = [
         {
             "type": "header",
             "format": FORMAT,
@@ -98,18 +145,23 @@ def snapshot(
             "archive_version": version,
             "archived_at": archived_at.isoformat(),
         },
-        {"type": "session", **{k: _plain(getattr(session, k)) for k in SESSION_FIELDS}},
+        _line("session", session, SESSION_FIELDS),
         {"type": "working", "document": working.normalised(session.working)},
         {"type": "plan", "document": session.plan},
     ]
-    lines += [{"type": "episode", **{k: _plain(getattr(e, k)) for k in EPISODE_FIELDS}} for e in episodes]
-    lines += [{"type": "context_call", **{k: _plain(getattr(c, k)) for k in CALL_FIELDS}} for c in calls]
-    lines += [{"type": "item", **{k: _plain(getattr(i, k)) for k in ITEM_FIELDS}} for i in items]
+    lines += [_line("episode", e, EPISODE_FIELDS) for e in episodes]
+    lines += [_line("context_call", c, CALL_FIELDS) for c in calls]
+    lines += [_line("item", i, ITEM_FIELDS) for i in items]
     lines.append({"type": "footer", "counts": counts_of(lines)})
     return lines
 
 
-def counts_of(lines: list[dict[str, Any]]) -> dict[str, int]:
+def _line(kind: str, row: object, fields: tuple[str, ...]) -> Line:
+    """A line of the given type holding the row's fields as plain JSON values."""
+    return cast(Line, {"type": kind, **{k: _plain(getattr(row, k)) for k in fields}})
+
+
+def counts_of(lines: list[Line]) -> dict[str, int]:
     doc = next((x["document"] for x in lines if x["type"] == "working"), None) or {}
     plan = next((x["document"] for x in lines if x["type"] == "plan"), None)
     return {
@@ -121,17 +173,17 @@ def counts_of(lines: list[dict[str, Any]]) -> dict[str, int]:
     }
 
 
-def encode(lines: list[dict[str, Any]]) -> tuple[bytes, int, str]:
+def encode(lines: list[Line]) -> tuple[bytes, int, str]:
     """(gzip bytes, JSONL size, sha256 of the JSONL). mtime 0: the same content, the same bytes."""
     raw = "".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in lines).encode()
     return gzip.compress(raw, compresslevel=6, mtime=0), len(raw), hashlib.sha256(raw).hexdigest()
 
 
-def decode(data: bytes, *, sha256: str | None = None) -> list[dict[str, Any]]:
+def decode(data: bytes, *, sha256: str | None = None) -> list[Line]:
     """The lines of an archive. Raises InvalidInput for a corrupt or unknown-version archive."""
     try:
         raw = gzip.decompress(data)
-        lines = [json.loads(x) for x in raw.decode().splitlines() if x]
+        lines: list[Line] = [json.loads(x) for x in raw.decode().splitlines() if x]
     except (OSError, EOFError, ValueError) as exc:
         raise errors.InvalidInput(f"archive is corrupt: {exc}") from exc
     if sha256 is not None and hashlib.sha256(raw).hexdigest() != sha256:
@@ -148,7 +200,7 @@ def decode(data: bytes, *, sha256: str | None = None) -> list[dict[str, Any]]:
     return lines
 
 
-def summary_lines(lines: list[dict[str, Any]]) -> list[str]:
+def summary_lines(lines: list[Line]) -> list[str]:
     """Sentences distilled into long-term memory: the session's working memory and plan."""
     doc = next(x["document"] for x in lines if x["type"] == "working")
     plan = next(x["document"] for x in lines if x["type"] == "plan")
@@ -285,8 +337,9 @@ def restore(
     )
     calls = [x for x in lines if x["type"] == "context_call"]
     for c in calls:
+        call: dict[str, Any] = dict(c)
         sessions_db.context_call_restore(
-            conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, **{k: c[k] for k in CALL_FIELDS}
+            conn, tenant_id=tenant_id, agent_id=agent_id, session_id=session_id, **{k: call[k] for k in CALL_FIELDS}
         )
     archived = [x["id"] for x in lines if x["type"] == "episode"]
     present = sessions_db.episodes_present(conn, tenant_id=tenant_id, agent_id=agent_id, ids=archived)
@@ -339,16 +392,14 @@ def download(
     return bytes(row.data)
 
 
-def scrub_lines(
-    lines: list[dict[str, Any]], episode_ids: set[str], found: needles.Needles
-) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def scrub_lines(lines: list[Line], episode_ids: set[str], found: needles.Needles) -> tuple[list[Line], dict[str, int]]:
     """An archive's lines without what forget erases: the erased episodes' lines (and any
     other episode line holding a needle), the context calls whose query holds one, the items
     holding one in any string, and the
     needles' texts in the working memory, plan and session metadata. Returns (lines, counts
     of what went); the footer is recounted and marked scrubbed when anything went."""
     gone = {"episodes": 0, "context_calls": 0, "items": 0, "texts": 0}
-    out: list[dict[str, Any]] = []
+    out: list[Line] = []
     for x in lines:
         if x["type"] == "episode" and (x["id"] in episode_ids or found.scrub(x)[1]):
             gone["episodes"] += 1
@@ -415,9 +466,7 @@ def scrub_episodes(conn: Conn, *, tenant_id: UUID, agent_id: str, episode_ids: l
     ]
 
 
-def _rewrite(
-    conn: Conn, tenant_id: UUID, agent_id: str, session_id: str, version: int, lines: list[dict[str, Any]]
-) -> None:
+def _rewrite(conn: Conn, tenant_id: UUID, agent_id: str, session_id: str, version: int, lines: list[Line]) -> None:
     data, raw_bytes, digest = encode(lines)
     sessions_db.archive_rewrite(
         conn,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime, timedelta
-from typing import Any
 from uuid import UUID
 
 from memworker.domain import memories
@@ -36,7 +35,7 @@ def due(pool: Pool, *, start: datetime, end: datetime) -> list[tuple[UUID, str]]
     return [(r.tenant_id, r.agent_id) for r in rows]
 
 
-def lines_of(snapshots: list[list[dict[str, Any]]], day: str) -> list[str]:
+def lines_of(snapshots: list[list[archive.Line]], day: str) -> list[str]:
     """What the day's sessions say together: their goals, what recurs across sessions
     (constraints, decisions, questions stated in two or more), questions left open, how
     the plans ended. Pure."""

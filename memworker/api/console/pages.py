@@ -9,6 +9,7 @@ import functools
 import re
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, cast
@@ -151,12 +152,22 @@ def choice(value: str | None, allowed: tuple[str, ...]) -> str | None:
     return value if value in allowed else None
 
 
-def provenance_links(agent_id: str, entries: list[str]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class ProvenanceLink:
+    """A provenance entry as the memory page shows it: its text, and for an episode reference
+    the episode's page and the messages it names."""
+
+    text: str
+    url: str | None
+    messages: str | None
+
+
+def provenance_links(agent_id: str, entries: list[str]) -> list[ProvenanceLink]:
     out = []
     for entry in entries:
         m = _EPISODE_REF.match(entry)
         url = f"/console/agents/{agent_id}/episodes/{m.group(1)}" if m else None
-        out.append({"text": entry, "url": url, "messages": m.group(2) if m and m.group(2) else None})
+        out.append(ProvenanceLink(entry, url, m.group(2) if m and m.group(2) else None))
     return out
 
 
