@@ -24,8 +24,8 @@ from uuid import UUID
 from memworker import errors
 from memworker.erase import forget
 from memworker.fleet import pools
+from memworker.fleet import queries as admin_db
 from memworker.lifecycle import governance
-from memworker.storage import admin_db
 from memworker.storage.db import Conn
 from memworker.tenancy import service as tenancy
 

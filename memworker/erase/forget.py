@@ -57,8 +57,9 @@ from memworker import errors
 from memworker.domain import memories, rules
 from memworker.fleet import pools
 from memworker.lifecycle import governance, needles
+from memworker.lifecycle import queries as lifecycle_db
 from memworker.sessions import archive, session
-from memworker.storage import db, lifecycle_db, sessions_db, store
+from memworker.storage import db, sessions_db, store
 from memworker.storage.db import Conn
 from memworker.tenancy import service as tenancy
 

@@ -22,8 +22,8 @@ from uuid import UUID
 
 from memworker.erase import forget
 from memworker.fleet import pools
+from memworker.fleet import queries as admin_db
 from memworker.lifecycle import governance
-from memworker.storage import admin_db
 from memworker.storage.db import Conn
 
 # Holders erased in one call: each is a forget with its own locks and searches, all held to

@@ -14,8 +14,8 @@ from datetime import datetime
 
 from memworker import errors, keys
 from memworker.fleet import pools
+from memworker.fleet import queries as admin_db
 from memworker.schemas import AgentList, AgentOut, KeyCreated, KeyList, KeyOut, SubjectList, SubjectOut
-from memworker.storage import admin_db
 from memworker.storage.db import Conn
 from memworker.tenancy import service as tenancy
 

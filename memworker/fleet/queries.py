@@ -1,4 +1,4 @@
-"""Typed queries of queries/admin.sql: the tenant's agents and what they hold, the holders of
+"""The fleet's statements (queries.sql here), typed: the tenant's agents and what they hold, the holders of
 a subject, and what an agent's erase removes."""
 
 from __future__ import annotations

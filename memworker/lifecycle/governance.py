@@ -14,7 +14,8 @@ from memworker import errors
 from memworker.domain import memories, rules
 from memworker.domain.policy import Policy
 from memworker.lifecycle import derived
-from memworker.storage import core_db, lifecycle_db, store
+from memworker.lifecycle import queries as lifecycle_db
+from memworker.storage import core_db, store
 from memworker.storage.db import Conn
 from memworker.tenancy import service as tenancy
 
@@ -118,7 +119,7 @@ UPDATE_POSTINGS = 64  # ... each through at most this many postings: 2 x 64 + 30
 
 
 def pairs(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], now: datetime) -> list[lifecycle_db.Pair]:
-    """Merge and contradiction candidates for the given memories (queries/lifecycle.sql:
+    """Merge and contradiction candidates for the given memories (lifecycle/queries.sql:
     memory_pairs), with the bounds that keep their cost per memory flat."""
     return lifecycle_db.memory_pairs(
         conn,

@@ -1,4 +1,4 @@
-"""Typed queries of queries/lifecycle.sql: confirmation, promotion, supersede, reviews, merge,
+"""The lifecycle's statements (queries.sql here), typed: confirmation, promotion, supersede, reviews, merge,
 history, policy overrides, the retention sweep and forget. One runner per `-- name:` block,
 named like it; rows come back as frozen dataclasses.
 

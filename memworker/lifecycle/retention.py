@@ -25,7 +25,8 @@ from uuid import UUID
 from memworker.domain import memories, rules
 from memworker.domain.policy import Policy
 from memworker.lifecycle import governance
-from memworker.storage import db, large_agents, lifecycle_db
+from memworker.lifecycle import queries as lifecycle_db
+from memworker.storage import db, large_agents
 from memworker.storage.db import Conn, Pool
 from memworker.tenancy import service as tenancy
 

@@ -1,7 +1,8 @@
-"""The named SQL (queries/<area>.sql, `-- name: xxx` blocks) and the runners that declare each
-query once with the type of its rows (Rows, Row, One, Run over psycopg row factories). The
-<area>_db modules declare them; everything else calls those, memworker.storage.<area>_db.<query
-name>, never a query by its name (tests/unit/test_storage_typed.py checks)."""
+"""The named SQL (`-- name: xxx` blocks of storage's shared queries/<area>.sql and of each
+capability's own <capability>/queries.sql) and the runners that declare each query once with
+the type of its rows (Rows, Row, One, Run over psycopg row factories). The <area>_db modules
+and the capabilities' queries.py declare them; everything else calls those, never a query by
+its name (tests/unit/test_storage_typed.py checks)."""
 
 from __future__ import annotations
 
@@ -49,9 +50,9 @@ def _included(sql: LiteralString, fragments: dict[str, str], path: Path) -> Lite
     return re.sub(r"^-- include: (\S+)$", fragment, sql, flags=re.M)  # our files' text, as in _load
 
 
-def _load_all(folder: Path) -> dict[str, LiteralString]:
+def _load_all(files: list[Path]) -> dict[str, LiteralString]:
     queries: dict[str, LiteralString] = {}
-    for path in sorted(folder.glob("*.sql")):
+    for path in files:
         for name, sql in _load(path).items():
             if name in queries:
                 raise RuntimeError(f"query {name!r} is defined twice ({path.name})")
@@ -59,7 +60,14 @@ def _load_all(folder: Path) -> dict[str, LiteralString]:
     return queries
 
 
-Q = _load_all(Path(__file__).with_name("queries"))
+def _files() -> list[Path]:
+    """Storage's shared statements (queries/<area>.sql) and each capability's own
+    (memworker/<capability>/queries.sql, typed beside it in queries.py)."""
+    shared = Path(__file__).with_name("queries")
+    return [*sorted(shared.glob("*.sql")), *sorted(shared.parents[1].glob("*/queries.sql"))]
+
+
+Q = _load_all(_files())
 
 
 def compact(sql: LiteralString) -> LiteralString:

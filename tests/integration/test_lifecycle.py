@@ -17,9 +17,10 @@ from memworker import errors
 from memworker.domain import memories, rules
 from memworker.domain.policy import Policy
 from memworker.lifecycle import governance, retention
+from memworker.lifecycle import queries as lifecycle_db
 from memworker.models.embeddings import CachedQueryEmbedder
 from memworker.recall import hybrid as recall
-from memworker.storage import db, lifecycle_db, store
+from memworker.storage import db, store
 from memworker.tenancy import service as tenancy
 from memworker.testing import FakeEmbedder
 from tests.pg_only import stack  # noqa: F401  (Postgres only: no Redis database)

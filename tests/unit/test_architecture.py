@@ -316,7 +316,10 @@ ENTRY_POINT_PACKAGES = ("memworker.api", "memworker.cli", "tasks")
 
 
 def _query_module(module: str) -> bool:
-    return _within(module, "memworker.storage") and module not in STORAGE_INFRASTRUCTURE
+    """Storage's shared query modules, and a capability's own statements (<capability>.queries)."""
+    return (_within(module, "memworker.storage") and module not in STORAGE_INFRASTRUCTURE) or module.endswith(
+        ".queries"
+    )
 
 
 def test_entry_points_import_no_query_module() -> None:

@@ -19,7 +19,8 @@ from typing_extensions import is_typeddict  # typing's misses typing_extensions'
 import memworker
 from memworker import sdk
 from memworker.lifecycle import governance
-from memworker.storage import lifecycle_db, sessions_db
+from memworker.lifecycle import queries as lifecycle_db
+from memworker.storage import sessions_db
 from tests import sdk_codegen
 from tests.unit import test_openapi as openapi
 

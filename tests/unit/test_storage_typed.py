@@ -1,6 +1,7 @@
-"""Typed storage: every named query in memworker/storage/queries/<area>.sql has exactly one typed
-way in, memworker.storage.<area>_db.<query name> (a query runner of _sql declared with its row
-type, or a function where the call picks among forms of one statement), and nothing outside
+"""Typed storage: every named query (storage's shared memworker/storage/queries/<area>.sql and
+each capability's own memworker/<capability>/queries.sql) has exactly one typed way in: a query
+runner of _sql declared with its row type, or a function where the call picks among forms of one
+statement, in memworker.storage.<area>_db or memworker.<capability>.queries; and nothing outside
 memworker/storage/ calls a query by its string name."""
 
 from __future__ import annotations
@@ -19,13 +20,18 @@ from memworker.storage import _sql
 
 ROOT = Path(__file__).resolve().parents[2]
 QUERIES = ROOT / "memworker" / "storage" / "queries"
-AREAS = sorted(p.stem for p in QUERIES.glob("*.sql"))
+# an area: its .sql file and the module that types it
+FILES = {
+    **{p.stem: (p, f"memworker.storage.{p.stem}_db") for p in QUERIES.glob("*.sql")},
+    **{p.parent.name: (p, f"memworker.{p.parent.name}.queries") for p in (ROOT / "memworker").glob("*/queries.sql")},
+}
+AREAS = sorted(FILES)
 
 SCANNED = ("memworker", "tasks", "tests", "bench")
 
 
 def names_of(area: str) -> list[str]:
-    return re.findall(r"^-- name: (\S+)", (QUERIES / f"{area}.sql").read_text(), flags=re.M)
+    return re.findall(r"^-- name: (\S+)", FILES[area][0].read_text(), flags=re.M)
 
 
 def area_of() -> dict[str, str]:
@@ -33,7 +39,7 @@ def area_of() -> dict[str, str]:
 
 
 def typed_module(area: str) -> object | None:
-    name = f"memworker.storage.{area}_db"
+    name = FILES[area][1]
     return importlib.import_module(name) if importlib.util.find_spec(name) else None
 
 
@@ -47,7 +53,7 @@ def typed_names(module: Any) -> set[str]:
 def test_every_query_has_its_typed_function() -> None:
     for area in AREAS:
         module = typed_module(area)
-        assert module is not None, f"memworker/storage/{area}_db.py is missing"
+        assert module is not None, f"{FILES[area][1]} is missing"
         missing = [n for n in names_of(area) if n not in typed_names(module)]
         assert not missing, f"queries of {area}.sql without a typed function: {missing}"
 
@@ -90,7 +96,10 @@ def test_no_call_by_string_name_outside_storage() -> None:
             rel = path.relative_to(ROOT).as_posix()
             if not rel.startswith("memworker/storage/"):
                 bad += calls_by_name(path.read_text(), rel)
-    assert not bad, "call the typed function (memworker.storage.<area>_db) instead:\n" + "\n".join(map(str, bad))
+    assert not bad, (
+        "call the typed function (memworker.storage.<area>_db, memworker.<capability>.queries) instead:\n"
+        + "\n".join(map(str, bad))
+    )
 
 
 def test_the_scan_sees_calls() -> None:
