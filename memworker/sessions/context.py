@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 from uuid import UUID
 
 import numpy as np
@@ -165,7 +165,22 @@ def head(agent_id: str, session_id: str | None) -> str:
 RELEVANCE_FLOOR = 0.45
 
 
-def memory_pieces(hits: list[dict[str, Any]], pinned: list[dict[str, Any]], terms: set[str]) -> list[Piece]:
+class Recalled(TypedDict):
+    """A memory as the packer reads it: a recalled hit (the fields of recall's Hit it uses), or
+    the newer memory standing in for a hit it is in conflict with (replaces: that hit's id)."""
+
+    id: str
+    text: str
+    kind: str
+    created_at: str
+    score: float
+    flags: list[str]
+    previously: NotRequired[list[recall.Related]]
+    newer: NotRequired[recall.Newer]
+    replaces: NotRequired[str]
+
+
+def memory_pieces(hits: Sequence[Mapping[str, Any]], pinned: list[dict[str, Any]], terms: set[str]) -> list[Piece]:
     """Recalled memories by their score relative to the best, none under RELEVANCE_FLOOR of it
     (score 0: dropped by pack); memories pinned to the session as candidates that recall did
     not bring back, by their overlap with the query. A hit is its current value
@@ -193,7 +208,7 @@ _TURN_HEAD = re.compile(r"^[^:\n]{1,120}?: ")  # a turn's "<speaker> (<date>): "
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
 
-def sentences(memory: dict[str, Any]) -> list[str]:
+def sentences(memory: Mapping[str, Any]) -> list[str]:
     """A memory's sentences that say something, normalised (memories.normalise): a turn's head
     and small talk (reflection.small_talk: "Hey Gina!", "Thanks!") are not among them."""
     text = str(memory["text"])
@@ -203,7 +218,7 @@ def sentences(memory: dict[str, Any]) -> list[str]:
     return [s for s in out if s]
 
 
-def shown_text(memory: dict[str, Any]) -> str:
+def shown_text(memory: Mapping[str, Any]) -> str:
     """The text a memory's line shows: a turn without its small talk (greetings and thanks
     repeat from turn to turn and say nothing), unless small talk is all it says."""
     text = str(memory["text"])
@@ -216,12 +231,12 @@ def shown_text(memory: dict[str, Any]) -> str:
     return head + " ".join(kept) if kept and len(kept) < len(parts) else text
 
 
-def distinct(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def distinct(hits: list[Recalled]) -> list[Recalled]:
     """Pure: the hits, best first, without saying a sentence twice. A hit whose every sentence
     a better one already says is left out; a turn that says all of a better item's sentences
     (the item was reflected from it) takes that item's place, as it also says who said it and
     when, at the item's score when that is higher."""
-    kept: list[dict[str, Any]] = []
+    kept: list[Recalled] = []
     spoken: list[set[str]] = []
     for h in hits:
         mine = set(sentences(h))
@@ -242,29 +257,31 @@ def distinct(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return kept
 
 
-def current_values(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def current_values(hits: Sequence[Mapping[str, Any]]) -> list[Recalled]:
     """Pure: the hits as what is true now (recall's `newer` and `previously`, history_since).
     A hit a newer live memory conflicts with gives its place to that memory (or is dropped when
     that memory is a hit too), which then says "previously" with the older text."""
     ids = {h["id"] for h in hits}
-    out: list[dict[str, Any]] = []
+    out: list[Recalled] = []
     placed: set[str] = set()
     for h in hits:
         newer = h.get("newer")
         if newer is None:
             if h["id"] not in placed:
-                out.append(h)
+                out.append(cast(Recalled, h))
                 placed.add(h["id"])
             continue
         if newer["id"] in ids or newer["id"] in placed:
             continue  # the newer one's own line says what came before
-        older = {"id": h["id"], "text": h["text"], "kind": h["kind"], "relation": "conflict"}
-        out.append({**newer, "score": h["score"], "flags": [], "previously": [older], "replaces": h["id"]})
+        older: recall.Related = {"id": h["id"], "text": h["text"], "kind": h["kind"], "relation": "conflict"}
+        out.append(
+            cast(Recalled, {**newer, "score": h["score"], "flags": [], "previously": [older], "replaces": h["id"]})
+        )
         placed.add(newer["id"])
     return out
 
 
-def _memory_line(m: dict[str, Any], *, pinned: bool) -> str:
+def _memory_line(m: Mapping[str, Any], *, pinned: bool) -> str:
     """'(kind, date[, pinned][, FLAGGED ...]) "text"[ previously: "older text"]': the texts as
     JSON strings, so no memory can break its line (or the block) however it is written.
     Numbered when assembled. "previously" is the newest memory this one replaced recently or
