@@ -9,8 +9,8 @@ from uuid import UUID
 import pydantic
 
 from memworker import errors, metrics, runtime, schemas
-from memworker.ingest import processing, service
-from memworker.sessions import hooks
+from memworker.ingest import service
+from memworker.sessions import service as sessions
 from memworker.storage import db
 from tasks.celery_app import INGEST, app, settings_of
 from tasks.publish import on_worker
@@ -34,18 +34,18 @@ DURABLE: dict[str, Any] = dict(
 def ingest_episodes(tenant_id: str, episode_ids: list[str]) -> dict[str, int]:
     """Process a batch of one tenant's episodes; failed ones are re-sent with backoff."""
     res = runtime.for_process(settings_of(app))
-    out = processing.process(
+    out = service.process(
         res.pool,
         res.embedder,
         res.reflector,
         res.settings,
         tenant_id=UUID(tenant_id),
         episode_ids=[UUID(e) for e in episode_ids],
-        post_turn=hooks.episode_stored,
+        post_turn=sessions.episode_stored,
         others_waiting=on_worker().urgent_ingest_waiting,  # fair ingest: no extra batches then
     )
     for episode_id, attempts in out.failed:
-        on_worker().ingest(tenant_id, [episode_id], countdown=processing.backoff_s(attempts))
+        on_worker().ingest(tenant_id, [episode_id], countdown=service.retry_in_s(attempts))
     on_worker().deliver_webhooks(tenant_id, out.deliveries)  # post_turn webhooks
     metrics.EPISODES.labels("stored").inc(len(out.stored))
     metrics.EPISODES.labels("failed").inc(len(out.failed))

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from memworker import runtime
-from memworker.sessions import hooks, rumination, slots
+from memworker.sessions import service
 from memworker.settings import Settings
 from tasks.celery_app import MAINTENANCE, WEBHOOKS, app, settings_of
 from tasks.publish import on_worker
@@ -23,15 +23,15 @@ SWEEP_GRACE_S = 15.0  # a delivery this late has lost its message (or its sender
 KEEP_FINISHED = timedelta(days=7)  # delivered and failed rows are kept this long for inspection
 # Each sender process's delivery slots (their Redis client): a forked child builds its own.
 _slots_lock = threading.Lock()
-_slots_by_pid: dict[int, slots.TenantSlots] = {}
+_slots_by_pid: dict[int, service.Slots] = {}
 
 
-def slots_for_process(settings: Settings) -> slots.TenantSlots:
+def slots_for_process(settings: Settings) -> service.Slots:
     """This sender process's delivery slots, built on first use."""
     pid = os.getpid()
     with _slots_lock:
         if pid not in _slots_by_pid:
-            _slots_by_pid[pid] = slots.build(settings)
+            _slots_by_pid[pid] = service.webhook_slots(settings)
         return _slots_by_pid[pid]
 
 
@@ -40,7 +40,7 @@ def deliver_webhook(tenant_id: str, delivery_id: str) -> str:
     """One attempt in one of the tenant's slots; a failure schedules the next with backoff
     (the row records each one), a tenant with every slot in flight gets its turn later."""
     settings = settings_of(app)
-    attempt = hooks.deliver(
+    attempt = service.deliver_webhook(
         runtime.pool_for_process(settings),  # a sender needs no model
         settings,
         tenant_id=UUID(tenant_id),
@@ -59,10 +59,10 @@ def webhook_sweep(window: str | None = None) -> int:
     compare-and-set on the row."""
     res = runtime.for_process(settings_of(app))
     when = datetime.fromisoformat(window) if window else datetime.now(UTC)
-    pairs = hooks.due(res.pool, before=when - timedelta(seconds=SWEEP_GRACE_S))
+    pairs = service.deliveries_due(res.pool, before=when - timedelta(seconds=SWEEP_GRACE_S))
     for tenant_id, delivery_id in pairs:
         on_worker().deliver_webhooks(tenant_id, [delivery_id])
-    pruned = hooks.prune(res.pool, before=when - KEEP_FINISHED)
+    pruned = service.prune_deliveries(res.pool, before=when - KEEP_FINISHED)
     if pairs or pruned:
         logger.info("webhook sweep: re-sent %d deliveries, pruned %d", len(pairs), pruned)
     return len(pairs)
@@ -73,13 +73,13 @@ def ruminate_tick(window: str | None = None) -> int:
     """Fan out one rumination per agent that archived sessions on the day before `window`
     (default: now) and has rumination on. Returns how many were queued."""
     res = runtime.for_process(settings_of(app))
-    start, end = rumination.day_window(datetime.fromisoformat(window) if window else datetime.now(UTC))
-    agents = rumination.due(res.pool, start=start, end=end)
+    start, end = service.rumination_day(datetime.fromisoformat(window) if window else datetime.now(UTC))
+    agents = service.ruminating_agents(res.pool, start=start, end=end)
     for tenant_id, agent_id in agents:
         on_worker().ruminate(tenant_id, agent_id, start.isoformat(), end.isoformat())
-    if len(agents) >= rumination.MAX_AGENTS:
+    if len(agents) >= service.MAX_RUMINATING:
         logger.warning(
-            "rumination %s: agent limit %d reached; the rest are skipped today", start.date(), rumination.MAX_AGENTS
+            "rumination %s: agent limit %d reached; the rest are skipped today", start.date(), service.MAX_RUMINATING
         )
     return len(agents)
 
@@ -88,7 +88,7 @@ def ruminate_tick(window: str | None = None) -> int:
 def ruminate(tenant_id: str, agent_id: str, start: str, end: str) -> str | None:
     """One agent's rumination episode for [start, end), then reflected on the ingest queue."""
     res = runtime.for_process(settings_of(app))
-    episode_id = rumination.ruminate(
+    episode_id = service.ruminate(
         res.pool,
         tenant_id=UUID(tenant_id),
         agent_id=agent_id,

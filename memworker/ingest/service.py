@@ -5,21 +5,25 @@ caller publishes what it accepted once that has committed)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from memworker import errors
-from memworker.ingest import intake
+from memworker import errors, reflection
+from memworker.ingest import intake, processing
 from memworker.ingest.intake import NewEpisode
+from memworker.models.embeddings import Embedder
 from memworker.schemas import Accepted, EpisodeIn, EpisodeList, EpisodeOut, LlmBudget, Usage
 from memworker.settings import Settings
 from memworker.storage import console_db, core_db
-from memworker.storage.db import Conn
+from memworker.storage.db import Conn, Pool
 from memworker.tenancy import service as tenancy
 
-__all__ = ["NewEpisode"]
+Processed = processing.Outcome
+PostTurn = processing.PostTurn
+
+__all__ = ["NewEpisode", "PostTurn", "Processed"]
 
 USAGE_FIELDS = ("episodes", "stored", "dead", "llm_calls", "tokens_in", "tokens_out", "llm_ms")
 SLEEP_FIELDS = ("runs", "llm_calls", "tokens_in", "tokens_out")
@@ -170,3 +174,38 @@ def episode_out(ep: core_db.Episode | core_db.EpisodeListing) -> EpisodeOut:
         out["occurred_at"] = ep.occurred_at.isoformat()
         out["metadata"] = ep.metadata
     return out
+
+
+# --- the worker's side ---------------------------------------------------------------------
+
+
+def process(
+    pool: Pool,
+    embedder: Embedder,
+    reflector: reflection.Reflector,
+    settings: Settings,
+    *,
+    tenant_id: UUID,
+    episode_ids: list[UUID],
+    post_turn: PostTurn,
+    others_waiting: Callable[[], bool] | None = None,
+) -> Processed:
+    """Claim, reflect, embed and store one tenant's episodes (memworker/ingest/processing.py).
+    post_turn: the hook each stored episode runs in its transaction (the sessions capability's,
+    passed in: ingest sits below it); others_waiting: fair ingest's question before each extra
+    batch."""
+    return processing.process(
+        pool,
+        embedder,
+        reflector,
+        settings,
+        tenant_id=tenant_id,
+        episode_ids=episode_ids,
+        post_turn=post_turn,
+        others_waiting=others_waiting,
+    )
+
+
+def retry_in_s(attempts: int) -> float:
+    """Seconds before a failed episode's next attempt."""
+    return processing.backoff_s(attempts)

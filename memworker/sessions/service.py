@@ -9,6 +9,7 @@ transaction has committed."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
@@ -37,18 +38,22 @@ from memworker.schemas import (
     WebhookOut,
     WorkingOut,
 )
-from memworker.sessions import archive, context, context_call, hooks, items, plans, session, working
+from memworker.sessions import archive, context, context_call, hooks, items, plans, rumination, session, slots, working
 from memworker.sessions.session import Use
 from memworker.settings import Settings
 from memworker.storage import sessions_db
-from memworker.storage.db import Conn
+from memworker.storage.db import Conn, Pool
 from memworker.storage.rows import jsonable
 from memworker.tenancy import service as tenancy
 
 T = TypeVar("T")
 PLAN_TEXTS = frozenset({"title", "output", "note"})  # the free text of a plan, its milestones and steps
 
-__all__ = ["PLAN_TEXTS", "Outcome", "Use"]
+MAX_RUMINATING = rumination.MAX_AGENTS  # agents one day's rumination fans out to
+Attempt = hooks.Attempt
+Slots = slots.TenantSlots
+
+__all__ = ["MAX_RUMINATING", "PLAN_TEXTS", "Attempt", "Outcome", "Slots", "Use"]
 
 
 @dataclass(frozen=True)
@@ -458,3 +463,69 @@ def _webhook(
     if row is None or not hooks.visible_to(row, visible_to):
         raise errors.NotFound("webhook not found")
     return row
+
+
+# --- the workers: webhook deliveries, the post-turn hook, rumination -------------------------
+
+
+def webhook_slots(settings: Settings) -> Slots:
+    """A sender process's per-tenant delivery slots (the caller keeps one per process)."""
+    return slots.build(settings)
+
+
+def deliver_webhook(pool: Pool, settings: Settings, *, tenant_id: UUID, delivery_id: UUID, slots: Slots) -> Attempt:
+    """One attempt at one delivery in one of its tenant's slots; the outcome says whether to
+    try again and when (retry, busy)."""
+    return hooks.deliver(pool, settings, tenant_id=tenant_id, delivery_id=delivery_id, slots=slots)
+
+
+def deliveries_due(pool: Pool, *, before: datetime) -> list[tuple[UUID, UUID]]:
+    """(tenant, delivery) pairs due before `before`, or stuck past their lease: to send again."""
+    return hooks.due(pool, before=before)
+
+
+def prune_deliveries(pool: Pool, *, before: datetime) -> int:
+    """Delete the finished deliveries created before `before`; how many went."""
+    return hooks.prune(pool, before=before)
+
+
+def episode_stored(
+    conn: Conn,
+    *,
+    tenant_id: UUID,
+    agent_id: str,
+    episode_id: UUID,
+    session_id: str | None,
+    content: str,
+    metadata: dict[str, Any],
+    memory_ids: list[UUID],
+    settings: Settings,
+) -> list[UUID]:
+    """The post-turn hook ingest runs in the transaction that stores an episode: the session's
+    transcript estimate grows, post_turn webhooks are queued; the deliveries to send."""
+    return hooks.episode_stored(
+        conn,
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        episode_id=episode_id,
+        session_id=session_id,
+        content=content,
+        metadata=metadata,
+        memory_ids=memory_ids,
+        settings=settings,
+    )
+
+
+def rumination_day(when: datetime) -> tuple[datetime, datetime]:
+    """The day before `when`, [start, end): the window one rumination tick covers."""
+    return rumination.day_window(when)
+
+
+def ruminating_agents(pool: Pool, *, start: datetime, end: datetime) -> list[tuple[UUID, str]]:
+    """(tenant, agent) pairs that archived sessions in [start, end) and have rumination on."""
+    return rumination.due(pool, start=start, end=end)
+
+
+def ruminate(pool: Pool, *, tenant_id: UUID, agent_id: str, start: datetime, end: datetime) -> UUID | None:
+    """The agent's rumination episode for [start, end) when it is new (to publish), else None."""
+    return rumination.ruminate(pool, tenant_id=tenant_id, agent_id=agent_id, start=start, end=end)
