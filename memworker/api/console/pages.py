@@ -27,7 +27,6 @@ from memworker.api.console import auth, charts, samples
 from memworker.domain.memories import AGENT_ID, EPISODE_STATUSES, KINDS, SUBJECT, TIERS, EpisodeStatus
 from memworker.ingest import overview
 from memworker.ingest import service as episodes
-from memworker.lifecycle import governance
 from memworker.lifecycle import service as lifecycle
 from memworker.memories import service as memories
 from memworker.recall import hybrid as recall
@@ -308,15 +307,15 @@ def memory_page(request: Request, agent_id: str, memory_id: str) -> Response:
     p.require("memories:read", check_agent(agent_id))
     mid = parse_id(memory_id, "memory")
     with deps.read_tx(request, p, agent_id) as conn:
-        h = governance.history(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=mid)
-        memory = memories.get(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=h["memory_id"])
+        h = lifecycle.history(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=mid)
+        memory = memories.get(conn, tenant_id=p.tenant_id, agent_id=agent_id, memory_id=UUID(h["memory_id"]))
     return render(
         request,
         "memory.html",
         p=p,
         agent_id=agent_id,
         m=memory,
-        asked=str(h["asked"]),
+        asked=h["asked"],
         versions=h["versions"],
         events=h["events"],
         provenance=provenance_links(agent_id, memory.provenance),
@@ -441,16 +440,15 @@ def review_page(request: Request, agent_id: str) -> Response:
     p = auth.principal(request)
     p.require("memories:read", check_agent(agent_id))
     with deps.tx(request, p) as conn:
-        tenancy.require_agent(conn, tenant_id=p.tenant_id, agent_id=agent_id)
-        open_items = governance.reviews(conn, tenant_id=p.tenant_id, agent_id=agent_id, status="open", limit=100)
-        done = governance.reviews(conn, tenant_id=p.tenant_id, agent_id=agent_id, status="resolved", limit=20)
+        open_items = lifecycle.reviews(conn, tenant_id=p.tenant_id, agent_id=agent_id, status="open", limit=100)
+        done = lifecycle.reviews(conn, tenant_id=p.tenant_id, agent_id=agent_id, status="resolved", limit=20)
     return render(
         request,
         "review.html",
         p=p,
         agent_id=agent_id,
-        items=open_items,
-        done=done,
+        items=open_items["reviews"],
+        done=done["reviews"],
         may_resolve="memories:write" in p.scopes,
     )
 
