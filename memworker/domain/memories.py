@@ -152,10 +152,10 @@ class Draft:
     """A memory before it is stored: what a reflector or a direct write proposes."""
 
     text: str
-    kind: str = Kind.FACT
+    kind: Kind = Kind.FACT
     confidence: float = 0.7
     salience: float = 0.5
-    tier: str = Tier.L1
+    tier: Tier = Tier.L1
     entities: tuple[str, ...] = ()
     topics: tuple[str, ...] = ()
     provenance: tuple[str, ...] = ()
@@ -169,14 +169,20 @@ class Draft:
     index_text: str | None = None
     parts: int = 1  # the parts of the message this memory is one of (a split message's turns)
 
+    def __post_init__(self) -> None:
+        # a kind or tier given as its plain string (a row, a reflector's item) is the enum's
+        # member: ValueError for a word the domain does not have
+        object.__setattr__(self, "kind", Kind(self.kind))
+        object.__setattr__(self, "tier", Tier(self.tier))
+
 
 @dataclass(frozen=True)
 class Memory:
     id: str
     agent_id: str
     text: str
-    kind: str
-    tier: str
+    kind: Kind
+    tier: Tier
     salience: float
     confidence: float
     access_count: int
@@ -200,8 +206,8 @@ class Memory:
             id=str(row["id"]),
             agent_id=row["agent_id"],
             text=row["text"],
-            kind=row["kind"],
-            tier=row["tier"],
+            kind=Kind(row["kind"]),
+            tier=Tier(row["tier"]),
             salience=float(row["salience"]),
             confidence=float(row["confidence"]),
             access_count=row["access_count"],

@@ -32,6 +32,7 @@ from uuid import UUID
 
 from memworker.domain import rules, tokens
 from memworker.domain.policy import Policy
+from memworker.fleet.statuses import ProposalStatus
 from memworker.storage import core_db, proposals_db, store
 from memworker.storage.db import Conn
 
@@ -47,7 +48,7 @@ PER_TERM = 100  # postings read per probed term
 NEAR_PROPOSALS = 5  # a pool's proposals compared by their words
 MAX_SOURCES = 100  # sources a proposal names (sql/0016_pool_proposals.sql), the agent's own first
 # a decision taken on the fact comes first: a rejection holds, an approval was the share
-_PRIORITY = {"rejected": 0, "approved": 1, "open": 2}
+_PRIORITY: dict[str, int] = {ProposalStatus.REJECTED: 0, ProposalStatus.APPROVED: 1, ProposalStatus.OPEN: 2}
 
 
 @dataclass(frozen=True, slots=True)

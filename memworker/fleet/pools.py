@@ -29,6 +29,7 @@ from memworker import errors
 from memworker.domain import memories
 from memworker.domain.policy import Policy
 from memworker.fleet import matches
+from memworker.fleet.statuses import ProposalStatus
 from memworker.lifecycle import governance
 from memworker.memories import copies, writer
 from memworker.storage import core_db, db, proposals_db, store
@@ -139,10 +140,11 @@ def _copy_of(agent_id: str, memory_id: UUID, target: str, src: core_db.PoolSourc
     source = f"memory:{agent_id}/{memory_id}"
     draft = memories.Draft(
         text=src.text,
-        kind=src.kind,
+        kind=memories.Kind(src.kind),
         confidence=float(src.confidence),
         salience=float(src.salience),
-        tier="L1" if src.tier in ("L0", "L3") else src.tier,  # L3 in a pool only by its own promote
+        # L3 in a pool only by its own promote
+        tier=memories.Tier.L1 if src.tier in (memories.Tier.L0, memories.Tier.L3) else memories.Tier(src.tier),
         entities=tuple(src.entities),
         topics=tuple(src.topics),
         provenance=(source, *src.provenance),
@@ -177,7 +179,7 @@ def propose(conn: Conn, *, tenant_id: UUID, agent_id: str, ids: list[UUID], poli
         db.dedup_lock(conn, tenant_id, owner(pool))
         for finding in found:
             held = matches.proposal(conn, tenant_id=tenant_id, pool=owner(pool), finding=finding, policy=policy)
-            if held is not None and held.status == "rejected":
+            if held is not None and held.status == ProposalStatus.REJECTED:
                 continue
             share_from(
                 conn,
@@ -257,7 +259,7 @@ def _queue(conn: Conn, tenant_id: UUID, found: list[matches.Finding], names: lis
                     sources=finding.sources,
                 )
                 done += made is not None
-            elif held.status == "open":
+            elif held.status == ProposalStatus.OPEN:
                 done += proposals_db.add_sources(
                     conn, tenant_id=tenant_id, proposal_id=held.id, sources=finding.sources
                 )

@@ -27,13 +27,14 @@ import numpy as np
 from memworker import errors
 from memworker.domain.policy import Policy
 from memworker.fleet import pools
+from memworker.fleet.statuses import ProposalStatus
 from memworker.memories.service import memory_out
 from memworker.schemas import MemoryOut, ProposalDecided, ProposalOut
 from memworker.storage import core_db, db, proposals_db, store
 from memworker.storage.db import Conn
 from memworker.tenancy import service as tenancy
 
-STATUSES = ("open", "approved", "rejected")
+STATUSES = tuple(ProposalStatus)
 
 
 class Proposal(ProposalOut):
@@ -115,9 +116,9 @@ def approve(
     # proposal takes them: the reverse order deadlocks against it
     db.dedup_lock(conn, tenant_id, target)
     row = _locked(conn, tenant_id, pool, proposal_id, agent_ids)
-    if row.status == "rejected":
+    if row.status == ProposalStatus.REJECTED:
         raise errors.Conflict("this proposal was rejected; a rejected proposal cannot be approved")
-    if row.status == "approved":
+    if row.status == ProposalStatus.APPROVED:
         return ProposalDecided(
             proposal=to_json(row), outcome="already approved", memory=_pool_memory(conn, tenant_id, row)
         )
@@ -137,7 +138,7 @@ def approve(
         conn,
         tenant_id=tenant_id,
         proposal_id=proposal_id,
-        status="approved",
+        status=ProposalStatus.APPROVED,
         pool_memory_id=pool_mid,
         reason=reason or None,
         actor=actor,
@@ -204,14 +205,14 @@ def reject(
     """Settle the proposal as rejected (again: the same answer): {"proposal"}. Raises
     NotFound, Conflict (already approved: delete the pool memory to take it back)."""
     row = _locked(conn, tenant_id, pool, proposal_id, agent_ids)
-    if row.status == "approved":
+    if row.status == ProposalStatus.APPROVED:
         raise errors.Conflict("this proposal was approved; delete the pool memory to take it back")
-    if row.status == "open":
+    if row.status == ProposalStatus.OPEN:
         proposals_db.decide(
             conn,
             tenant_id=tenant_id,
             proposal_id=proposal_id,
-            status="rejected",
+            status=ProposalStatus.REJECTED,
             pool_memory_id=None,
             reason=reason or None,
             actor=actor,

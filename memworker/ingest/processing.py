@@ -465,7 +465,7 @@ def _write_item(
     """One reflected item as an L1 memory: its id, whether this attempt wrote it, its draft."""
     draft = memories.Draft(
         text=item.text,
-        kind=item.kind,
+        kind=memories.Kind(item.kind),
         confidence=item.confidence,
         tier=memories.Tier.L1,
         entities=item.entities,

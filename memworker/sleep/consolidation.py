@@ -587,7 +587,7 @@ class _Pass:
         provenance names the run and the messages its evidence came from."""
         draft = memories.Draft(
             text=text,
-            kind=kind,
+            kind=memories.Kind(kind),
             tier=memories.Tier.L2,
             salience=synthesis.INSIGHT_SALIENCE,
             confidence=confidence,
