@@ -93,6 +93,19 @@ def pool_of(owner: str) -> str | None:
     return owner[len(POOL_PREFIX) :] if owner.startswith(POOL_PREFIX) else None
 
 
+def text_problem(text: str) -> str | None:
+    """Why a memory's text cannot be stored (blank, or over MAX_TEXT_CHARS), or None: the one
+    statement of the rule for every way a text comes in (a write, a change, an import's line)."""
+    if len(text) > MAX_TEXT_CHARS:
+        return (
+            f"memory text is {len(text)} characters; the limit is {MAX_TEXT_CHARS} "
+            "(summarize, don't hoard: send long material as an episode)"
+        )
+    if not text.strip():
+        return "memory text must not be blank"
+    return None
+
+
 def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
     """Text cut to the limit at a word boundary where possible, marked with an ellipsis."""
     text = " ".join(text.split())

@@ -27,13 +27,9 @@ from memworker.tenancy import service as tenancy
 
 def check_text(text: str) -> None:
     """Raises InvalidInput for a blank text or one over the 280-character limit."""
-    if len(text) > memories.MAX_TEXT_CHARS:
-        raise errors.InvalidInput(
-            f"memory text is {len(text)} characters; the limit is {memories.MAX_TEXT_CHARS} "
-            "(summarize, don't hoard: send long material as an episode)"
-        )
-    if not text.strip():
-        raise errors.InvalidInput("memory text must not be blank")
+    problem = memories.text_problem(text)
+    if problem:
+        raise errors.InvalidInput(problem)
 
 
 def check_metadata(settings: Settings, value: dict[str, Any] | None, what: str = "metadata") -> None:

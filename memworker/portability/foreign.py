@@ -34,7 +34,9 @@ def plain(obj: Any) -> MemoryIn:
         body = MemoryIn.model_validate(obj)
     except ValidationError as exc:
         raise ValueError(fmt.why(exc)) from None
-    _check_text(body.text)
+    problem = memories.text_problem(body.text)
+    if problem:
+        raise ValueError(problem)
     if body.idempotency_key is None:
         said = [body.text, body.kind, body.subject, body.metadata]
         body = body.model_copy(update={"idempotency_key": "import:" + _digest(said)})
@@ -76,13 +78,6 @@ def langgraph(obj: Any, *, subject: str | None = None) -> MemoryIn:
         )
     except ValidationError as exc:
         raise ValueError(fmt.why(exc)) from None
-
-
-def _check_text(text: str) -> None:
-    if len(text) > memories.MAX_TEXT_CHARS:
-        raise ValueError(f"text is {len(text)} characters; the limit is {memories.MAX_TEXT_CHARS}")
-    if not text.strip():
-        raise ValueError("text must not be blank")
 
 
 def _digest(value: Any) -> str:

@@ -18,7 +18,7 @@ from memworker.schemas import Kind, MemoryBatch, MemoryIn, MemoryList, MemoryOut
 router = APIRouter(tags=["memories"])
 
 
-def write(request: Request, p: keys.Principal, owner: str, bodies: list[MemoryIn]) -> list[memories.Memory]:
+def _write(request: Request, p: keys.Principal, owner: str, bodies: list[MemoryIn]) -> list[memories.Memory]:
     """Direct writes to an agent, or to a pool (owner its owner id, memworker/fleet/pools.py)."""
     p.require("memories:write", owner)
     res = resources(request)
@@ -27,10 +27,10 @@ def write(request: Request, p: keys.Principal, owner: str, bodies: list[MemoryIn
         return service.write(conn, tenant_id=p.tenant_id, owner=owner, batch=batch, embedder=res.embedder)
 
 
-def page_answer(page: service.Page, pool: str | None = None) -> MemoryList:
+def _page_answer(page: service.Page) -> MemoryList:
     """A page as the list routes answer it, with the next page's cursor (None on the last)."""
     return MemoryList(
-        memories=[service.memory_out(m, pool) for m in page.items],
+        memories=[service.memory_out(m) for m in page.items],
         next_cursor=encode_cursor(*page.after) if page.after else None,
     )
 
@@ -39,14 +39,14 @@ def page_answer(page: service.Page, pool: str | None = None) -> MemoryList:
 def post_memory(
     agent_id: AgentId, body: MemoryIn, request: Request, p: keys.Principal = Depends(principal)
 ) -> MemoryOut:
-    return service.memory_out(write(request, p, agent_id, [body])[0])
+    return service.memory_out(_write(request, p, agent_id, [body])[0])
 
 
 @router.post("/v1/agents/{agent_id}/memories/batch", status_code=201, response_model=MemoryList)
 def post_memories(
     agent_id: AgentId, body: MemoryBatch, request: Request, p: keys.Principal = Depends(principal)
 ) -> MemoryList:
-    return MemoryList(memories=[service.memory_out(m) for m in write(request, p, agent_id, body.memories)])
+    return MemoryList(memories=[service.memory_out(m) for m in _write(request, p, agent_id, body.memories)])
 
 
 @router.get("/v1/agents/{agent_id}/memories", response_model=MemoryList)
@@ -73,7 +73,7 @@ def list_memories(
         found = service.agent_page(
             conn, tenant_id=p.tenant_id, agent_id=agent_id, limit=limit, after=after, filters=filters
         )
-    return page_answer(found)
+    return _page_answer(found)
 
 
 def _filters(request: Request, raw: str | None, filters: service.Filters) -> service.Filters:
