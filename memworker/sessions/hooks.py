@@ -123,7 +123,7 @@ def backoff_s(attempts: int, base_s: float) -> float:
     return float(min(base_s * 2 ** max(0, attempts - 1), 3600.0))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Attempt:
     # delivered | retry | failed | skipped (not due, or another sender has it) | busy (the
     # tenant has all its slots in flight: try again in retry_in_s, nothing was recorded)

@@ -1,6 +1,7 @@
 """The sessions capability's use cases: sessions and their working memory, plans, raw items,
-the runtime context and context use, archives and webhooks. The one way in for the API, the
-CLI and the tasks; each function runs in the caller's transaction and answers a named type.
+the runtime context and context use, archives, webhooks and their deliveries, rumination. The
+one way in for the API (and so the CLI, its client) and the Celery tasks; each function runs in
+the caller's transaction (or opens its own where it takes a pool) and answers a named type.
 
 What a change creates for after the commit (a flush or summary episode to ingest, webhook
 deliveries to send) comes back beside its answer (Outcome): the caller publishes it once its
