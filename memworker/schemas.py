@@ -227,7 +227,7 @@ class RecallIn(Strict):
     def _not_blank(cls, value: str) -> str:
         # the one check of a recall's input the field constraints above do not make
         if not value.strip():
-            raise ValueError("query must not be empty")
+            raise ValueError("must not be blank")
         return value
 
 

@@ -16,16 +16,16 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 from uuid import UUID
 
 import numpy as np
+from pydantic import ValidationError
 
 from memworker import errors
 from memworker.domain import tokens
-from memworker.domain.memories import KINDS, SUBJECT, TIERS
 from memworker.domain.policy import RECALL_CANDIDATES_MAX, Policy
 from memworker.fleet import pools
 from memworker.recall import stats as recall_stats
 from memworker.recall.stats import Stats
 from memworker.schemas import Hit as HitOut
-from memworker.schemas import Holder, Signals
+from memworker.schemas import Holder, RecallIn, Signals
 from memworker.storage import bumps, core_db, db, large_agents, replicas
 from memworker.storage.db import Conn, Pool
 
@@ -149,16 +149,27 @@ class Query:
     include_superseded: bool = False
 
     def validate(self) -> None:
-        if not self.text.strip():
-            raise errors.InvalidInput("query must not be empty")
-        if not 1 <= self.k <= MAX_K:
-            raise errors.InvalidInput(f"k must be between 1 and {MAX_K}")
-        if self.tiers is not None and any(t not in TIERS for t in self.tiers):
-            raise errors.InvalidInput(f"tiers must be among {list(TIERS)}")
-        if self.kinds is not None and any(k not in KINDS for k in self.kinds):
-            raise errors.InvalidInput(f"kinds must be among {list(KINDS)}")
-        if self.subject is not None and not SUBJECT.fullmatch(self.subject):
-            raise errors.InvalidInput("subject must be 1-128 characters of letters, digits and . _ : @ -")
+        """InvalidInput unless the query keeps the rules of a recall's input: those of
+        schemas.RecallIn, the API's edge check, stated once there with their messages (a query
+        built in code, the context packer's or the console's, is held to the same)."""
+        try:
+            RecallIn.model_validate(
+                {
+                    "query": self.text,
+                    "k": self.k,
+                    "tiers": list(self.tiers) if self.tiers else None,
+                    "kinds": list(self.kinds) if self.kinds else None,
+                    "since": self.since,
+                    "until": self.until,
+                    "metadata": self.metadata,
+                    "explain": self.explain,
+                    "subject": self.subject,
+                    "include_superseded": self.include_superseded,
+                }
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise errors.InvalidInput(f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from None
 
 
 def recall(

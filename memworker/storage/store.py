@@ -48,10 +48,10 @@ def write_memory(
     actor: str = "system",
     reason: str = "",
 ) -> tuple[UUID, bool]:
-    """The one way a memory is written (ingest's items and turns, direct writes, sleep's
-    insights): the row, its BM25 postings and a 'created' event. Returns (id, written): a
-    source_key already stored (a retried write, the same idempotency key) changes nothing
-    and returns that memory's id with written False."""
+    """A memory's row, its BM25 postings and a 'created' event: what memworker/memories/writer.py
+    (the one writer of memories, where redaction and governance are decided) stores for each
+    memory. Returns (id, written): a source_key already stored (a retried write, the same
+    idempotency key) changes nothing and returns that memory's id with written False."""
     tf, doc_len = tokens.term_frequencies(draft.text if draft.index_text is None else draft.index_text)
     memory_id = core_db.insert_memory(
         conn,
