@@ -37,7 +37,7 @@ from memworker.domain.policy import Policy
 from memworker.models.budget import Counter
 from memworker.recall import hybrid as recall
 from memworker.sessions import plans, working
-from memworker.sessions.statuses import FINISHED
+from memworker.sessions.statuses import FINISHED, ItemKind
 from memworker.sleep import profile
 from memworker.storage import sessions_db, sleep_db
 from memworker.storage.db import Conn
@@ -61,11 +61,11 @@ CLOSE = {"profile": "</data>", "working": "", "plan": "", "memories": "</data>"}
 # change is still news to a conversation; an older change is just history (GET .../history).
 PREVIOUSLY_WITHIN = timedelta(days=30)
 PREVIOUSLY_CHARS = 120  # of the older text: enough to recognise it, little of the budget
-KIND_LABEL = {
-    "constraint": "Constraint",
-    "decision": "Decision",
-    "question": "Open question",
-    "candidate": "Worth remembering",
+KIND_LABEL: dict[str, str] = {
+    ItemKind.CONSTRAINT: "Constraint",
+    ItemKind.DECISION: "Decision",
+    ItemKind.QUESTION: "Open question",
+    ItemKind.CANDIDATE: "Worth remembering",
 }
 
 

@@ -14,6 +14,7 @@ from memworker.domain import memories
 from memworker.domain.policy import Policy
 from memworker.ingest import intake
 from memworker.sessions import archive, plans
+from memworker.sessions.statuses import ItemKind
 from memworker.storage import db, sessions_db
 from memworker.storage.db import Pool
 from memworker.tenancy import service as tenancy
@@ -61,11 +62,11 @@ def lines_of(snapshots: list[list[archive.Line]], day: str) -> list[str]:
             r = plans.resume(plan)
             title = plan.get("title") or doc.get("goal") or "a plan"
             outcomes.append(f"{title} finished" if r["done"] else f"{title} stopped at {r['progress']}%")
-    label = {
-        "constraint": "constraint",
-        "decision": "decision",
-        "question": "open question",
-        "candidate": "point worth remembering",
+    label: dict[str, str] = {
+        ItemKind.CONSTRAINT: "constraint",
+        ItemKind.DECISION: "decision",
+        ItemKind.QUESTION: "open question",
+        ItemKind.CANDIDATE: "point worth remembering",
     }
     out = [f"On {day} the agent worked in {len(snapshots)} archived sessions."]
     if goals:

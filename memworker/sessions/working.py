@@ -20,13 +20,14 @@ from typing import Any, TypedDict, cast
 from memworker import errors
 from memworker.domain import memories, tokens
 from memworker.schemas import WorkingItemOut
+from memworker.sessions.statuses import ItemKind
 
-KINDS = ("constraint", "decision", "question", "candidate")
+KINDS = tuple(ItemKind)
 SECTION = {
-    "constraint": "constraints",
-    "decision": "decisions",
-    "question": "open_questions",
-    "candidate": "candidates",
+    ItemKind.CONSTRAINT: "constraints",
+    ItemKind.DECISION: "decisions",
+    ItemKind.QUESTION: "open_questions",
+    ItemKind.CANDIDATE: "candidates",
 }
 MAX_TEXT = 500  # a whiteboard line, not a document
 UNSET: Any = object()  # "leave unchanged" (None clears goal or intent)
@@ -118,7 +119,7 @@ def validate_item(item: NewItem) -> None:
     """Raises InvalidInput for a bad kind, blank or overlong text, or a candidate with neither."""
     if item.kind not in KINDS:
         raise errors.InvalidInput(f"working item kind must be one of {list(KINDS)}")
-    if item.memory_id is not None and item.kind != "candidate":
+    if item.memory_id is not None and item.kind != ItemKind.CANDIDATE:
         raise errors.InvalidInput("only a 'candidate' item may pin a memory_id")
     if item.memory_id is None and (item.text is None or not item.text.strip()):
         raise errors.InvalidInput("a working item needs a text (or, for a candidate, a memory_id)")
@@ -213,10 +214,10 @@ def view(doc: Mapping[str, Any]) -> View:
     return {
         "goal": d["goal"],
         "intent": d["intent"],
-        "constraints": of("constraint"),
-        "decisions": of("decision"),
-        "open_questions": of("question"),
-        "candidates": of("candidate"),
+        "constraints": of(ItemKind.CONSTRAINT),
+        "decisions": of(ItemKind.DECISION),
+        "open_questions": of(ItemKind.QUESTION),
+        "candidates": of(ItemKind.CANDIDATE),
         "items": len(d["items"]),
         "pruned_total": d["pruned"],
     }
@@ -247,12 +248,12 @@ def render_lines(doc: Mapping[str, Any]) -> list[str]:
     d = normalised(doc)
     lines = [f"The session goal was: {_sentence(d['goal'])}"] if d["goal"] else []
     label = {
-        "decision": "Decided",
-        "constraint": "Constraint",
-        "candidate": "Worth remembering",
-        "question": "Open question",
+        ItemKind.DECISION: "Decided",
+        ItemKind.CONSTRAINT: "Constraint",
+        ItemKind.CANDIDATE: "Worth remembering",
+        ItemKind.QUESTION: "Open question",
     }
-    for kind in ("decision", "constraint", "candidate", "question"):
+    for kind in label:
         lines += [f"{label[kind]}: {_sentence(t)}" for i in d["items"] if i["kind"] == kind and (t := i.get("text"))]
     return lines
 

@@ -4,7 +4,7 @@ runtime context and context use (the flush). Archives are in archives.py, webhoo
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
@@ -41,7 +41,7 @@ from memworker.schemas import (
     subject_field,
 )
 from memworker.sessions import items, plans, service, working
-from memworker.sessions.statuses import SessionStatus, StepStatus
+from memworker.sessions.statuses import ItemKind, SessionStatus, StepStatus
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["sessions"])
@@ -69,7 +69,7 @@ class SessionIn(Strict):
 
 
 class WorkingItemIn(Strict):
-    kind: Literal["constraint", "decision", "question", "candidate"]
+    kind: ItemKind
     text: str | None = Field(default=None, min_length=1, max_length=working.MAX_TEXT)
     memory_id: UUID | None = None
 
