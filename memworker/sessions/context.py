@@ -37,7 +37,8 @@ from memworker.domain.policy import Policy
 from memworker.models.budget import Counter
 from memworker.recall import hybrid as recall
 from memworker.sessions import plans, working
-from memworker.sessions.statuses import FINISHED, ItemKind
+from memworker.sessions.statuses import FINISHED
+from memworker.sessions.working import ItemKind
 from memworker.sleep import profile
 from memworker.storage import sessions_db, sleep_db
 from memworker.storage.db import Conn

@@ -14,7 +14,7 @@ from memworker.domain import memories
 from memworker.domain.policy import Policy
 from memworker.ingest import intake
 from memworker.sessions import archive, plans
-from memworker.sessions.statuses import ItemKind
+from memworker.sessions.working import ItemKind
 from memworker.storage import db, sessions_db
 from memworker.storage.db import Pool
 from memworker.tenancy import service as tenancy

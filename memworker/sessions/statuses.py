@@ -1,7 +1,6 @@
-"""The sessions capability's words with a fixed set of values: where a session is, what a
-working-memory item is, where a plan's step is, where a webhook delivery is. Each is the one list
-of its values (sql/schema.sql's checks, the API's schemas and the CLI's choices follow it); a
-member is its plain string on the wire and in SQL."""
+"""The sessions capability's statuses: where a session is, where a plan's step is, where a
+webhook delivery is. Each is the one list of its values (sql/schema.sql's checks, the API's
+schemas and the CLI's choices follow it); a member is its plain string on the wire and in SQL."""
 
 from __future__ import annotations
 
@@ -13,15 +12,6 @@ class SessionStatus(Word):
 
     OPEN = "open"
     ARCHIVED = "archived"
-
-
-class ItemKind(Word):
-    """What a working-memory item is; a candidate may pin a long-term memory instead of a text."""
-
-    CONSTRAINT = "constraint"
-    DECISION = "decision"
-    QUESTION = "question"
-    CANDIDATE = "candidate"
 
 
 class StepStatus(Word):

@@ -19,8 +19,18 @@ from typing import Any, TypedDict, cast
 
 from memworker import errors
 from memworker.domain import memories, tokens
+from memworker.domain.memories import Word
 from memworker.schemas import WorkingItemOut
-from memworker.sessions.statuses import ItemKind
+
+
+class ItemKind(Word):
+    """What a working-memory item is; a candidate may pin a long-term memory instead of a text."""
+
+    CONSTRAINT = "constraint"
+    DECISION = "decision"
+    QUESTION = "question"
+    CANDIDATE = "candidate"
+
 
 KINDS = tuple(ItemKind)
 SECTION = {

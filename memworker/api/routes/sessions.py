@@ -41,7 +41,8 @@ from memworker.schemas import (
     subject_field,
 )
 from memworker.sessions import items, plans, service, working
-from memworker.sessions.statuses import ItemKind, SessionStatus, StepStatus
+from memworker.sessions.statuses import SessionStatus, StepStatus
+from memworker.sessions.working import ItemKind
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["sessions"])
