@@ -14,7 +14,7 @@ with a real embedder; random vectors would leave the vector side nothing to find
 past recall.EXACT_MAX is loaded as memworker.storage.large_agents.index leaves it (ann, ann_ready),
 and the HNSW index is dropped before the COPY and built once after it (a bulk build, much
 faster than row by row; its time is reported); then VACUUM ANALYZE. It times
-memworker.recall.serve as the API calls it (the app role's pooled connection, the tenant
+memworker.recall.hybrid.serve as the API calls it (the app role's pooled connection, the tenant
 transaction, storage/queries/core.sql: recall, its hits' access bumps queued in Redis, default policy, the
 statement recall picks by the agent's size) with a fresh vocabulary query each time and its
 vector. Agreement: for --agree queries per large agent, the bounded and the exact statement
@@ -102,18 +102,27 @@ def _query(queries: Queries, rng: np.random.Generator) -> tuple[object, np.ndarr
 def statement_ms(stack, tenant_id: str, agent: str, queries: Queries, n: int, seed: int) -> list[float]:  # type: ignore[no-untyped-def]
     from memworker.domain.policy import Policy
     from memworker.recall import hybrid as recall
+    from memworker.recall.stats import Stats
     from memworker.storage import bumps, db
 
     rng = np.random.default_rng(seed)
     pool = db.open_pool(stack.info["database_url"], min_size=1, max_size=1, name="bench-agent-size")
     access = bumps.Buffer(redis.Redis.from_url(stack.info["redis_url"]))  # recall's hits' access bumps
+    stats = Stats()  # the agent's statistics cached as an API process caches them
     out = []
     try:
         for i in progress(range(n + 1), desc=f"recall {agent}", unit="q"):
             query, qvec = _query(queries, rng)
             t = time.perf_counter()
             recall.serve(
-                pool, qvec, tenant_id=uuid.UUID(tenant_id), agent_id=agent, query=query, policy=Policy(), access=access
+                pool,
+                qvec,
+                tenant_id=uuid.UUID(tenant_id),
+                agent_id=agent,
+                query=query,
+                policy=Policy(),
+                access=access,
+                stats=stats,
             )
             if i:  # the first is a warm-up (and reads the agent's statistics)
                 out.append((time.perf_counter() - t) * 1000)
@@ -128,6 +137,7 @@ def agreement(stack, tenant_id: str, agent: str, queries: Queries, n: int, seed:
     """(share of the exact top 10 the bounded statement returns, exact p50 ms, bounded p50 ms)."""
     from memworker.domain.policy import Policy
     from memworker.recall import hybrid as recall
+    from memworker.recall.stats import Stats
     from memworker.storage import db
 
     rng = np.random.default_rng(seed)
@@ -135,6 +145,7 @@ def agreement(stack, tenant_id: str, agent: str, queries: Queries, n: int, seed:
     pool = db.open_pool(stack.info["database_url"], min_size=1, max_size=1, name="bench-agent-size")
     shares: list[float] = []
     ms: dict[str, list[float]] = {"exact": [], "bounded": []}
+    stats = Stats()
     try:
         for _ in progress(range(n), desc=f"agreement {agent}", unit="q"):
             query, qvec = _query(queries, rng)
@@ -150,6 +161,7 @@ def agreement(stack, tenant_id: str, agent: str, queries: Queries, n: int, seed:
                         query=query,
                         policy=Policy(),
                         path=path,  # type: ignore[arg-type]
+                        stats=stats,
                     )
                 ms[path].append((time.perf_counter() - t) * 1000)
                 ids[path] = [h["id"] for h in hits]

@@ -12,7 +12,7 @@ as that bench does (episode ids from the episodes' idempotency keys), and asks e
 of categories 1-4 with evidence twice: with the query embedded by the fp32 model (the
 product's embedder, embeddings.for_settings) and by its int8 copy (embeddings.load with
 precision="int8"), in turn, the order alternating question by question. Each recall is
-memworker.recall.recall (the API's statement, k=10, the agent's effective policy) on the app
+memworker.recall.hybrid.recall (the API's statement, k=10, the agent's effective policy) on the app
 role's connection in the tenant's transaction, without the access bump: both see the same
 rows, so only the query vector differs. (The API's recalls bump access counts, which feed the
 priors; episodes_recall.py's figures include that, these do not.)

@@ -27,7 +27,7 @@ Bare costs, measured in this process while the stack is idle:
       tenant_id = .. AND agent_id = .. ORDER BY embedding <=> q LIMIT 10) over psycopg on
       the owner URL with pgvector's register_vector, one connection, one round trip;
   (c) for reference: recall as the API serves it once the query is embedded
-      (memworker.recall.serve: the app role's pooled connection, the tenant transaction,
+      (memworker.recall.hybrid.serve: the app role's pooled connection, the tenant transaction,
       queries.sql: recall with the access-count bump, the commit), query vector given;
   (a') for reference, when it differs from the product's count: (a) with one thread per CPU
       (not the product's setting; shows what the thread count costs on this machine).
@@ -397,13 +397,14 @@ def bare_pair_ms(
 def recall_statement_ms(
     stack: Stack, tenant_id: str, agents: list[str], queries: Queries, n: int, seed: int
 ) -> list[float]:
-    """(c) memworker.recall.serve as the API calls it (the app role, a pooled connection, the
+    """(c) memworker.recall.hybrid.serve as the API calls it (the app role, a pooled connection, the
     tenant transaction, queries/core.sql: recall, its hits' access bumps buffered for Redis), default policy,
     with a random query vector given instead of an embedding."""
     import redis
 
     from memworker.domain.policy import Policy
     from memworker.recall import hybrid as recall
+    from memworker.recall.stats import Stats
     from memworker.storage import bumps, db
 
     app_url = stack.info.get("database_url")
@@ -414,6 +415,7 @@ def recall_statement_ms(
     out = []
     pool = db.open_pool(app_url, min_size=1, max_size=1, name="bench-recall")
     access = bumps.Buffer(redis.Redis.from_url(stack.info["redis_url"]))  # the hits' access bumps, as the API
+    stats = Stats()  # large agents' statistics cached as an API process caches them
     try:
         for i in progress(range(n + 1), desc="(c) recall statement", unit="q"):
             query = recall.Query(queries.fresh(), K)
@@ -427,6 +429,7 @@ def recall_statement_ms(
                 query=query,
                 policy=Policy(),
                 access=access,
+                stats=stats,
             )
             if i:  # the first is a warm-up
                 out.append((time.perf_counter() - t) * 1000)
