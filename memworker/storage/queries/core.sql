@@ -527,8 +527,8 @@ SELECT ARRAY(SELECT (SELECT count(*) FROM memory_terms t
 
 -- name: recall_stats
 -- The statistics BM25 needs over a whole agent (recall's live rows), and whether the HNSW
--- index holds it: with its size, whether recall takes the bounded path (recall.py, which
--- reads this once per process and minute).
+-- index holds it: with its size, whether recall takes the bounded path (recall/hybrid.py;
+-- recall/stats.py keeps it per process for a minute).
 SELECT count(*)::int AS rows,
        count(*) FILTER (WHERE m.doc_len > 0)::int AS n,  -- documents: the rows with postings, as in `recall`
        coalesce(avg(m.doc_len) FILTER (WHERE m.doc_len > 0), 0)::float8 AS avgdl,
