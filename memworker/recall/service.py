@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from uuid import UUID
 
+import numpy as np
+
 from memworker import metrics
 from memworker.domain.policy import Policy
 from memworker.fleet import pools
@@ -16,7 +18,7 @@ from memworker.recall import hybrid
 from memworker.recall.stats import Stats
 from memworker.schemas import AgentsRecallIn, Recalled, RecallIn
 from memworker.storage import bumps, db, replicas
-from memworker.storage.db import Pool
+from memworker.storage.db import Conn, Pool
 from memworker.tenancy import service as tenancy
 
 
@@ -93,3 +95,13 @@ def recall_agents(pool: Pool, embedder: CachedQueryEmbedder, *, tenant_id: UUID,
     took = time.perf_counter() - started
     metrics.RECALL_SECONDS.observe(took)
     return Recalled(memories=[*hits], took_ms=round(took * 1000, 3))
+
+
+def look(
+    conn: Conn, qvec: np.ndarray, *, tenant_id: UUID, agent_id: str, query: hybrid.Query, stats: Stats
+) -> list[hybrid.Hit]:
+    """What the agent would recall, for an operator (the console): by the agent's policy
+    (NotFound for an agent that does not exist), in the caller's transaction, and no access
+    counted: an operator looking is not the agent recalling (access counts feed retention)."""
+    policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id, must_exist=True)
+    return hybrid.recall(conn, qvec, tenant_id=tenant_id, agent_id=agent_id, query=query, policy=policy, stats=stats)

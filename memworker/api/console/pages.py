@@ -30,6 +30,7 @@ from memworker.ingest import service as episodes
 from memworker.lifecycle import service as lifecycle
 from memworker.memories import service as memories
 from memworker.recall import hybrid as recall
+from memworker.recall import service as recall_service
 from memworker.sleep import service as sleep
 from memworker.tenancy import service as tenancy
 
@@ -260,10 +261,8 @@ def memories_page(request: Request, agent_id: str) -> Response:
         res = deps.resources(request)
         qvec = res.query_embedder.embed_one(q)  # before a connection is taken, as the recall route does
         with deps.read_tx(request, p, agent_id) as conn:
-            policy = tenancy.policy_for(conn, tenant_id=p.tenant_id, agent_id=agent_id, must_exist=True)
-            # recall() only reads: an operator looking is not the agent recalling (access counts feed retention)
-            found = recall.recall(
-                conn, qvec, tenant_id=p.tenant_id, agent_id=agent_id, query=query, policy=policy, stats=res.recall_stats
+            found = recall_service.look(
+                conn, qvec, tenant_id=p.tenant_id, agent_id=agent_id, query=query, stats=res.recall_stats
             )
         hits = [h for h in found if flag is None or flag in h.get("flags", [])]
     else:
