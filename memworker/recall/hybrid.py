@@ -132,6 +132,16 @@ class Owner(TypedDict, total=False):
 
 
 @dataclass(frozen=True)
+class Probe:
+    """What a recall needs from the process besides its query: the query's vector and the
+    process's cache of large agents' statistics (runtime.Resources.recall_stats; None: read
+    them again)."""
+
+    vector: np.ndarray
+    stats: Stats | None = None
+
+
+@dataclass(frozen=True)
 class Query:
     text: str
     k: int = 5

@@ -28,8 +28,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NotRequired, TypedDict, cast
 from uuid import UUID
 
-import numpy as np
-
 from memworker import errors, reflection
 from memworker.domain import memories, tokens
 from memworker.domain.memories import Kind
@@ -416,7 +414,7 @@ class Inputs:
 
 def gather(
     conn: Conn,
-    qvec: np.ndarray,
+    probe: recall.Probe,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -432,12 +430,13 @@ def gather(
     the profile is the agent's own, which sleep builds from general memories only."""
     hits = recall.recall(
         conn,
-        qvec,
+        probe.vector,
         tenant_id=tenant_id,
         agent_id=agent_id,
         query=recall.Query(query, k=max(1, min(k, recall.MAX_K)), subject=subject),
         policy=policy,
         history_since=datetime.now(UTC) - PREVIOUSLY_WITHIN,
+        stats=probe.stats,
     )
     doc = working.normalised(session.working) if session else None
     pinned_ids = [i["memory_id"] for i in (doc["items"] if doc else []) if i.get("memory_id")]

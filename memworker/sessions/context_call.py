@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import UUID
 
-import numpy as np
-
 from memworker.domain import redact
 from memworker.models.budget import Counter
+from memworker.recall import hybrid as recall
 from memworker.schemas import ContextUse
 from memworker.sessions import context, hooks, session
 from memworker.storage import sessions_db
@@ -34,7 +33,7 @@ class Call:
 
 def run(
     conn: Conn,
-    qvec: np.ndarray,
+    probe: recall.Probe,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -58,7 +57,7 @@ def run(
     budget = max_tokens or policy.context_max_tokens
     inputs = gathered or context.gather(
         conn,
-        qvec,
+        probe,
         tenant_id=tenant_id,
         agent_id=agent_id,
         query=query,
@@ -121,14 +120,14 @@ def _session(
 
 
 def gather_sessionless(
-    conn: Conn, qvec: np.ndarray, *, tenant_id: UUID, agent_id: str, query: str, k: int | None, subject: str | None
+    conn: Conn, probe: recall.Probe, *, tenant_id: UUID, agent_id: str, query: str, k: int | None, subject: str | None
 ) -> context.Inputs:
     """What a context call without a session reads (recall, the profile): only reads, so a
     replica may serve it; run(gathered=...) then does the call's writes on the primary."""
     policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id, must_exist=True)
     return context.gather(
         conn,
-        qvec,
+        probe,
         tenant_id=tenant_id,
         agent_id=agent_id,
         query=redact.redact(query) if policy.redact_pii else query,  # as the route's own call

@@ -14,12 +14,11 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
-import numpy as np
-
 from memworker import errors
 from memworker.domain import redact
 from memworker.models import budget
 from memworker.models.budget import Counter
+from memworker.recall import hybrid as recall
 from memworker.schemas import (
     ArchiveList,
     ArchiveOut,
@@ -289,17 +288,17 @@ class ContextBuilt:
 
 
 def gather_sessionless(
-    conn: Conn, qvec: np.ndarray, *, tenant_id: UUID, agent_id: str, query: str, k: int | None, subject: str | None
+    conn: Conn, probe: recall.Probe, *, tenant_id: UUID, agent_id: str, query: str, k: int | None, subject: str | None
 ) -> context.Inputs:
     """The reads of a context call without a session (a replica may serve them)."""
     return context_call.gather_sessionless(
-        conn, qvec, tenant_id=tenant_id, agent_id=agent_id, query=query, k=k, subject=subject
+        conn, probe, tenant_id=tenant_id, agent_id=agent_id, query=query, k=k, subject=subject
     )
 
 
 def build_context(
     conn: Conn,
-    qvec: np.ndarray,
+    probe: recall.Probe,
     *,
     tenant_id: UUID,
     agent_id: str,
@@ -318,7 +317,7 @@ def build_context(
     policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=agent_id)
     call = context_call.run(
         conn,
-        qvec,
+        probe,
         tenant_id=tenant_id,
         agent_id=agent_id,
         query=redact.redact(query) if policy.redact_pii else query,

@@ -23,6 +23,7 @@ from memworker.api.deps import (
 )
 from memworker.domain import memories
 from memworker.models import budget
+from memworker.recall import hybrid as recall
 from memworker.schemas import (
     PG_INT_MAX,
     ContextCalls,
@@ -391,13 +392,14 @@ def post_context(
     p.require("memories:read", agent_id)
     res = resources(request)
     count = budget.counter(res.settings.embedding_model)
-    qvec = res.query_embedder.embed_one(body.query)  # before the transaction: no connection waits on the model
+    # the query embedded before the transaction: no connection waits on the model
+    probe = recall.Probe(res.query_embedder.embed_one(body.query), res.recall_stats)
     router, gathered = reads(request), None
     if router is not None and body.session_id is None:  # its reads on a replica, its writes below
         gathered = router.read(
             p.tenant_id,
             lambda conn: service.gather_sessionless(
-                conn, qvec, tenant_id=p.tenant_id, agent_id=agent_id, query=body.query, k=body.k, subject=body.subject
+                conn, probe, tenant_id=p.tenant_id, agent_id=agent_id, query=body.query, k=body.k, subject=body.subject
             ),
             agent_id=agent_id,
             client_lsn=client_lsn(request),
@@ -405,7 +407,7 @@ def post_context(
     with tx(request, p) as conn:
         built = service.build_context(
             conn,
-            qvec,
+            probe,
             tenant_id=p.tenant_id,
             agent_id=agent_id,
             query=body.query,
