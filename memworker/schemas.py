@@ -206,8 +206,11 @@ class MemoryPatch(Strict):
     metadata: dict[str, Any] | None = None
 
 
+MAX_QUERY_CHARS = 4000  # a recall's or a context call's query
+
+
 class RecallIn(Strict):
-    query: str = Field(min_length=1, max_length=4000)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     k: int = Field(default=5, ge=1, le=100)
     tiers: list[Tier] | None = Field(default=None, min_length=1)
     kinds: list[Kind] | None = Field(default=None, min_length=1)
@@ -340,11 +343,12 @@ class LlmBudget(TypedDict):
 @with_config(_OPEN)
 class Usage(TypedDict):
     """Ingest's LLM use (the top-level counts) and the sleep passes' (`sleep`), for the tenant
-    and per agent (each agent entry adds its agent_id); the tenant's daily budget (`llm_budget`)."""
+    and per agent (each agent entry adds its agent_id); the tenant's daily budget (`llm_budget`,
+    to a key that sees every agent: its spend is the whole tenant's)."""
 
     tenant: dict[str, Any]
     agents: list[dict[str, Any]]
-    llm_budget: LlmBudget
+    llm_budget: NotRequired[LlmBudget]
 
 
 @with_config(_OPEN)

@@ -659,11 +659,12 @@ class SubjectOut(TypedDict):
 
 class Usage(TypedDict):
     """Ingest's LLM use (the top-level counts) and the sleep passes' (`sleep`), for the tenant
-    and per agent (each agent entry adds its agent_id); the tenant's daily budget (`llm_budget`)."""
+    and per agent (each agent entry adds its agent_id); the tenant's daily budget (`llm_budget`,
+    to a key that sees every agent: its spend is the whole tenant's)."""
 
     tenant: dict[str, Any]
     agents: list[dict[str, Any]]
-    llm_budget: LlmBudget
+    llm_budget: NotRequired[LlmBudget]
 
 
 class WebhookList(TypedDict):

@@ -21,8 +21,8 @@ GRANT SELECT, INSERT, UPDATE ON memworker.llm_spend TO memworker_app;
 CREATE FUNCTION memworker.count_llm_spend() RETURNS trigger
 LANGUAGE plpgsql SET search_path = memworker, pg_temp AS $$
 DECLARE
-  spent bigint := (NEW.tokens_in + NEW.tokens_out)
-                  - CASE WHEN TG_OP = 'UPDATE' THEN OLD.tokens_in + OLD.tokens_out ELSE 0 END;
+  spent bigint := (NEW.tokens_in::bigint + NEW.tokens_out)
+                  - CASE WHEN TG_OP = 'UPDATE' THEN OLD.tokens_in::bigint + OLD.tokens_out ELSE 0 END;
 BEGIN
   IF spent > 0 AND NEW.tenant_id IS NOT DISTINCT FROM memworker.current_tenant() THEN
     INSERT INTO llm_spend AS s (tenant_id, day, tokens)

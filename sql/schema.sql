@@ -134,8 +134,8 @@ CREATE FUNCTION memworker.count_llm_spend() RETURNS trigger
     SET search_path TO 'memworker', 'pg_temp'
     AS $$
 DECLARE
-  spent bigint := (NEW.tokens_in + NEW.tokens_out)
-                  - CASE WHEN TG_OP = 'UPDATE' THEN OLD.tokens_in + OLD.tokens_out ELSE 0 END;
+  spent bigint := (NEW.tokens_in::bigint + NEW.tokens_out)
+                  - CASE WHEN TG_OP = 'UPDATE' THEN OLD.tokens_in::bigint + OLD.tokens_out ELSE 0 END;
 BEGIN
   IF spent > 0 AND NEW.tenant_id IS NOT DISTINCT FROM memworker.current_tenant() THEN
     INSERT INTO llm_spend AS s (tenant_id, day, tokens)

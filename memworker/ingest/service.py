@@ -14,7 +14,7 @@ from memworker import errors, reflection
 from memworker.ingest import intake, processing
 from memworker.ingest.intake import NewEpisode
 from memworker.models.embeddings import Embedder
-from memworker.schemas import Accepted, EpisodeIn, EpisodeList, EpisodeOut, LlmBudget, Usage
+from memworker.schemas import Accepted, EpisodeIn, EpisodeList, EpisodeOut, Usage
 from memworker.settings import Settings
 from memworker.storage import console_db, core_db
 from memworker.storage.db import Conn, Pool
@@ -143,13 +143,15 @@ def usage(conn: Conn, *, tenant_id: UUID, agent_id: str | None, agent_ids: list[
     agents = [{"agent_id": a, **counts[a], "sleep": sleep.get(a, idle)} for a in sorted(counts)]
     tenant: dict[str, Any] = {f: sum(c[f] for c in counts.values()) for f in USAGE_FIELDS}
     tenant["sleep"] = {f: sum(sleep.get(a, idle)[f] for a in counts) for f in SLEEP_FIELDS}
-    budget = tenancy.llm_budget(conn, tenant_id)
-    spend: LlmBudget = {
-        "tokens_per_day": budget.tokens_per_day,
-        "spent_today": budget.spent_today,
-        "paused": budget.paused,
-    }
-    return {"tenant": tenant, "agents": agents, "llm_budget": spend}
+    out: Usage = {"tenant": tenant, "agents": agents}
+    if agent_ids is None:  # the spend is the whole tenant's: not for a key limited to some agents
+        budget = tenancy.llm_budget(conn, tenant_id)
+        out["llm_budget"] = {
+            "tokens_per_day": budget.tokens_per_day,
+            "spent_today": budget.spent_today,
+            "paused": budget.paused,
+        }
+    return out
 
 
 def episode_out(ep: core_db.Episode | core_db.EpisodeListing) -> EpisodeOut:

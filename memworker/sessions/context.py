@@ -34,6 +34,7 @@ from memworker.domain.memories import Kind
 from memworker.domain.policy import Policy
 from memworker.models.budget import Counter
 from memworker.recall import hybrid as recall
+from memworker.schemas import MAX_QUERY_CHARS
 from memworker.sessions import plans, working
 from memworker.sessions.statuses import FINISHED
 from memworker.sessions.working import ItemKind
@@ -433,7 +434,8 @@ def gather(
         probe.vector,
         tenant_id=tenant_id,
         agent_id=agent_id,
-        query=recall.Query(query, k=max(1, min(k, recall.MAX_K)), subject=subject),
+        # redaction may lengthen a query the edge accepted (a@b.co -> [EMAIL]): recall reads its head
+        query=recall.Query(query[:MAX_QUERY_CHARS], k=max(1, min(k, recall.MAX_K)), subject=subject),
         policy=policy,
         history_since=datetime.now(UTC) - PREVIOUSLY_WITHIN,
         stats=probe.stats,

@@ -15,7 +15,7 @@ import httpx
 import psycopg
 import pytest
 
-from memworker import metrics, reflection
+from memworker import keys, metrics, reflection
 from memworker.ingest import intake, processing
 from memworker.models import llm
 from memworker.sessions import hooks
@@ -122,6 +122,13 @@ def test_a_spent_budget_pauses_the_llm_until_the_day_turns(
     assert seen.json()["llm_budget"] == {"tokens_per_day": 200, "spent_today": 2 * PER_CALL, "paused": True}
     other = httpx.get(f"{api}/v1/usage", headers={"Authorization": f"Bearer {tenants['bob']['key']}"}, timeout=10)
     assert other.json()["llm_budget"] == {"tokens_per_day": None, "spent_today": PER_CALL, "paused": False}
+    # a key limited to some agents sees their usage, not the whole tenant's spend
+    with db.connect(stack["owner_url"]) as conn:
+        db.bind_tenant(conn, alice)
+        limited, _ = keys.create(conn, tenant_id=alice, name="ops only", agent_ids=["ops"])
+        conn.commit()
+    seen = httpx.get(f"{api}/v1/usage", headers={"Authorization": f"Bearer {limited}"}, timeout=10)
+    assert seen.status_code == 200 and "llm_budget" not in seen.json(), seen.text
 
     # the next UTC day starts from nothing: the LLM reflects again
     _owner(stack, "UPDATE memworker.llm_spend SET day = day - 1 WHERE tenant_id = %s", alice)

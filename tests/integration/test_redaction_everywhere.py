@@ -106,3 +106,11 @@ def test_no_stored_text_keeps_the_raw_value(client: Client, stack: dict[str, Any
     # and nowhere in the database: memories, episodes, sessions, plans, context calls,
     # history, webhook payloads, ...
     assert _found_in_database(stack, (EMAIL, "4111 1111")) == []
+
+
+def test_a_context_query_that_redaction_lengthens_is_still_served(client: Client) -> None:
+    """'a@b.co' (6 characters) is stored as '[EMAIL]' (7): a query at the edge's limit grows past
+    it once redacted, and the packer recalls with its head instead of refusing the call."""
+    query = ("mail a@b.co " * 400)[:4000]
+    out = client.context(AGENT, query)
+    assert out["tokens"] > 0 and "a@b.co" not in json.dumps(out)

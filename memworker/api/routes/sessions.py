@@ -25,6 +25,7 @@ from memworker.domain import memories
 from memworker.models import budget
 from memworker.recall import hybrid as recall
 from memworker.schemas import (
+    MAX_QUERY_CHARS,
     PG_INT_MAX,
     ContextCalls,
     ContextOut,
@@ -120,7 +121,7 @@ class UsageIn(Strict):
 
 
 class ContextIn(UsageIn):
-    query: str = Field(min_length=1, max_length=4000)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     session_id: str | None = Field(default=None, pattern=SESSION_PATTERN, max_length=128)
     max_tokens: int | None = Field(default=None, ge=16, le=1_000_000)
     k: int | None = Field(default=None, ge=1, le=100)
