@@ -87,7 +87,7 @@ from _common import (  # noqa: E402
 from locomo_recall import BM25, minmax  # noqa: E402
 
 from memworker import Client  # noqa: E402
-from memworker.recall import hybrid as recall  # noqa: E402
+from memworker.recall import stats as recall_stats  # noqa: E402
 from memworker.sdk import ApiError  # noqa: E402
 
 BEAM = Path("/work/shared/benchdata/beam/100K")
@@ -707,7 +707,7 @@ def write_and_ask(client: Client, run: Run, timeout: float, *, ask: bool = True)
         agents = dict.fromkeys([agent for plan in plans.values() for agent, _ in plan])
         for agent in progress(agents, desc="retention sweep", unit="agent"):
             client.run_retention(agent)
-        time.sleep(recall.STATS_TTL_S + 1)  # the API reads an agent's size and index state once a minute
+        time.sleep(recall_stats.STATS_TTL_S + 1)  # the API reads an agent's size and index state once a minute
     run.reflector = reflector_name(client, run.prefix + run.convs[0].name)
     run.systems = ask_all(client, run.convs, run.mapper, run.prefix, run.single)
 

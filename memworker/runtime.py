@@ -24,8 +24,6 @@ from memworker.storage.db import Pool
 logger = logging.getLogger(__name__)
 
 STACK_FILE = "stack.json"
-# Bumped when a key is revoked or a policy changes: every API process reads it on each
-# request's rate-limit round trip and drops its key and policy caches when it moves.
 
 
 def stack_file(settings: Settings) -> Path:

@@ -22,7 +22,6 @@ from memworker import errors
 from memworker.domain import tokens
 from memworker.domain.policy import RECALL_CANDIDATES_MAX, Policy
 from memworker.fleet import pools
-from memworker.recall import stats as recall_stats
 from memworker.recall.stats import Stats
 from memworker.schemas import Hit as HitOut
 from memworker.schemas import Holder, RecallIn, Signals
@@ -53,8 +52,6 @@ LEXICAL_CANDIDATES = 400
 # (bench/agent_size.py, docs/scaling.md), and a wider scan costs more where a query's vector
 # lies between clusters.
 EF_SEARCH = 120
-# A large agent's statistics are read once per process and minute (memworker/recall/stats.py).
-STATS_TTL_S = recall_stats.STATS_TTL_S
 
 Plan = Literal["auto", "exact", "bounded"]
 
@@ -268,7 +265,7 @@ def _bounded(conn: Conn, params: Params, path: Plan, stats: Stats | None = None)
 
 def _setup(conn: Conn, tenant_id: UUID, agent_id: str, terms: list[str], ef_search: int, stats: Stats) -> list[float]:
     """The bounded statement's settings and each term's document frequency over the agent, at
-    most STATS_TTL_S old, in one round trip: counted for the terms this process has not
+    most stats.STATS_TTL_S old, in one round trip: counted for the terms this process has not
     counted within that time (most queries repeat earlier terms). Sending the settings in a
     pipeline with the statement when every count is cached saved nothing measurable."""
     fresh = stats.fresh_dfs(tenant_id, agent_id, terms)
@@ -281,13 +278,6 @@ def _setup(conn: Conn, tenant_id: UUID, agent_id: str, terms: list[str], ef_sear
         stats.keep_dfs(tenant_id, agent_id, new)
         fresh.update(new)
     return [fresh[t] for t in terms]
-
-
-def forget_stats(stats: Stats | None = None) -> None:
-    """Drop the cached agent statistics and term frequencies (tests that grow an agent and
-    recall at once); without a cache, nothing is kept to drop."""
-    if stats is not None:
-        stats.forget()
 
 
 def serve(

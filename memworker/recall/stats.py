@@ -54,9 +54,3 @@ class Stats:
                 self._dfs.clear()
             for term, df in counted.items():
                 self._dfs[(tenant_id, agent_id, term)] = (now, df)
-
-    def forget(self) -> None:
-        """Drop every cached statistic and term frequency."""
-        with self._lock:
-            self._agents.clear()
-            self._dfs.clear()

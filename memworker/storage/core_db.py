@@ -325,7 +325,7 @@ delete_memory = _sql.Row[UUID]("delete_memory", _sql.first)
 
 
 # The hybrid recall statement (see queries/core.sql), best first. It only reads: a replica can
-# run it, and recall.serve queues the hits' access bumps (storage/bumps.py).
+# run it, and recall.hybrid.serve queues the hits' access bumps (storage/bumps.py).
 # retired: the superseded memories still kept for history too (an audit).
 recall = _sql.Rows("recall", RecallRow, subject=None, retired=False)
 

@@ -1,7 +1,8 @@
-"""The operations built on several core queries (policy_for, write_memory with its postings and
-event, ...). Single queries are the typed functions of memworker.storage.<area>_db, one per
-`-- name:` block of queries/<area>.sql. The caller owns the transaction and binds the tenant
-(db.tenant_tx); every function still takes tenant_id explicitly."""
+"""The operations built on several core queries (write_memory with its postings and event,
+update, delete, find_duplicate, ...): the row steps under memworker/memories/writer.py. Single
+queries are the typed functions of memworker.storage.<area>_db, one per `-- name:` block of
+queries/<area>.sql. The caller owns the transaction and binds the tenant (db.tenant_tx); every
+function still takes tenant_id explicitly."""
 
 from __future__ import annotations
 

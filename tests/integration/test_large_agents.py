@@ -131,7 +131,6 @@ def test_bounded_recall_returns_what_the_exact_statement_returns(
     tenant, agent = fixture_agent
     monkeypatch.setattr(recall, "POSTINGS_BUDGET", budget)
     monkeypatch.setattr(recall, "POSTINGS_PER_TERM", 100 if budget < recall.POSTINGS_BUDGET else 200)
-    recall.forget_stats()
     assert _agree(pool, tenant, agent, 3, 12) >= 100
 
 
@@ -178,7 +177,6 @@ def test_pending_memories_are_found_before_the_index_takes_them_in(
             (tenant,),
         ).fetchone()
         assert pending == (200,)
-    recall.forget_stats()
     assert _agree(pool, tenant, "growing", 13, 8) >= 60
     assert large_agents.index(pool, tenant_id=tenant, agent_id="growing") == 200
     assert _agree(pool, tenant, "growing", 14, 4) >= 30

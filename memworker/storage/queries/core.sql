@@ -363,7 +363,7 @@ ORDER BY top.score DESC, top.id;
 -- Hybrid recall in one statement. BM25 (Lucene IDF, k1 = 1.2, b = 0.75) over the agent's
 -- live memories, exact cosine top-k over the same rows, both min-max normalised over the
 -- union of candidates and fused by weight, plus the priors (salience, recency) scaled down to break
--- near-ties. A read only: the caller counts the hits as accessed (recall.serve).
+-- near-ties. A read only: the caller counts the hits as accessed (recall.hybrid.serve).
 -- One pass over the agent's rows computes everything per row (the filters, the distance,
 -- the priors' inputs) into a narrow materialised set; wide columns are read for the k hits.
 -- Each posting carries its term's document frequency (a window, not a second pass) and its
