@@ -489,31 +489,9 @@ def prune_deliveries(pool: Pool, *, before: datetime) -> int:
     return hooks.prune(pool, before=before)
 
 
-def episode_stored(
-    conn: Conn,
-    *,
-    tenant_id: UUID,
-    agent_id: str,
-    episode_id: UUID,
-    session_id: str | None,
-    content: str,
-    metadata: dict[str, Any],
-    memory_ids: list[UUID],
-    settings: Settings,
-) -> list[UUID]:
-    """The post-turn hook ingest runs in the transaction that stores an episode: the session's
-    transcript estimate grows, post_turn webhooks are queued; the deliveries to send."""
-    return hooks.episode_stored(
-        conn,
-        tenant_id=tenant_id,
-        agent_id=agent_id,
-        episode_id=episode_id,
-        session_id=session_id,
-        content=content,
-        metadata=metadata,
-        memory_ids=memory_ids,
-        settings=settings,
-    )
+# The post-turn hook ingest runs in the transaction that stores an episode (processing.PostTurn):
+# the session's transcript estimate grows, post_turn webhooks are queued; the deliveries to send.
+episode_stored = hooks.episode_stored
 
 
 def rumination_day(when: datetime) -> tuple[datetime, datetime]:
