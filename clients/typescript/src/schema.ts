@@ -195,7 +195,7 @@ export interface paths {
          * @description One ranked list over several agents (a supervisor's or operator's recall); each hit
          *     names its agent_id. A key limited to some agents may name only those (404 otherwise, as
          *     for one agent); every named agent must exist. Weights and thresholds are the tenant's
-         *     policy; BM25's statistics are the union's (recall.serve_agents).
+         *     policy; BM25's statistics are the union's (memworker/recall/hybrid.py: serve_agents).
          */
         post: operations["post_recall_agents_v1_recall_post"];
         delete?: never;
@@ -1748,6 +1748,12 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /**
+         * ItemKind
+         * @description What a working-memory item is; a candidate may pin a long-term memory instead of a text.
+         * @enum {string}
+         */
+        ItemKind: "constraint" | "decision" | "question" | "candidate";
         /** KeyCreated */
         KeyCreated: {
             /** Id */
@@ -1847,6 +1853,21 @@ export interface components {
          * @enum {string}
          */
         Kind: "fact" | "preference" | "decision" | "method" | "conclusion" | "event" | "insight" | "summary" | "turn";
+        /**
+         * LlmBudget
+         * @description The tenant's daily LLM budget (policy llm_tokens_per_day, null: no limit), its tokens spent
+         *     this UTC day, and whether reflection and sleep run without the LLM until the day turns.
+         */
+        LlmBudget: {
+            /** Tokens Per Day */
+            tokens_per_day: number | null;
+            /** Spent Today */
+            spent_today: number;
+            /** Paused */
+            paused: boolean;
+        } & {
+            [key: string]: unknown;
+        };
         /** MemoryBatch */
         MemoryBatch: {
             /** Memories */
@@ -2026,10 +2047,37 @@ export interface components {
             milestones: {
                 [key: string]: unknown;
             }[];
-            /** Resume */
-            resume: {
+            resume: components["schemas"]["PlanResume"];
+            /** Title */
+            title?: string | null;
+            /** Updated At */
+            updated_at?: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * PlanResume
+         * @description Where to pick a plan up again: the last completed milestone, the next step, the progress.
+         */
+        PlanResume: {
+            /** Last Completed Milestone */
+            last_completed_milestone: {
                 [key: string]: unknown;
-            };
+            } | null;
+            /** Next Step */
+            next_step: {
+                [key: string]: unknown;
+            } | null;
+            /** Done */
+            done: boolean;
+            /** Progress */
+            progress: number;
+            /** Steps Done */
+            steps_done: number;
+            /** Steps Total */
+            steps_total: number;
+            /** Blocked */
+            blocked: string[];
         } & {
             [key: string]: unknown;
         };
@@ -2401,6 +2449,8 @@ export interface components {
             item: {
                 [key: string]: unknown;
             } | null;
+            /** Created At */
+            created_at?: string;
         } & {
             [key: string]: unknown;
         };
@@ -2468,14 +2518,8 @@ export interface components {
             revision: number;
             /** Working Items */
             working_items: number;
-            /** Plan */
-            plan: {
-                [key: string]: unknown;
-            } | null;
-            /** Usage */
-            usage: {
-                [key: string]: unknown;
-            };
+            plan: components["schemas"]["PlanResume"] | null;
+            usage: components["schemas"]["SessionUsage"];
             /** Archives */
             archives: number;
             /** Created At */
@@ -2488,6 +2532,40 @@ export interface components {
             restored_at: string | null;
             /** Created */
             created?: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        /**
+         * SessionStatus
+         * @description Open (it takes changes), or archived (closed into a snapshot until restored).
+         * @enum {string}
+         */
+        SessionStatus: "open" | "archived";
+        /**
+         * SessionUsage
+         * @description A session's context use: the estimate, the last reported share and the flush's state.
+         */
+        SessionUsage: {
+            /** Log Tokens */
+            log_tokens: number;
+            /** Last Context Tokens */
+            last_context_tokens: number;
+            /** Window Tokens */
+            window_tokens: number;
+            /** Estimated Use */
+            estimated_use: number;
+            /** Reported Use */
+            reported_use: number | null;
+            /** Flush At */
+            flush_at: number;
+            /** Flush Armed */
+            flush_armed: boolean;
+            /** Flush Count */
+            flush_count: number;
+            /** Flushed At */
+            flushed_at: string | null;
+            /** Last Flush Episode Id */
+            last_flush_episode_id: string | null;
         } & {
             [key: string]: unknown;
         };
@@ -2538,8 +2616,7 @@ export interface components {
             id?: string | null;
             /** Title */
             title: string;
-            /** Status */
-            status?: ("pending" | "in_progress" | "done" | "blocked" | "skipped") | null;
+            status?: components["schemas"]["StepStatus"] | null;
             /** Progress */
             progress?: number | null;
             /** Output */
@@ -2549,8 +2626,7 @@ export interface components {
         };
         /** StepPatchIn */
         StepPatchIn: {
-            /** Status */
-            status?: ("pending" | "in_progress" | "done" | "blocked" | "skipped") | null;
+            status?: components["schemas"]["StepStatus"] | null;
             /** Progress */
             progress?: number | null;
             /** Output */
@@ -2560,6 +2636,12 @@ export interface components {
             /** Expected Revision */
             expected_revision?: number | null;
         };
+        /**
+         * StepStatus
+         * @description Where a plan's step is; done and skipped steps are finished.
+         * @enum {string}
+         */
+        StepStatus: "pending" | "in_progress" | "done" | "blocked" | "skipped";
         /** SubjectForgetIn */
         SubjectForgetIn: {
             /**
@@ -2637,7 +2719,8 @@ export interface components {
         /**
          * Usage
          * @description Ingest's LLM use (the top-level counts) and the sleep passes' (`sleep`), for the tenant
-         *     and per agent (each agent entry adds its agent_id).
+         *     and per agent (each agent entry adds its agent_id); the tenant's daily budget (`llm_budget`,
+         *     to a key that sees every agent: its spend is the whole tenant's).
          */
         Usage: {
             /** Tenant */
@@ -2648,6 +2731,7 @@ export interface components {
             agents: {
                 [key: string]: unknown;
             }[];
+            llm_budget?: components["schemas"]["LlmBudget"];
         } & {
             [key: string]: unknown;
         };
@@ -2720,15 +2804,31 @@ export interface components {
         };
         /** WorkingItemIn */
         WorkingItemIn: {
-            /**
-             * Kind
-             * @enum {string}
-             */
-            kind: "constraint" | "decision" | "question" | "candidate";
+            kind: components["schemas"]["ItemKind"];
             /** Text */
             text?: string | null;
             /** Memory Id */
             memory_id?: string | null;
+        };
+        /**
+         * WorkingItemOut
+         * @description A working-memory item as reads show it (its kind is the list it is in).
+         */
+        WorkingItemOut: {
+            /** Id */
+            id: number;
+            /** Text */
+            text: string | null;
+            /** Memory Id */
+            memory_id: string | null;
+            /** Refs */
+            refs: number;
+            /** Created At */
+            created_at: string;
+            /** Updated At */
+            updated_at: string;
+        } & {
+            [key: string]: unknown;
         };
         /**
          * WorkingOut
@@ -2758,6 +2858,14 @@ export interface components {
             changes?: {
                 [key: string]: unknown;
             };
+            /** Constraints */
+            constraints: components["schemas"]["WorkingItemOut"][];
+            /** Decisions */
+            decisions: components["schemas"]["WorkingItemOut"][];
+            /** Open Questions */
+            open_questions: components["schemas"]["WorkingItemOut"][];
+            /** Candidates */
+            candidates: components["schemas"]["WorkingItemOut"][];
         } & {
             [key: string]: unknown;
         };
@@ -3776,7 +3884,7 @@ export interface operations {
     list_sessions_v1_agents__agent_id__sessions_get: {
         parameters: {
             query?: {
-                status?: ("open" | "archived") | null;
+                status?: components["schemas"]["SessionStatus"] | null;
                 limit?: number;
             };
             header?: never;
