@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from memworker import errors
-from memworker.domain import memories
+from memworker.domain import memories, redact
 
 
 @dataclass(frozen=True)
@@ -138,6 +138,10 @@ class Policy:
 
     def ttl_hours(self, tier: str) -> float | None:
         return cast("float | None", getattr(self, f"ttl_{tier.lower()}_hours"))
+
+    def redacted(self, text: str) -> str:
+        """A text as this policy stores it: PII masked when redact_pii is on (reasons, queries)."""
+        return redact.redact(text) if self.redact_pii else text
 
     def to_json(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}

@@ -11,7 +11,6 @@ from uuid import UUID
 
 import numpy as np
 
-from memworker.domain import redact
 from memworker.fleet import pools, proposals
 from memworker.memories import service as memories
 from memworker.schemas import PoolList, PoolOut, ProposalDecided, ProposalList, Shared
@@ -80,7 +79,7 @@ def proposal_list(
 def _reason(conn: Conn, tenant_id: UUID, pool: str, reason: str) -> str:
     """The reason as the audit trail keeps it: redacted when the pool's policy redacts."""
     policy = tenancy.policy_for(conn, tenant_id=tenant_id, agent_id=pools.owner(pool))
-    return redact.redact(reason) if policy.redact_pii else reason
+    return policy.redacted(reason)
 
 
 def approve(

@@ -10,7 +10,7 @@ from typing import Any
 from uuid import UUID
 
 from memworker import errors
-from memworker.domain import memories, redact
+from memworker.domain import memories
 from memworker.lifecycle import governance, retention
 from memworker.lifecycle.governance import PolicyView
 from memworker.lifecycle.retention import Report
@@ -33,7 +33,7 @@ def promote(
         agent_id=agent_id,
         memory_id=memory_id,
         tier=tier,
-        reason=redact.redact(reason) if policy.redact_pii else reason,  # kept in the audit trail
+        reason=policy.redacted(reason),  # kept in the audit trail
         actor=actor,
         policy=policy,
     )
@@ -84,7 +84,7 @@ def resolve_review(
         agent_id=agent_id,
         review_id=review_id,
         keep=keep,
-        reason=redact.redact(reason) if policy.redact_pii else reason,  # kept in the audit trail
+        reason=policy.redacted(reason),  # kept in the audit trail
         actor=actor,
         may_change_l3=may_change_l3,
         policy=policy,

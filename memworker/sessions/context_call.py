@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from memworker.domain import redact
 from memworker.models.budget import Counter
 from memworker.recall import hybrid as recall
 from memworker.schemas import ContextUse
@@ -130,7 +129,7 @@ def gather_sessionless(
         probe,
         tenant_id=tenant_id,
         agent_id=agent_id,
-        query=redact.redact(query) if policy.redact_pii else query,  # as the route's own call
+        query=policy.redacted(query),  # as the route's own call
         k=k or policy.context_recall_k,
         policy=policy,
         session=None,

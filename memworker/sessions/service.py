@@ -320,7 +320,7 @@ def build_context(
         probe,
         tenant_id=tenant_id,
         agent_id=agent_id,
-        query=redact.redact(query) if policy.redact_pii else query,
+        query=policy.redacted(query),
         session_id=session_id,
         k=k,
         max_tokens=max_tokens,
