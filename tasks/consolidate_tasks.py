@@ -31,13 +31,7 @@ def llm_for_process(settings: Settings) -> llm.LLM | None:
     """The consolidation LLM of this process: the configured endpoint, or None (offline)."""
     pid = os.getpid()
     if pid not in _llm_by_pid:
-        _llm_by_pid[pid] = (
-            llm.OpenAICompatible(
-                settings.llm_base_url, settings.llm_model, settings.llm_api_key, settings.llm_timeout_s
-            )
-            if settings.llm_base_url
-            else None
-        )
+        _llm_by_pid[pid] = llm.for_settings(settings)
     return _llm_by_pid[pid]
 
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import httpx
 
 from memworker import errors
+from memworker.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,13 @@ class OpenAICompatible:
 
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+def for_settings(settings: Settings) -> LLM | None:
+    """The configured endpoint (MEMWORKER_LLM_*), or None: offline, the rules do the work."""
+    if not settings.llm_base_url:
+        return None
+    return OpenAICompatible(settings.llm_base_url, settings.llm_model, settings.llm_api_key, settings.llm_timeout_s)
 
 
 def parse_json(raw: str, *, want: type = list) -> Any:

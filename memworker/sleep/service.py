@@ -134,15 +134,10 @@ def run_now(pool: Pool, settings: Settings, *, tenant_id: UUID, agent_id: str, t
     with db.tenant_tx(pool, tenant_id) as conn:
         tenancy.require_agent(conn, tenant_id=tenant_id, agent_id=agent_id)
         run_id = consolidation.request_run(conn, tenant_id=tenant_id, agent_id=agent_id, trigger=trigger)
-    client = (
-        llm.OpenAICompatible(settings.llm_base_url, settings.llm_model, settings.llm_api_key, settings.llm_timeout_s)
-        if settings.llm_base_url
-        else None
-    )
     return consolidation.run_pass(
         pool,
         embeddings.for_settings(settings),
-        client,
+        llm.for_settings(settings),
         settings,
         tenant_id=tenant_id,
         agent_id=agent_id,
