@@ -679,6 +679,8 @@ class Run:
     baseline_s: float = math.nan
     commit: str = ""  # the code the stack started on (others may commit while it runs)
     sweep: bool = False  # each agent's retention sweep ran before the questions
+    sleep: bool = False  # each agent's consolidation pass ran (and was waited for) before the questions
+    passes: Counter[str] = field(default_factory=Counter)  # the agents' consolidation runs by status, when asked
 
 
 def write_and_ask(client: Client, run: Run, timeout: float, *, ask: bool = True) -> None:
@@ -703,8 +705,13 @@ def write_and_ask(client: Client, run: Run, timeout: float, *, ask: bool = True)
         )
     if not ask:
         return
+    agents = dict.fromkeys([agent for plan in plans.values() for agent, _ in plan])
+    if run.sleep:  # an agent as it is after its quiet hours: one consolidation pass each, waited for
+        for agent in progress(agents, desc="consolidation pass", unit="agent"):
+            client.wait_for_run(agent, client.consolidate(agent), timeout=timeout)
+    for agent in agents:
+        run.passes.update(r["status"] for r in client.consolidation_runs(agent, limit=200))
     if run.sweep:  # what a large agent is served after its first scheduled sweep: the HNSW index
-        agents = dict.fromkeys([agent for plan in plans.values() for agent, _ in plan])
         for agent in progress(agents, desc="retention sweep", unit="agent"):
             client.run_retention(agent)
         time.sleep(recall_stats.STATS_TTL_S + 1)  # the API reads an agent's size and index state once a minute
@@ -730,6 +737,13 @@ def report(run: Run, args: argparse.Namespace, load_before: str, stack: Stack) -
         f"- the API's episode content limit, as a 413 named it: {f'{run.limit} bytes' if run.limit else 'never hit'} "
         f"({run.refusals} refused POSTs); a clipped message is cut (its longest part first) until its exchange fits; "
         "the baselines keep the whole texts.",
+        f"- consolidation passes before the questions, by status: "
+        f"{', '.join(f'{k} {v}' for k, v in sorted(run.passes.items())) or 'none'}"
+        + (
+            " (one pass per agent was run and waited for after the ingests: --sleep)."
+            if run.sleep
+            else " (the passes the schedule ran during the run: an agent is due after 3 quiet minutes)."
+        ),
         f"- trailing '->->' markers stripped from {run.markers['stripped']} messages; messages still holding '->->': "
         f"{run.markers['left']}.",
         f"- gold message ids not in their conversation (dropped): {sum(c.dropped_gold for c in run.convs)}; provenance "
@@ -790,6 +804,12 @@ def main(argv: list[str] | None = None) -> int:
         "an agent past the exact-scan size is then served from the HNSW index, as after its first scheduled sweep",
     )
     p.add_argument(
+        "--sleep",
+        action="store_true",
+        help="after the ingests, run one consolidation pass per agent (POST .../consolidate) and wait for it before "
+        "asking: each agent as it is after its quiet hours, not only as the passes scheduled during the run left it",
+    )
+    p.add_argument(
         "--ingest-only",
         action="store_true",
         help="write and wait, print the ingest lines, ask nothing and write no report (for bench/ab.py)",
@@ -810,6 +830,7 @@ def main(argv: list[str] | None = None) -> int:
             markers=markers,
             commit=commit,
             sweep=args.sweep,
+            sleep=args.sleep,
         )
         with Client(stack.api_url, key, timeout=600) as client:
             write_and_ask(client, run, args.timeout, ask=not args.ingest_only)
