@@ -320,7 +320,13 @@ _SOCIAL = frozenset(
 _VOCATIVE = re.compile(r"(^|,|\b(?:hi|hey|hello|thanks|bye|dear|thank you))\s*(?-i:[A-Z][a-z]+)(?=\s*[,!.?]|$)", re.I)
 # Code and markup (an assignment, a tag, a call, a URL) are not statements a person made: the
 # turn keeps them verbatim, where a recall for the identifier still finds them.
-_CODE = re.compile(r"[{}<>`]|\|.*\||;\s*$|\w\s*=\s*\S|\w\([^)]*\)|://|^\s*(\$|>>>|import |from \S+ import|def |class )")
+# Code, data and formulas pasted into a message: braces, pipes, assignments, calls, URLs, shell
+# and REPL prompts; a line of a list or an object (it ends with a comma, which no sentence does;
+# a quoted key before a colon); a code comment; TeX's \( \) \[ \] delimiters.
+_CODE = re.compile(
+    r"[{}<>`]|\|.*\||;\s*$|\w\s*=\s*\S|\w\([^)]*\)|://|^\s*(\$|>>>|import |from \S+ import|def |class )"
+    r"|,\s*$|\"\w[^\"]*\"\s*:|^\s*(//|/\*)|\\[()\[\]]"
+)
 _MARKUP = re.compile(r"^\s*(#{1,6}\s+|[-*+]\s+|\d+[.)]\s+)|\*\*|__")
 
 

@@ -332,6 +332,18 @@ _MAX_STATEMENT_TERMS = 10
 _MAX_CLAUSED_TERMS = 12
 
 
+# A subject that only points back ("that", "this", "it"): the statement is about what was just
+# said, which the rules cannot see, so it revises no memory.
+_POINTERS = frozenset("it this that these those which".split())
+
+
+def _pointing(s: statements.Statement) -> bool:
+    subject = [w.raw for w in s.words[: s.verb] if w.raw.isalpha()]
+    return bool(subject) and all(  # "IT fixed the printer": a department, not a pointer
+        w.casefold() in _POINTERS and not w.isupper() or w.casefold() in ("but", "and", "so") for w in subject
+    )
+
+
 def clauses(text: str) -> list[str]:
     """The statement, then its clauses when it has several ("Priya started at Adyen, she left
     Stripe in January"): an update is often one clause of a longer sentence."""
@@ -362,6 +374,8 @@ def _revision(older: str, newer: str) -> str | None:
     if apart(older, newer) or max(len(tokens.tokenize(older)), len(tokens.tokenize(newer))) > _MAX_STATEMENT_TERMS:
         return None
     a, b = statements.parse(older), statements.parse(newer)
+    if _pointing(b):
+        return None  # "that didn't work either", "this is the right approach": of what was just said
     if a.verb >= len(a.words) or b.verb >= len(b.words):
         return None  # no verb: which words name the thing and which its value is not known
     attr_a, attr_b = a.content(generic=False), b.content(generic=False)

@@ -148,6 +148,17 @@ def test_long_sentences_on_one_topic_are_no_change(older: str, newer: str) -> No
     assert rules.changed(older, newer) is None
 
 
+@pytest.mark.parametrize(
+    "newer", ["That didn't fix the timeout either.", "It is 40 minutes now.", "This is the wrong port."]
+)
+def test_a_statement_about_what_was_just_said_revises_nothing(newer: str) -> None:
+    assert rules.changed("The nightly import times out after 30 minutes on port 5432.", newer) is None
+
+
+def test_an_acronym_subject_is_no_pointer() -> None:
+    assert rules.changed("The printer on floor 2 is broken.", "IT fixed the floor 2 printer.") is not None
+
+
 def test_a_statement_reads_its_subject_values_and_cues() -> None:
     s = statements.parse("Heads up: the standup moved to 10:15 on Mondays.")
     assert [w.raw for w in s.subject()] == ["the", "standup"]

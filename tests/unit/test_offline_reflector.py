@@ -133,3 +133,11 @@ def test_an_agent_log_of_assistant_messages_is_reflected() -> None:
 def test_code_and_markup_are_not_items() -> None:
     text = "username = db.Column(db.String(80), unique=True)\n## Setup\nI deploy the budget app on Render every Friday."
     assert [i.text for i in _items(text)] == ["I deploy the budget app on Render every Friday."]
+
+
+def test_lines_of_data_comments_and_formulas_are_not_items() -> None:
+    text = (
+        '"retries": 3,\ntimeout: 30,\n// retry the upload when the network drops\n'
+        "The odds are \\( 1/6 \\) for each face.\nOur uploads go to the Frankfurt bucket."
+    )
+    assert [i.text for i in _items(text)] == ["Our uploads go to the Frankfurt bucket."]
