@@ -11,10 +11,11 @@ long they live. The rules, stated once:
 - one message, one document: BM25 indexes a split message once, on its first part, as the
   whole message (Turn.message_text; the other parts index nothing), so a long message does
   not enter recall as several short documents, each a better match per word than the message
-  is; each part keeps its own text and embedding, and every part knows how many its message
-  has (Turn.parts), so recall can weigh a message's n chances at the vector signal as one
-  message's; the items reflected from a message carry its count too (item_parts), being its
-  sentences (docs/episodes.md, "Long messages");
+  is; each part keeps its own text, the message is embedded once, by its first part (ingest
+  gives the other parts its vector; recall takes only the first as a vector candidate), and
+  every part knows how many its message has (Turn.parts), which recall's part discount reads;
+  the items reflected from a message carry its count too (item_parts), being its sentences
+  (docs/episodes.md, "Long messages");
 - the text is "<speaker> (<date>): <content>", so BM25 matches names and dates and the
   embedding sees who said it; the date is the message's occurred_at, else the episode's."""
 

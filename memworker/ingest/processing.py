@@ -92,10 +92,22 @@ class _Claimed:
     subject: str | None = None
 
     def texts(self) -> list[str]:
-        """What is embedded for this episode: its reflected items, then its turns."""
+        """What is embedded for this episode: its reflected items, then its turns, a split
+        message by its first part only (turn_vectors)."""
         if self.result is None:
             return []
-        return [i.text for i in self.result.items] + [t.text for t in self.turns]
+        return [i.text for i in self.result.items] + [t.text for t in self.turns if t.part == 0]
+
+    def turn_vectors(self, vectors: Any) -> list[Any]:
+        """One vector per turn from the vectors of its first parts (texts() order): a split
+        message is embedded once, by its first part, and each of its other parts carries that
+        vector; recall takes only a message's first part as a vector candidate (queries/core.sql:
+        recall_fusion), so the other parts are its text, found through the message."""
+        firsts = iter(vectors)
+        out: list[Any] = []
+        for t in self.turns:
+            out.append(next(firsts) if t.part == 0 else out[-1])
+        return out
 
 
 def process(
@@ -367,7 +379,7 @@ def _store_one(
         item_vectors, turn_vectors = vectors[: len(c.result.items)], vectors[len(c.result.items) :]
         # the episodic layer; the episode's memory_ids stay its reflected items (turns are found
         # by their provenance, episode:<id>#m<i>)
-        for turn, vec in zip(c.turns, turn_vectors, strict=True):
+        for turn, vec in zip(c.turns, c.turn_vectors(turn_vectors), strict=True):
             _store_turn(conn, tenant_id, c, turn, vec)
             outcome.memories_written += 1
         stored = _store_items(conn, tenant_id, c, item_vectors, policy, expires_at, outcome)

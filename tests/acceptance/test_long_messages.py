@@ -1,8 +1,8 @@
 """A long message is one document to recall: its parts (turns cut at the memory size limit)
-each keep their own text and embedding, but BM25 indexes the message once, on its first part,
-as the whole message, and every part knows how many its message has, so a long message
-neither enters recall as several short documents nor loses the words of its other parts, and
-its many chances at the vector signal count as one message's. Through the real API, Redis
+each keep their own text, but BM25 indexes the message once, on its first part, as the whole
+message, and the message is embedded once, by its first part, the only part that is a vector
+candidate; every part knows how many its message has. So a long message neither enters recall
+as several short documents nor loses the words of its other parts. Through the real API, Redis
 and a worker process."""
 
 from __future__ import annotations
@@ -62,8 +62,7 @@ def test_a_word_of_one_part_finds_the_message_once(alice: Client, worker: Any) -
     assert sum("quokka" in p["text"] for p in parts) == 1
     hits = alice.recall("long-bot", "quokka", k=5, kinds=["turn"], explain=True)["memories"]
     # the message matched the word said in one of its parts (through the first part, which
-    # indexes the whole message, or by that part's vector), and took one slot: the other parts
-    # collapsed into the best-ranked one
+    # indexes the whole message), and took one slot: the other parts collapsed into it
     (hit,) = [h for h in hits if h["provenance"] == [f"episode:{r['episode_id']}#m1"]]
     assert set(hit["collapsed"] or []) <= {p["id"] for p in parts if p["id"] != hit["id"]}
     # without the collapse every part is its own hit; only the first holds the message's BM25 score
@@ -73,6 +72,18 @@ def test_a_word_of_one_part_finds_the_message_once(alice: Client, worker: Any) -
     assert set(scores) <= {p["id"] for p in parts}
     (first,) = [p for p in parts if LONG[:40] in p["text"]]
     assert [s for s in scores.values() if s > 0] == [scores[first["id"]]]
+
+
+def test_a_long_message_is_a_vector_candidate_by_its_first_part_only(alice: Client, worker: Any) -> None:
+    r = alice.add_episode("once-bot", messages=[{"role": "assistant", "content": LONG}])
+    alice.wait_for_episode("once-bot", r["episode_id"])
+    parts = alice.list_memories("once-bot", kind="turn", limit=200)["memories"]
+    assert len(parts) >= 3
+    alice.set_policy({"recall_collapse": False}, agent_id="once-bot")
+    # no word of the message: only the vector can find it, and only through its first part
+    hits = alice.recall("once-bot", "ocean water levels near a dock", k=10, kinds=["turn"], explain=True)
+    (hit,) = hits["memories"]
+    assert LONG[:40] in hit["text"] and hit["signals"]["bm25"] == 0
 
 
 def test_forget_takes_every_part_of_a_message_that_copied_the_erased_text(alice: Client, worker: Any) -> None:

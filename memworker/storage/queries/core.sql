@@ -292,7 +292,9 @@ bm25 AS MATERIALIZED (
 ), candidates AS (
   (SELECT id FROM bm25 WHERE wanted ORDER BY score DESC, id LIMIT %(candidates)s)
   UNION
-  (SELECT id FROM live WHERE wanted ORDER BY distance, id LIMIT %(candidates)s)
+  -- a split message is a vector candidate by its first part (the others index no text and
+  -- carry its vector: memworker/domain/episodic.py)
+  (SELECT id FROM live WHERE wanted AND (doc_len > 0 OR parts = 1) ORDER BY distance, id LIMIT %(candidates)s)
 ), signals AS (
   SELECT l.id, l.parts, l.salience, l.access_count, l.created_at, coalesce(b.score, 0) AS bm25,
          1 - l.distance AS vector
@@ -309,9 +311,9 @@ bm25 AS MATERIALIZED (
   FROM relevant r CROSS JOIN ranges g
 ), fused AS (
   SELECT s.*,
-         -- a message of n parts had n chances at the vector signal, and its best part is the
-         -- best of n draws, which grows with ln(n); counted beyond two parts (about 560
-         -- characters, an ordinary chat message), so only long messages pay it
+         -- a long message (n parts) repeats the words and topic of the short one it answers:
+         -- lowered by ln(n / 2), counted beyond two parts (about 560 characters, an ordinary
+         -- chat message), so only long messages pay it (domain/policy.py)
          %(w_bm25)s * s.bm25_norm + %(w_vector)s * s.vector_norm
            - %(w_parts)s * ln(greatest(s.parts / 2.0, 1)) AS fused,
          %(w_prior)s * (s.salience + least(0.1 * s.access_count, 1.0) + s.freshness) AS prior
@@ -482,10 +484,12 @@ WITH w AS MATERIALIZED (
 ), nearest AS (
   (SELECT m.id FROM memories m
    WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.ann AND m.valid_to IS NULL
+     AND (m.doc_len > 0 OR m.parts = 1)  -- as recall's vector candidates: a split message's first part
    ORDER BY m.embedding <=> %(qvec)s::vector LIMIT %(ann)s)
   UNION ALL
   (SELECT m.id FROM memories m
    WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.ann_pending AND m.valid_to IS NULL
+     AND (m.doc_len > 0 OR m.parts = 1)
    ORDER BY m.embedding <=> %(qvec)s::vector LIMIT %(ann)s)
 ), live AS MATERIALIZED (
 -- include: recall_live
@@ -546,16 +550,19 @@ UPDATE agents SET ann = true WHERE tenant_id = %(tenant_id)s AND id = %(agent_id
 RETURNING ann_ready;
 
 -- name: ann_fill
--- One batch of the agent's live memories written before ann_enable, into the index.
+-- One batch of the agent's live memories written before ann_enable, into the index; a split
+-- message by its first part only (the others carry its vector and are no vector candidates).
 UPDATE memories SET ann = true, ann_pending = false
 WHERE tenant_id = %(tenant_id)s AND id IN (
   SELECT id FROM memories
   WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND NOT ann AND valid_to IS NULL
+    AND (doc_len > 0 OR parts = 1)
   LIMIT %(batch)s);
 
 -- name: ann_flush
--- One batch of the memories written since (ann_pending: stored off the index), into it.
-UPDATE memories SET ann = true, ann_pending = false
+-- One batch of the memories written since (ann_pending: stored off the index), into it; the
+-- other parts of a split message leave the pending set without entering the index.
+UPDATE memories SET ann = (doc_len > 0 OR parts = 1), ann_pending = false
 WHERE tenant_id = %(tenant_id)s AND id IN (
   SELECT id FROM memories
   WHERE tenant_id = %(tenant_id)s AND agent_id = %(agent_id)s AND ann_pending AND valid_to IS NULL
