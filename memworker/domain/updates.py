@@ -337,6 +337,13 @@ _MAX_CLAUSED_TERMS = 12
 _POINTERS = frozenset("it this that these those which".split())
 
 
+@lru_cache(maxsize=16_384)
+def _terms(text: str) -> int:
+    """How many terms a statement has (tokens.tokenize): every clause pair a revision judges asks
+    again of the same few texts."""
+    return len(tokens.tokenize(text))
+
+
 def _pointing(s: statements.Statement) -> bool:
     subject = [w.raw for w in s.words[: s.verb] if w.raw.isalpha()]
     return bool(subject) and all(  # "IT fixed the printer": a department, not a pointer
@@ -359,7 +366,7 @@ def revision(older: str, newer: str) -> str | None:
         return None  # a question, or what was ("when we moved in, rent was 950"), in any clause
     # clause against clause only in short sentences: a long one's clauses are its many
     # statements, and some two of them on one topic differ by chance
-    long = max(len(tokens.tokenize(older)), len(tokens.tokenize(newer))) > _MAX_CLAUSED_TERMS
+    long = max(_terms(older), _terms(newer)) > _MAX_CLAUSED_TERMS
     for a in clauses(older):
         for b in clauses(newer):
             if a is not older and b is not newer and long:
@@ -371,7 +378,7 @@ def revision(older: str, newer: str) -> str | None:
 
 
 def _revision(older: str, newer: str) -> str | None:
-    if apart(older, newer) or max(len(tokens.tokenize(older)), len(tokens.tokenize(newer))) > _MAX_STATEMENT_TERMS:
+    if apart(older, newer) or max(_terms(older), _terms(newer)) > _MAX_STATEMENT_TERMS:
         return None
     a, b = statements.parse(older), statements.parse(newer)
     if _pointing(b):
