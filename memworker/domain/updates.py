@@ -187,7 +187,10 @@ def change(older: str, newer: str) -> str | None:
         return None
     if sorted(a) == sorted(b):
         return "swap" if _moved(a, b) else None
-    return "value" if _value_changed(words_a, words_b) else None
+    if not _value_changed(words_a, words_b):
+        return None
+    said_a, said_b = statements.parse(older), statements.parse(newer)
+    return None if _listing(said_a, said_b) and not _says_changed(said_b) else "value"
 
 
 # Words that name no thing and no relation of their own: the present copula, politeness, and
@@ -395,6 +398,8 @@ def _revision(older: str, newer: str) -> str | None:
     if given_up and (new_values or b.negated or attr_b - attr_a):
         return "replaced"
     if b.negated and not a.negated:
+        if _unsure(b):
+            return None  # "I'm not sure this is right" doubts; it retracts nothing
         # "We no longer use Jenkins" retracts "We use Jenkins for CI" when it says nothing else
         return "retracted" if _covers(b, a) and (b.olds - a.olds) & (a.named | a.objects) else None
     if _same_subject(a, b) and _moved_on(b) and _placed(a) and not (a.objects & b.objects):
@@ -406,6 +411,7 @@ def _revision(older: str, newer: str) -> str | None:
         new_values
         and old_values
         and not (a.negated and b.negated)  # two things that are not: "haven't been to X" / "to Y"
+        and not (_listing(a, b) and not _says_changed(b))
         and _kinds(new_values, b) == _kinds(old_values, a)  # a number for a number, a name for a name
         and (
             overlap >= _MIN_SHARED
@@ -500,6 +506,30 @@ def _says_changed(s: statements.Statement) -> bool:
     return s.changed or s.change and len(s.words) <= _SHORT
 
 
+# Words a negation doubts with rather than denies: "not sure", "don't know", "not clear".
+_UNSURE = frozenset("sure certain know understand clear confident".split())
+
+
+def _unsure(s: statements.Statement) -> bool:
+    """Its negation is of the speaker's certainty ("I'm not sure if this is right", "I don't know
+    whether we still use it"): a doubt, not a denial of what was said."""
+    for i, w in enumerate(s.words):
+        if w.raw.casefold() in _NEGATIONS:
+            after = next((x for x in s.words[i + 1 :] if not x.light), None)
+            if after is not None and after.raw.casefold() in _UNSURE:
+                return True
+    return False
+
+
+def _listing(a: statements.Statement, b: statements.Statement) -> bool:
+    """Both list things ("Flask 2.3.1 and SQLite" / "Python 3.11 and Flask 2.3.1") and newer keeps
+    one of older's: another list of what is in use, not one value replaced (that takes saying
+    so: "now Flask and Postgres")."""
+    listed_a, listed_b = ({w.form for w in s.words[s.verb + 1 :]} & _SYMMETRIC for s in (a, b))
+    kept = {w.form for w in a.words[a.verb + 1 :] if w.value} & {w.form for w in b.words[b.verb + 1 :] if w.value}
+    return bool(listed_a and listed_b and kept)
+
+
 def _same_subject(a: statements.Statement, b: statements.Statement) -> bool:
     """Both subjects say the same words of substance (none at all: "we", "I", an elided one)."""
     said_a = {w.form for w in a.subject() if not w.light}
@@ -512,12 +542,24 @@ def _kinds(forms: frozenset[str], s: statements.Statement) -> str:
     a name. Another number or status is a changed value however it is said; another name is
     one only when the statement says something changed (in a conversation, two sentences
     about one topic name many things that are all true)."""
-    words = [w for w in s.words if w.form in forms]
-    if any(w.literal for w in words):
+    words = [(i, w) for i, w in enumerate(s.words) if w.form in forms]
+    if any(w.literal and not _dated(s, i) for i, w in words):
         return "literal"
-    if any(w.raw.casefold() in statements.STATUSES for w in words):
+    if any(w.raw.casefold() in statements.STATUSES for _, w in words):
         return "status"
-    return "time" if any(w.form in statements.CALENDAR_FORMS for w in words) else "name"
+    return "time" if any(w.form in statements.CALENDAR_FORMS or _dated(s, i) for i, w in words) else "name"
+
+
+_YEAR = re.compile(r"^(?:19|20)\d\d$")
+
+
+def _dated(s: statements.Statement, i: int) -> bool:
+    """The literal at i is part of a date ("March 2", "2 May", a year): a date changes a date,
+    never a count ("52 sources" changes no "March 2")."""
+    near = s.words[max(0, i - 1) : i + 2]
+    return s.words[i].literal and (
+        bool(_YEAR.match(s.words[i].raw)) or any(w.form in statements.CALENDAR_FORMS for w in near)
+    )
 
 
 def _moves_another(b: statements.Statement, a: statements.Statement) -> bool:

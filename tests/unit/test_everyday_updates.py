@@ -148,6 +148,33 @@ def test_long_sentences_on_one_topic_are_no_change(older: str, newer: str) -> No
     assert rules.changed(older, newer) is None
 
 
+def test_a_doubt_retracts_nothing() -> None:
+    older = "I want to make sure I'm rotating the keys correctly and that the alerts fire on time."
+    assert rules.changed(older, "But I'm not sure if this is the correct approach.") is None
+    assert rules.changed("I set up the staging database.", "I didn't set up the staging database.") is not None
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [
+        ("Our stack is Django 4.2 and Redis 7.", "Our stack is Postgres 16 and Django 4.2."),
+        ("The image bundles Node 20 and npm 10.", "The image bundles Node 20 and pnpm 9."),
+    ],
+)
+def test_another_list_that_keeps_a_value_is_no_change(older: str, newer: str) -> None:
+    assert rules.changed(older, newer) is None
+
+
+def test_a_list_said_to_have_changed_is_a_change() -> None:
+    assert rules.changed("Our stack is Django 4.2 and Redis 7.", "Our stack is now Postgres 16 and Django 4.2.")
+
+
+def test_a_count_changes_no_date() -> None:
+    assert rules.changed("I joined the climbing gym on March 2.", "I've been to the climbing gym 12 times.") is None
+    assert rules.changed("The retro is on March 2.", "The retro is on March 9.") is not None
+    assert rules.changed("Yusuf is single.", "Yusuf got engaged to Hana last weekend!") is not None
+
+
 @pytest.mark.parametrize(
     "newer", ["That didn't fix the timeout either.", "It is 40 minutes now.", "This is the wrong port."]
 )
