@@ -369,7 +369,8 @@ def small_talk(sentence: str, names: frozenset[str] = frozenset()) -> bool:
 
 
 def _before_question(sentence: str) -> str:
-    """The clauses of a sentence ending in a question mark before the question itself."""
+    """The clauses of a sentence ending in a question mark (or a colon) before the question (or
+    the lead-in) itself."""
     parts = _LAST_CLAUSE.split(sentence)
     return " ".join(parts[:-1])
 
@@ -386,6 +387,10 @@ def _informative(sentence: str, names: frozenset[str] = frozenset()) -> float:
         # a question asks, it states nothing known (its turn keeps it); kept: a wish asked, and a
         # question whose other clauses say something of the speaker's ("I'm 65, can you help
         # me ...?"), not one that only asks about the speaker ("What is my favourite colour?")
+        return 0.0
+    if s.endswith(":") and not _STATED.search(_before_question(s)):
+        # a lead-in ("Here's my code:", "I set it up like this:") announces what follows (the
+        # turn keeps both); kept when its other clauses say something of the speaker's
         return 0.0
     return float(len(set(content)) + 2 * len(entities_of(s)))
 

@@ -141,3 +141,14 @@ def test_lines_of_data_comments_and_formulas_are_not_items() -> None:
         "The odds are \\( 1/6 \\) for each face.\nOur uploads go to the Frankfurt bucket."
     )
     assert [i.text for i in _items(text)] == ["Our uploads go to the Frankfurt bucket."]
+
+
+def test_a_lead_in_to_what_follows_is_no_item() -> None:
+    text = (
+        "Here's the cron entry I ended up with:\nThe backups run nightly at 02:00 from the replica.\n"
+        "I moved the job to the replica last week, so this is the script now:"
+    )
+    assert [i.text for i in _items(text)] == [
+        "The backups run nightly at 02:00 from the replica.",
+        "I moved the job to the replica last week, so this is the script now:",
+    ]
