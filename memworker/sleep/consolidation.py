@@ -693,6 +693,7 @@ def _item(row: sleep_db.WindowMemory) -> Item:
         provenance=tuple(row.provenance or ()),
         metadata=dict(row.metadata or {}),
         subject=row.subject,
+        parts=row.parts,
     )
 
 

@@ -59,12 +59,15 @@ def distil_window(
     out = Distilled(how)
     if not made:
         return out
+    weights = {i.id: i.parts for i in said}
+    parts = {(t.episode, t.message): weights[t.id] for t in turns}
     vectors = embedder.embed([s.text for s in made])
     carried_turns: list[str] = []
     carried_by: list[str] = []
     written: list[tuple[distil.Summary, UUID]] = []
     for n, (s, vec) in enumerate(zip(made, vectors, strict=True)):
-        sid = _write(conn, run_id, ids, s, vec, n, "llm" if how == "llm" else "rules")
+        weight = min((parts.get((s.episode, m), 1) for m in s.messages), default=1)
+        sid = _write(conn, run_id, ids, s, vec, n, "llm" if how == "llm" else "rules", weight)
         written.append((s, sid))
         carried_turns += s.carried
         carried_by += [str(sid)] * len(s.carried)
@@ -95,7 +98,12 @@ def _turn(item: Item) -> distil.Turn | None:
     return distil.turn_of(item.id, item.text, item.provenance, item.metadata, item.subject)
 
 
-def _write(conn: Conn, run_id: UUID, ids: dict[str, Any], s: distil.Summary, vector: Any, n: int, how: str) -> UUID:
+def _write(
+    conn: Conn, run_id: UUID, ids: dict[str, Any], s: distil.Summary, vector: Any, n: int, how: str, parts: int
+) -> UUID:
+    """parts: the fewest parts among the messages it names, so recall weighs a summary as it
+    weighs them (a summary of a long answer pays the long answer's discount, as the items
+    reflected from a message do: memworker.domain.episodic.item_parts)."""
     draft = memories.Draft(
         text=s.text,
         kind=memories.Kind.SUMMARY,
@@ -114,6 +122,7 @@ def _write(conn: Conn, run_id: UUID, ids: dict[str, Any], s: distil.Summary, vec
         },
         expires_at=None,  # the semantic layer is durable (docs/lifecycle.md)
         subject=s.subject,  # a summary never mixes subjects (distil groups by it)
+        parts=parts,
     )
     done = writer.write(
         conn,

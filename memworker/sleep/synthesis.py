@@ -45,6 +45,7 @@ class Item:
     provenance: tuple[str, ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     subject: str | None = None
+    parts: int = 1  # of a turn: the parts of its message (memworker/domain/episodic.py)
 
 
 @dataclass(frozen=True)

@@ -70,8 +70,11 @@ def _write(pool: Any, embedder: Any, tenant: UUID, agent: str, draft: memories.D
     return mid
 
 
-def _seed_episode(pool: Any, embedder: Any, tenant: UUID, agent: str) -> tuple[str, list[UUID], UUID, UUID]:
-    """Turns as ingest writes them, an event the reflector drew from message 2, a preference."""
+def _seed_episode(
+    pool: Any, embedder: Any, tenant: UUID, agent: str, parts: dict[int, int] | None = None
+) -> tuple[str, list[UUID], UUID, UUID]:
+    """Turns as ingest writes them, an event the reflector drew from message 2, a preference;
+    parts: a message's part count (default 1), as ingest stores a long one's."""
     episode = f"episode:{uuid.uuid4()}"
     turn_ids = []
     for t in episodic.turns(CHAT, "", WHEN):
@@ -81,6 +84,7 @@ def _seed_episode(pool: Any, embedder: Any, tenant: UUID, agent: str) -> tuple[s
             tier=memories.Tier.L0,
             provenance=(f"{episode}#m{t.message}",),
             metadata={"speaker": t.speaker, "role": t.role, "occurred_at": WHEN.isoformat()},
+            parts=(parts or {}).get(t.message, 1),
         )
         turn_ids.append(_write(pool, embedder, tenant, agent, draft, f"{episode}:{t.source_key}"))
     event = memories.Draft(
@@ -180,6 +184,20 @@ def test_a_pass_distils_turns_and_retention_forgets_by_value(
     assert {r[0] for r in _owner(stack, "SELECT id FROM memworker.memories WHERE agent_id = %s", agent)} == live - {
         late
     }
+
+
+@pytest.mark.parametrize(("parts", "weighed"), [({1: 6, 2: 8, 4: 7}, 6), ({1: 6, 2: 1, 4: 7}, 1)])
+def test_a_summary_is_weighed_as_the_messages_it_carries(
+    pool: Any, embedder: Any, stack: dict[str, Any], tenants: dict[str, Any], parts: dict[int, int], weighed: int
+) -> None:
+    # recall lowers a long message by its part count; a summary of long messages standing in for
+    # them must pay it too (the fewest among them: a short one it carries may say it all)
+    alice, agent = tenants["alice"]["id"], f"summary-parts-{weighed}"
+    _seed_episode(pool, embedder, alice, agent, parts)
+    assert _pass(pool, embedder, stack["settings"], alice, agent).summaries_written == 1
+    assert _owner(stack, "SELECT parts FROM memworker.memories WHERE agent_id = %s AND kind = 'summary'", agent) == [
+        (weighed,)
+    ]
 
 
 def test_a_turn_whose_summary_is_forgotten_is_kept(
