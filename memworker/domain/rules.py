@@ -184,10 +184,13 @@ def contradiction(older: str, newer: str) -> str | None:
 
 def changed(older: str, newer: str) -> str | None:
     """contradiction(), or a knowledge update it does not see (memworker.domain.updates:
-    roles swapped, a negation or a value changed in a looser sentence). The same words
+    roles swapped, a negation or a value changed in a looser sentence), or 'denied' (the newer
+    says what the older tells never happened). The same words
     reordered as a list ('uses Python and Go' / 'uses Go and Python') change nothing."""
     if updates.reordered(older, newer):
         return None
+    if updates.denied(older, newer):
+        return "denied"  # not a change: one of the two is false (judge opens a review)
     if not updates.apart(older, newer):
         strict = contradiction(older, newer) or updates.change(older, newer)
         if strict is not None:
@@ -250,6 +253,10 @@ def _judge(older: Fact, newer: Fact, policy: Policy) -> Verdict | None:
         and (statements.first_person(older.text) or statements.first_person(newer.text))
     ):
         return None  # "I live in Paris" and "I live in Rome", said by two people
+    if older.kind in CHANGING_KINDS and newer.kind in CHANGING_KINDS and updates.denied(older.text, newer.text):
+        # "I've never met Bryan" beside "Bryan gave me advice at the festival": what happened
+        # does not change, so one of them is false, and only a person can say which
+        return Verdict("review", older, newer, "denied: the newer says this never happened")
     if older.kind in STATEFUL_KINDS and newer.kind in STATEFUL_KINDS:
         how = changed(older.text, newer.text)
     elif older.kind in CHANGING_KINDS and newer.kind in CHANGING_KINDS:

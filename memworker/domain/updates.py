@@ -616,3 +616,42 @@ def _covers(b: statements.Statement, a: statements.Statement) -> bool:
         and (not attrs or len(attrs & a.content(generic=False)) * 2 >= len(attrs))
         and bool(vals | attrs)
     )
+
+
+# --- what never happened ---------------------------------------------------------------------------
+#
+# "I've never met Bryan at any film festival" beside "I got advice from Bryan at the film
+# festival": the newer does not change the older (what happened stays happened), it says the
+# older is false. The rules cannot tell which one is true; a person can.
+
+_NEVER = re.compile(r"\b(?:i|we)(?:'ve| have|'d| had)?\s+never\s+([^,;.!?]+)", re.I)
+_MIN_DENIED = 2  # terms of the denied clause the older must share
+
+
+def denied(older: str, newer: str) -> bool:
+    """newer denies that what older, or one of its clauses, says of its speaker ever happened:
+    a clause "I/we (have) never <did something>" whose terms the older clause shares (at least
+    two, with every number it gives and one of its names if it names any), the older clause
+    said of its speaker (its subject "I" or "we") and not a question, a plan or a denial."""
+    m = _NEVER.search(newer)
+    if m is None or _NEVER.search(older):
+        return False
+    never = statements.parse(m.group(1))
+    terms = set(tokens.tokenize(m.group(1)))
+    literals = {w.form for w in never.words if w.literal}
+    names = {w.form for w in never.words if w.name and not w.literal}
+    for part in clauses(older):
+        said = statements.parse(part)
+        if said.question or said.plan or said.negated or not _of_speaker(said):
+            continue  # "can you help?", "I want to try it", "my sister tried it"
+        if not literals <= said.forms or names and not names & said.forms:
+            continue  # "never had an outage in the EU region" beside one in the US region
+        if len(terms & set(tokens.tokenize(part))) >= _MIN_DENIED:
+            return True
+    return False
+
+
+def _of_speaker(s: statements.Statement) -> bool:
+    """Its subject is the speaker: "I", "we" (with nothing else of substance)."""
+    subject = s.subject()
+    return any(w.raw.casefold() in ("i", "we") for w in subject) and all(w.light for w in subject)

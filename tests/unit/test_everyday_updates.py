@@ -226,3 +226,20 @@ def test_the_same_speaker_updating_a_labelled_turn_still_supersedes() -> None:
     verdict = rules.judge(old, new, Policy())
     assert verdict is not None and verdict.action == "supersede"
     assert (verdict.older, verdict.newer) == (old, new)  # the memories as stored, label and all
+
+
+@pytest.mark.parametrize(
+    ("older", "newer", "denied"),
+    [
+        ("I met Bryan at the film festival last spring.", "I've never met Bryan at any film festival.", True),
+        ("We migrated the billing database to Postgres in May.", "We have never migrated the billing database.", True),
+        ("We had an outage in the US region last week.", "We've never had an outage in the EU region.", False),
+        ("My sister tried the vegan place on Elm Street.", "I've never tried the vegan place on Elm Street.", False),
+        ("I want to attend the Rust workshop in June.", "I've never attended a Rust workshop.", False),
+    ],
+)
+def test_a_denial_of_what_happened_goes_to_review(older: str, newer: str, denied: bool) -> None:
+    old = rules.Fact("a", older, "event", "L1", 0.7, datetime(2026, 1, 1))
+    new = rules.Fact("b", newer, "fact", "L1", 0.7, datetime(2026, 2, 1))
+    verdict = rules.judge(old, new, Policy())
+    assert (verdict is not None and verdict.action == "review") is denied
