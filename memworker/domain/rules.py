@@ -185,8 +185,8 @@ def contradiction(older: str, newer: str) -> str | None:
 def changed(older: str, newer: str) -> str | None:
     """contradiction(), or a knowledge update it does not see (memworker.domain.updates:
     roles swapped, a negation or a value changed in a looser sentence), or 'denied' (the newer
-    says what the older tells never happened). The same words
-    reordered as a list ('uses Python and Go' / 'uses Go and Python') change nothing."""
+    says what the older tells never happened). The same words reordered as a list ('uses
+    Python and Go' / 'uses Go and Python') change nothing."""
     if updates.reordered(older, newer):
         return None
     if updates.denied(older, newer):

@@ -628,6 +628,7 @@ _NEVER = re.compile(r"\b(?:i|we)(?:'ve| have|'d| had)?\s+never\s+([^,;.!?]+)", r
 _MIN_DENIED = 2  # terms of the denied clause the older must share
 
 
+@lru_cache(maxsize=16_384)  # judge asks it before changed() asks it again of the same pair
 def denied(older: str, newer: str) -> bool:
     """newer denies that what older, or one of its clauses, says of its speaker ever happened:
     a clause "I/we (have) never <did something>" whose terms the older clause shares (at least
