@@ -248,8 +248,20 @@ class Statement:
 
 # An opening word or two that announces the sentence ("Heads up, ...", "FYI: ...").
 _OPENER = re.compile(
-    r"^\s*(?:heads[- ]up|fyi|psa|btw|note|reminder|quick (?:update|note)|update|small change|correction|"
+    r"^\s*(?:(?:heads[- ]up|fyi|psa|btw|note|reminder|quick (?:update|note)|update)"
+    r"(?:,? (?:team|all|everyone|folks|people|guys))?|small change|correction|"
     r"ok so|okay so|so|well|actually|scratch that|oh)\s*[,:!.\-\u2013\u2014]+\s*",
+    re.I,
+)
+
+
+# A sentence that opens with when its news takes effect ("As of Monday, ...", "Starting next
+# week ...", "From 1 June ...") says what is now: the day is no part of its subject.
+_DAY = "|".join(sorted(_CALENDAR))
+_EFFECTIVE = re.compile(
+    r"^\s*(?:as of|as from|starting(?: from| on)?|beginning|effective|from)\s+(?:(?:next|this|coming|the)\s+)?"
+    rf"(?:(?:{_DAY}|today|tomorrow|tonight|now|week|month|year|quarter)\b(?:\s+(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)?\b)?"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_DAY})\b)(?:,?\s+\d{{4}})?\s*,?\s*",
     re.I,
 )
 
@@ -265,7 +277,7 @@ _VOCATIVE = re.compile(
 def _normalise(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).replace("\N{RIGHT SINGLE QUOTATION MARK}", "'")
     text = _VOCATIVE.sub(lambda m: "" if m.group(0).lstrip()[:1] != "," else "", text)
-    text = _PHRASES.sub(lambda m: f"{m.group(1)}-{m.group(2)}", _OPENER.sub("", text))
+    text = _PHRASES.sub(lambda m: f"{m.group(1)}-{m.group(2)}", _EFFECTIVE.sub("now ", _OPENER.sub("", text)))
     text = re.sub(r"\bcannot\b", "can not", text, flags=re.I)
     return re.sub(r"\b\w+'\w+\b", lambda m: _CONTRACTED.get(m.group(0).casefold(), m.group(0)), text)
 

@@ -243,3 +243,19 @@ def test_a_denial_of_what_happened_goes_to_review(older: str, newer: str, denied
     new = rules.Fact("b", newer, "fact", "L1", 0.7, datetime(2026, 2, 1))
     verdict = rules.judge(old, new, Policy())
     assert (verdict is not None and verdict.action == "review") is denied
+
+
+@pytest.mark.parametrize(
+    "newer",
+    [
+        "As of Monday the support inbox is help@northwind.io.",
+        "Heads up everyone: starting next week, the support inbox is help@northwind.io.",
+        "From 1 June, the support inbox is help@northwind.io.",
+    ],
+)
+def test_when_an_update_takes_effect_is_no_part_of_its_subject(newer: str) -> None:
+    assert rules.changed("The support inbox is support@northwind.io.", newer) is not None
+
+
+def test_a_day_that_names_another_thing_keeps_it_apart() -> None:
+    assert rules.changed("Monday's standup is at 9:30.", "Tuesday's standup is at 10:00.") is None
