@@ -17,7 +17,10 @@ long they live. The rules, stated once:
   the items reflected from a message carry its count too (item_parts), being its sentences
   (docs/episodes.md, "Long messages");
 - the text is "<speaker> (<date>): <content>", so BM25 matches names and dates and the
-  embedding sees who said it; the date is the message's occurred_at, else the episode's."""
+  embedding sees who said it; the date is the message's occurred_at, else the episode's;
+- a short reply is read with the question it answers: a message kept whole that follows another
+  speaker's question ("What city is it?" / "That's Boston!") is indexed and embedded with that
+  question (Turn.asked, replying), its text staying its own words."""
 
 from __future__ import annotations
 
@@ -50,6 +53,12 @@ class Turn:
     # nothing ("") for the others; None: the part's own text (a message kept whole)
     message_text: str | None = None
     parts: int = 1  # how many parts the message was split into
+    asked: str = ""  # the question a short reply answers (replying); "" for any other message
+
+    @property
+    def embedded(self) -> str:
+        """What is embedded: the text, and the question a short reply answers."""
+        return f"{self.text} {self.asked}" if self.asked else self.text
 
     @property
     def source_key(self) -> str:
@@ -101,20 +110,39 @@ def turns(messages: list[dict[str, Any]] | None, content: str, occurred_at: date
     """The turns of one episode; a content-only episode is one message (m0)."""
     msgs = messages or [{"role": "user", "content": content}]
     out: list[Turn] = []
+    before: tuple[str, str] = ("", "")  # the previous message's speaker and text
     for i, m in enumerate(msgs):
         body = str(m.get("content") or "")
+        speaker = m.get("name") or None
+        label = speaker or m.get("role") or "user"
+        asked = replying(before, label)
+        before = (label, body)
         if not informative(body):
             continue
         when = _parse(m.get("occurred_at")) or occurred_at
-        speaker = m.get("name") or None
-        label = speaker or m.get("role") or "user"
         head = f"{label} ({_stamp(when)}): " if when else f"{label}: "
         texts = [head + part for part in split(body, memories.MAX_TEXT_CHARS - len(head))]
-        whole = " ".join(texts) if len(texts) > 1 else None  # the parts as they are stored
+        if len(texts) > 1:
+            first: str | None = " ".join(texts)  # BM25's one document: the parts as they are stored
+            asked = ""  # a long message says what it is about itself
+        else:
+            first = f"{texts[0]} {asked}" if asked else None
+        role = str(m.get("role") or "user")
         for p, text in enumerate(texts):
-            indexed = whole if p == 0 else ""
-            out.append(Turn(i, p, text, str(m.get("role") or "user"), speaker, when, indexed, len(texts)))
+            indexed = first if p == 0 else ""
+            out.append(Turn(i, p, text, role, speaker, when, indexed, len(texts), asked))
     return out
+
+
+def replying(before: tuple[str, str], label: str) -> str:
+    """The questions another speaker's message just asked (its last sentences that end with
+    '?', at most two): a short reply ("That's Boston!", "A park near my place") says what it
+    is about only with them, so it is indexed and embedded with them; its text stays its own."""
+    speaker, text = before
+    if not text or speaker == label:
+        return ""
+    asked = [s for s in _SENTENCE_END.split(" ".join(text.split())) if s.endswith("?")]
+    return " ".join(asked[-2:])
 
 
 def message_parts(turns: list[Turn]) -> dict[int, int]:

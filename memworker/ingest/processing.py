@@ -96,7 +96,7 @@ class _Claimed:
         message by its first part only (turn_vectors)."""
         if self.result is None:
             return []
-        return [i.text for i in self.result.items] + [t.text for t in self.turns if t.part == 0]
+        return [i.text for i in self.result.items] + [t.embedded for t in self.turns if t.part == 0]
 
     def turn_vectors(self, vectors: Any) -> list[Any]:
         """One vector per turn from the vectors of its first parts (texts() order): a split

@@ -105,3 +105,23 @@ def test_another_tenant_sees_no_turn(alice: Client, bob: Client, worker: Any) ->
         assert bob.recall("private-bot", "locker code")["memories"] == []
     except ApiError as exc:
         assert exc.status == 404
+
+
+def test_a_short_reply_is_found_by_the_question_it_answers(alice: Client, worker: Any) -> None:
+    r = alice.add_episode(
+        "reply-bot",
+        messages=[
+            {"role": "user", "name": "Calvin", "content": "Wow, that view looks awesome! What city is it?"},
+            {"role": "user", "name": "Dave", "content": "That's Boston, Cal! Took it last month from the harbour."},
+            {"role": "user", "name": "Calvin", "content": "The view from my studio is a parking lot, sadly."},
+            {"role": "user", "name": "Dave", "content": "I took a photo of the sunset from my balcony yesterday."},
+            {"role": "user", "name": "Calvin", "content": "My cousin moved to a small town near the coast."},
+            {"role": "user", "name": "Dave", "content": "I spent the weekend rebuilding a carburettor."},
+        ],
+    )
+    alice.wait_for_episode("reply-bot", r["episode_id"])
+    hits = alice.recall("reply-bot", "Which city was that view?", k=3)["memories"]
+    sources = [s for h in hits for s in h["provenance"]]
+    assert f"episode:{r['episode_id']}#m1" in sources, hits
+    (turn,) = [t for t in _turns(alice, "reply-bot") if t["provenance"] == [f"episode:{r['episode_id']}#m1"]]
+    assert turn["text"].endswith("): That's Boston, Cal! Took it last month from the harbour.")  # its own words only
