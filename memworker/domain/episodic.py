@@ -18,9 +18,10 @@ long they live. The rules, stated once:
   (docs/episodes.md, "Long messages");
 - the text is "<speaker> (<date>): <content>", so BM25 matches names and dates and the
   embedding sees who said it; the date is the message's occurred_at, else the episode's;
-- a short reply is read with the question it answers: a message kept whole that follows another
-  speaker's question ("What city is it?" / "That's Boston!") is indexed and embedded with that
-  question (Turn.asked, replying), its text staying its own words."""
+- a short reply is read with the question it answers: a message kept whole that follows a
+  question ("What city is it?" / "That's Boston!") is indexed and embedded with that question
+  (Turn.asked, replying), its text staying its own words; not when both messages name the same
+  speaker (who goes on after their own question is not answering it)."""
 
 from __future__ import annotations
 
@@ -115,8 +116,8 @@ def turns(messages: list[dict[str, Any]] | None, content: str, occurred_at: date
         body = str(m.get("content") or "")
         speaker = m.get("name") or None
         label = speaker or m.get("role") or "user"
-        asked = replying(before, label)
-        before = (label, body)
+        asked = replying(before, speaker or "")
+        before = (speaker or "", body)
         if not informative(body):
             continue
         when = _parse(m.get("occurred_at")) or occurred_at
@@ -135,11 +136,14 @@ def turns(messages: list[dict[str, Any]] | None, content: str, occurred_at: date
 
 
 def replying(before: tuple[str, str], label: str) -> str:
-    """The questions another speaker's message just asked (its last sentences that end with
-    '?', at most two): a short reply ("That's Boston!", "A park near my place") says what it
-    is about only with them, so it is indexed and embedded with them; its text stays its own."""
+    """The questions the message just before asked (its last sentences that end with '?', at
+    most two), unless it names the same speaker: a short reply ("That's Boston!", "A park near
+    my place") says what it is about only with them, so it is indexed and embedded with them;
+    its text stays its own. Unnamed messages count as two speakers, whatever their roles: a
+    plain chat log sent without names alternates speakers, and a user who goes on after their
+    own question is mostly saying more about it."""
     speaker, text = before
-    if not text or speaker == label:
+    if not text or speaker and speaker == label:
         return ""
     asked = [s for s in _SENTENCE_END.split(" ".join(text.split())) if s.endswith("?")]
     return " ".join(asked[-2:])

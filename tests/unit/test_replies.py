@@ -3,6 +3,8 @@ text stays its own, but BM25 indexes and the embedding sees the other speaker's 
 
 from __future__ import annotations
 
+import pytest
+
 from memworker.domain import episodic
 
 ASKED = {"role": "user", "name": "Kofi", "content": "Nice shot! Which lake is that? Did you swim?"}
@@ -26,9 +28,10 @@ def test_a_reply_of_the_same_speaker_or_to_no_question_carries_nothing() -> None
         assert turn.asked == "" and turn.message_text is None and turn.embedded == turn.text
 
 
-def test_roles_tell_speakers_apart_without_names() -> None:
+@pytest.mark.parametrize("role", ["assistant", "user"])
+def test_unnamed_messages_count_as_two_speakers(role: str) -> None:
     user = {"role": "user", "content": "What port does the staging database listen on?"}
-    answer = {"role": "assistant", "content": "Port 6432, behind PgBouncer."}
+    answer = {"role": role, "content": "Port 6432, behind PgBouncer."}
     _, turn = episodic.turns([user, answer], "", None)
     assert turn.asked == "What port does the staging database listen on?"
 
