@@ -111,13 +111,13 @@ def turns(messages: list[dict[str, Any]] | None, content: str, occurred_at: date
     """The turns of one episode; a content-only episode is one message (m0)."""
     msgs = messages or [{"role": "user", "content": content}]
     out: list[Turn] = []
-    before: tuple[str, str] = ("", "")  # the previous message's speaker and text
+    before: dict[str, Any] = {}  # the previous message
     for i, m in enumerate(msgs):
         body = str(m.get("content") or "")
         speaker = m.get("name") or None
         label = speaker or m.get("role") or "user"
-        asked = replying(before, speaker or "")
-        before = (speaker or "", body)
+        asked = replying(before, m)
+        before = m
         if not informative(body):
             continue
         when = _parse(m.get("occurred_at")) or occurred_at
@@ -135,15 +135,17 @@ def turns(messages: list[dict[str, Any]] | None, content: str, occurred_at: date
     return out
 
 
-def replying(before: tuple[str, str], label: str) -> str:
+def replying(before: dict[str, Any], message: dict[str, Any]) -> str:
     """The questions the message just before asked (its last sentences that end with '?', at
-    most two), unless it names the same speaker: a short reply ("That's Boston!", "A park near
-    my place") says what it is about only with them, so it is indexed and embedded with them;
-    its text stays its own. Unnamed messages count as two speakers, whatever their roles: a
-    plain chat log sent without names alternates speakers, and a user who goes on after their
-    own question is mostly saying more about it."""
-    speaker, text = before
-    if not text or speaker and speaker == label:
+    most two), unless the two name the same speaker or are of different subjects: a short
+    reply ("That's Boston!", "A park near my place") says what it is about only with them, so
+    it is indexed and embedded with them; its text stays its own. Unnamed messages count as two
+    speakers, whatever their roles: a plain chat log sent without names alternates speakers,
+    and a user who goes on after their own question is mostly saying more about it. One
+    subject's words never index another subject's memory."""
+    text = str(before.get("content") or "")
+    speaker = before.get("name")
+    if not text or speaker and speaker == message.get("name") or before.get("subject") != message.get("subject"):
         return ""
     asked = [s for s in _SENTENCE_END.split(" ".join(text.split())) if s.endswith("?")]
     return " ".join(asked[-2:])

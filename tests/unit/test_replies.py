@@ -44,3 +44,10 @@ def test_a_long_reply_is_indexed_as_itself() -> None:
     turns = episodic.turns([{"role": "user", "content": "How do I restart the replicas?"}, long], "", None)[1:]
     assert len(turns) > 1 and all(t.asked == "" for t in turns)
     assert "How do I" not in (turns[0].message_text or "")
+
+
+def test_a_reply_of_another_subject_carries_nothing() -> None:
+    asked = {"role": "user", "content": "What is your date of birth?", "subject": "ana"}
+    reply = {"role": "user", "content": "The 4th of May.", "subject": "ben"}
+    _, turn = episodic.turns([asked, reply], "", None)
+    assert turn.asked == "" and turn.message_text is None
