@@ -72,7 +72,7 @@ class Policy:
     decay_days: float | None = 30.0  # episodic (L0) scratch items older than this, never recalled, go
     distilled_keep_days: float | None = 7.0  # a turn a sleep summary carries goes this long after distillation
     unused_days: float | None = 90.0  # episodic items (turns included) not accessed for this long go
-    max_episodic: int = 5000  # live episodic (L0) items per agent; the distilled go first, then the least used
+    max_episodic: int = 5000  # live episodic (L0) items per agent, a split message once; the distilled go first
     max_semantic: int = 50000  # live L1 semantic items per agent; the least valuable go first
     salience_decay_after_days: float | None = 7.0  # never-recalled episodic items then lose salience
     salience_half_life_days: float | None = 30.0

@@ -229,13 +229,15 @@ RETURNING id;
 
 -- name: retention_state
 -- With the live rows each cap counts (retention_forget_cap, retention_forget_semantic_cap),
--- in the same scan: an agent under a cap skips that cap's ranking of all its rows.
+-- in the same scan: an agent under a cap skips that cap's ranking of all its rows. The
+-- episodic cap counts messages: a split message by its first part (the one with postings).
 SELECT a.retention_done_at, a.retention_repair_clock AS repair_clock, a.retention_repair_after AS repair_after,
        coalesce(c.live, 0) AS live, coalesce(c.episodic, 0) AS episodic, coalesce(c.semantic, 0) AS semantic
 FROM agents a
 CROSS JOIN (
   SELECT count(*) AS live,
-         count(*) FILTER (WHERE m.tier = ANY(%(tiers)s::text[]) AND m.kind <> ALL(%(protected)s::text[])) AS episodic,
+         count(*) FILTER (WHERE m.tier = ANY(%(tiers)s::text[]) AND m.kind <> ALL(%(protected)s::text[])
+                            AND NOT (m.kind = 'turn' AND m.parts > 1 AND m.doc_len = 0)) AS episodic,
          count(*) FILTER (WHERE m.tier = 'L1' AND m.kind <> ALL(%(protected)s::text[]) AND m.kind <> 'turn') AS semantic
   FROM memories m
   WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s AND m.valid_to IS NULL
@@ -331,18 +333,25 @@ WITH doomed AS (
 -- name: retention_forget_cap
 -- The episodic cap: rank live episodic items by value: what no summary carries first (it exists
 -- nowhere else), then recalls, then freshness; drop those past the cap, lowest ranked first.
-WITH ranked AS (
-  SELECT m.id, row_number() OVER (
-           ORDER BY (s.id IS NOT NULL), m.access_count DESC, greatest(m.created_at, m.confirmed_at) DESC, m.id
-         ) AS rank
+-- It counts messages: the parts of a split message (turns of one provenance, parts > 1) are one
+-- item, ranked by their best part, and go together (a long answer of 12 parts is one message,
+-- not 12 of the cap's places).
+WITH items AS (
+  SELECT m.id, CASE WHEN m.kind = 'turn' AND m.parts > 1 THEN m.provenance[1] ELSE m.id::text END AS item,
+         (s.id IS NOT NULL) AS carried, m.access_count, greatest(m.created_at, m.confirmed_at) AS fresh
   FROM memories m
   LEFT JOIN memories s ON s.tenant_id = m.tenant_id AND s.id = m.carried_by AND s.valid_to IS NULL
   WHERE m.tenant_id = %(tenant_id)s AND m.agent_id = %(agent_id)s
     AND m.tier = ANY(%(tiers)s::text[]) AND m.kind <> ALL(%(protected)s::text[])
     AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)
+), ranked AS (
+  SELECT item, row_number() OVER (
+           ORDER BY bool_and(carried), max(access_count) DESC, max(fresh) DESC, item
+         ) AS rank
+  FROM items GROUP BY item
 ), doomed AS (
-  SELECT m.id FROM memories m JOIN ranked r ON r.id = m.id
-  WHERE r.rank > %(cap)s ORDER BY r.rank DESC LIMIT %(batch)s FOR UPDATE OF m SKIP LOCKED
+  SELECT m.id FROM memories m JOIN items i ON i.id = m.id JOIN ranked r ON r.item = i.item
+  WHERE r.rank > %(cap)s ORDER BY r.rank DESC, m.id LIMIT %(batch)s FOR UPDATE OF m SKIP LOCKED
 ),
 -- include: forget_doomed
 

@@ -192,6 +192,32 @@ def test_the_cap_keeps_the_most_recalled_and_freshest(
     assert all(row(pool, charlie, m) for m in insights)
 
 
+def test_the_cap_counts_a_split_message_once_and_its_parts_go_together(
+    pool: Any, tenants: dict[str, Any], stack: dict[str, Any], t0: datetime
+) -> None:
+    charlie = tenants["charlie"]["id"]
+    a = "capped-parts"
+    set_policy(pool, charlie, a, max_episodic=4, unused_days=None)
+    long = [write(pool, charlie, a, f"Part {i} of the long answer about failover.", tier="L0") for i in range(3)]
+    short = [write(pool, charlie, a, f"Short message {i} about the pager.", tier="L0") for i in range(3)]
+    for i, mid in enumerate(long + short):  # the long answer is the oldest
+        owner(stack, "UPDATE memworker.memories SET created_at = %s WHERE id = %s", t0 - (10 - i) * DAY, mid)
+    for i, mid in enumerate(long):  # one message in 3 parts: postings on its first part only
+        owner(
+            stack,
+            "UPDATE memworker.memories SET kind = 'turn', parts = 3, doc_len = CASE WHEN %s THEN doc_len ELSE 0 END,"
+            " provenance = ARRAY['episode:00000000-0000-0000-0000-000000000001#m1'] WHERE id = %s",
+            i == 0,
+            mid,
+        )
+    # 6 rows, 4 messages: within the cap
+    assert retention.sweep_agent(pool, tenant_id=charlie, agent_id=a, now=t0).forgotten_cap == 0
+    set_policy(pool, charlie, a, max_episodic=3, unused_days=None)
+    assert retention.sweep_agent(pool, tenant_id=charlie, agent_id=a, now=t0).forgotten_cap == 3
+    assert not any(row(pool, charlie, m) for m in long)  # the oldest message, every part of it
+    assert all(row(pool, charlie, m) for m in short)
+
+
 def test_salience_and_confidence_decay_slowly_and_once_per_clock(
     pool: Any, tenants: dict[str, Any], stack: dict[str, Any], t0: datetime
 ) -> None:
