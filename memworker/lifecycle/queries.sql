@@ -334,10 +334,10 @@ WITH doomed AS (
 -- The episodic cap: rank live episodic items by value: what no summary carries first (it exists
 -- nowhere else), then recalls, then freshness; drop those past the cap, lowest ranked first.
 -- It counts messages: the parts of a split message (turns of one provenance, parts > 1) are one
--- item, ranked by their best part, and go together (a long answer of 12 parts is one message,
--- not 12 of the cap's places).
-WITH items AS (
-  SELECT m.id, CASE WHEN m.kind = 'turn' AND m.parts > 1 THEN m.provenance[1] ELSE m.id::text END AS item,
+-- message, ranked by their best part, and go together (a long answer of 12 parts is one
+-- message, not 12 of the cap's places); any other row is one of its own.
+WITH counted AS (
+  SELECT m.id, CASE WHEN m.kind = 'turn' AND m.parts > 1 THEN m.provenance[1] ELSE m.id::text END AS message,
          (s.id IS NOT NULL) AS carried, m.access_count, greatest(m.created_at, m.confirmed_at) AS fresh
   FROM memories m
   LEFT JOIN memories s ON s.tenant_id = m.tenant_id AND s.id = m.carried_by AND s.valid_to IS NULL
@@ -345,12 +345,12 @@ WITH items AS (
     AND m.tier = ANY(%(tiers)s::text[]) AND m.kind <> ALL(%(protected)s::text[])
     AND m.valid_to IS NULL AND (m.expires_at IS NULL OR m.expires_at > %(now)s)
 ), ranked AS (
-  SELECT item, row_number() OVER (
-           ORDER BY bool_and(carried), max(access_count) DESC, max(fresh) DESC, item
+  SELECT message, row_number() OVER (
+           ORDER BY bool_and(carried), max(access_count) DESC, max(fresh) DESC, message
          ) AS rank
-  FROM items GROUP BY item
+  FROM counted GROUP BY message
 ), doomed AS (
-  SELECT m.id FROM memories m JOIN items i ON i.id = m.id JOIN ranked r ON r.item = i.item
+  SELECT m.id FROM memories m JOIN counted c ON c.id = m.id JOIN ranked r ON r.message = c.message
   WHERE r.rank > %(cap)s ORDER BY r.rank DESC, m.id LIMIT %(batch)s FOR UPDATE OF m SKIP LOCKED
 ),
 -- include: forget_doomed
