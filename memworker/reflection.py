@@ -142,7 +142,7 @@ _REQUEST = (
 )
 _TASTE = (
     r"\b(not a fan of|can'?t stand|cannot stand|fan of|i'?m into|i am into|really into|allergic to)\b|"
-    r"\b(prefer|prefers|preferred|favou?rite|dislike|dislikes|hate|hates)\b|"
+    r"\b(prefer|prefers|preferred|favou?rites?|dislike|dislikes|hate|hates)\b|"
     r"\b(i|we|you|they|he|she)( really| also| just| don'?t| do not)? (like|love|enjoy|adore)\b|"
     # a name's 'likes' is a taste, 'Moments like these' is not: a name then likes/loves/enjoys
     r"(?-i:\b[A-Z][a-z]+)( really| also| just| doesn'?t| does not)? (likes|loves|enjoys|adores)\b|"

@@ -58,6 +58,7 @@ def test_an_assistant_acknowledgement_is_small_talk_too() -> None:
         "I want the reports in PDF, not Excel.",
         "I'm not a fan of spicy food.",
         "I'd rather not get phone calls at work.",
+        "Dumplings are one of my favourites.",
     ],
 )
 def test_wishes_standing_instructions_and_dislikes_are_preferences(text: str) -> None:
