@@ -111,23 +111,18 @@ def turns(messages: list[dict[str, Any]] | None, content: str, occurred_at: date
     """The turns of one episode; a content-only episode is one message (m0)."""
     msgs = messages or [{"role": "user", "content": content}]
     out: list[Turn] = []
-    before: dict[str, Any] = {}  # the previous message
     for i, m in enumerate(msgs):
         body = str(m.get("content") or "")
-        speaker = m.get("name") or None
-        label = speaker or m.get("role") or "user"
-        asked = replying(before, m)
-        before = m
         if not informative(body):
             continue
         when = _parse(m.get("occurred_at")) or occurred_at
+        speaker = m.get("name") or None
+        label = speaker or m.get("role") or "user"
         head = f"{label} ({_stamp(when)}): " if when else f"{label}: "
         texts = [head + part for part in split(body, memories.MAX_TEXT_CHARS - len(head))]
-        if len(texts) > 1:
-            first: str | None = " ".join(texts)  # BM25's one document: the parts as they are stored
-            asked = ""  # a long message says what it is about itself
-        else:
-            first = f"{texts[0]} {asked}" if asked else None
+        # a long message says what it is about itself; BM25's one document is its parts as stored
+        asked = replying(msgs[i - 1] if i else {}, m) if len(texts) == 1 else ""
+        first = " ".join(texts) if len(texts) > 1 else f"{texts[0]} {asked}" if asked else None
         role = str(m.get("role") or "user")
         for p, text in enumerate(texts):
             indexed = first if p == 0 else ""
