@@ -501,12 +501,15 @@ def matcher_agreement(ctx: Context) -> tuple[int, int, Counter[str]]:
 # --- kinds (no server) ---------------------------------------------------------------------------
 
 
-def reflect_kind(text: str) -> tuple[str, int]:
-    """(the kind of the first item, items) of the offline reflector on a one-message episode;
-    "smalltalk" when it keeps nothing."""
-    from memworker.reflection import Episode, OfflineReflector
+def reflect_kind(text: str, embedder: Any) -> tuple[str, int]:
+    """(the kind of the first item, items) of the offline reflector on a one-message episode, as
+    the write keeps them (its items weighed against the kinds' examples by their vectors,
+    memworker.reflection.settle); "smalltalk" when it keeps nothing."""
+    from memworker.reflection import Episode, OfflineReflector, settle
 
-    got = OfflineReflector().reflect(Episode(text, [{"role": "user", "content": text}])).items
+    result = OfflineReflector().reflect(Episode(text, [{"role": "user", "content": text}]))
+    result, _ = settle(result, embedder.embed([i.text for i in [*result.items, *result.spare]]), embedder)
+    got = result.items
     return (got[0].kind if got else "smalltalk"), len(got)
 
 
@@ -514,8 +517,9 @@ def kinds_tables() -> list[str]:
     rows = load_jsonl("kinds.jsonl")
     if not rows:
         return ["(bench/data/written/kinds.jsonl missing)"]
+    embedder = Embedder().model
     for r in rows:
-        r["predicted"], r["items"] = reflect_kind(r["text"])
+        r["predicted"], r["items"] = reflect_kind(r["text"], embedder)
     table = []
     for split in ("dev", "test"):
         for source in (*sorted({r["source"] for r in rows}), "all"):

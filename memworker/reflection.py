@@ -12,15 +12,27 @@ does not validate is dropped: the item stays, and the offline rules decide for i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 from uuid import UUID
 
+import numpy as np
+
 from memworker import errors
 from memworker.domain import memories, tokens
-from memworker.models import llm
+from memworker.models import kinds, llm
+from memworker.models.embeddings import Embedder
 
-MAX_ITEMS = 5
+MAX_ITEMS = 5  # the offline reflector's items from an exchange
+# A longer episode (a whole conversation's session) holds more than one exchange: the offline
+# reflector keeps one more item for every MESSAGES_PER_ITEM messages it reads past that.
+MESSAGES_PER_ITEM = 2
+
+
+def item_cap(messages: int) -> int:
+    """How many items the offline reflector keeps from an episode of `messages` messages it reads."""
+    return max(MAX_ITEMS, -(-messages // MESSAGES_PER_ITEM))
+
 
 # How an item stands to a memory the agent holds: "new" (none of the shown ones says it),
 # "same" (a confirmation of the named one), "update" (the named one is superseded by the
@@ -59,6 +71,9 @@ class Reflection:
     llm_ms: int = 0
     shown: tuple[UUID, ...] = ()  # the known memories the items' decisions were made against
     dropped: int = 0  # decisions that did not validate (their items went to the rules)
+    # the offline reflector's next-best sentences, best first: the write takes them, in order, in
+    # place of items it drops (settle); never stored, saved or sent as such
+    spare: list[Item] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -419,9 +434,11 @@ class OfflineReflector:
             else [(None, None, episode.content)]
         )
         order = 0
+        read = 0
         for index, role, content in sources:
             if role == "assistant" and told:
                 continue
+            read += 1
             for sentence in _SENTENCE.split(content):
                 sentence = _MARKUP.sub("", sentence).strip()
                 score = _informative(sentence, names)
@@ -429,20 +446,47 @@ class OfflineReflector:
                     continue
                 candidates.append((score, order, sentence, () if index is None else (index,)))
                 order += 1
-        best = sorted(candidates, key=lambda c: (-c[0], c[1]))[:MAX_ITEMS]
-        items = []
+        cap = item_cap(read)
+        ranked = sorted(candidates, key=lambda c: (-c[0], c[1]))
         seen: set[str] = set()
-        for _, _, sentence, msgs in sorted(best, key=lambda c: c[1]):
-            text = memories.clip(sentence)
-            key = memories.normalise(text)
-            if key in seen:
-                continue
-            seen.add(key)
-            items.append(Item(text, _kind(text), _confidence(text), msgs, entities_of(text), topics_of(text)))
+        items = _items(sorted(ranked[:cap], key=lambda c: c[1]), seen)
+        spare = _items(ranked[cap : 2 * cap], seen)
         if not items and not messages and episode.content.strip() and _informative(episode.content) > 0:
             text = memories.clip(episode.content)
             items.append(Item(text, _kind(text), 0.5, (), entities_of(text), topics_of(text)))
-        return Reflection(items, self.name)
+        return Reflection(items, self.name, spare=spare)
+
+
+def _items(candidates: list[tuple[float, int, str, tuple[int, ...]]], seen: set[str]) -> list[Item]:
+    """Typed items of the candidates (score, order, sentence, messages), in the order given, a
+    sentence already in `seen` (normalised) left out."""
+    items = []
+    for _, _, sentence, msgs in candidates:
+        text = memories.clip(sentence)
+        key = memories.normalise(text)
+        if key in seen:
+            continue
+        seen.add(key)
+        items.append(Item(text, _kind(text), _confidence(text), msgs, entities_of(text), topics_of(text)))
+    return items
+
+
+def settle(result: Reflection, vectors: np.ndarray, embedder: Embedder) -> tuple[Reflection, np.ndarray]:
+    """The offline reflection's items as the kinds' examples see them (models/kinds.py): small
+    talk leaves, giving its place to the next spare that holds; a plain fact may take a kind.
+    `vectors`: one row per item, then one per spare (the write computes them anyway). Returns the
+    reflection without spares, and the rows of the items it keeps. An LLM's items are left."""
+    n = len(result.items)
+    if not result.reflector.startswith(OfflineReflector.name) or not n:
+        return replace(result, spare=[]), vectors[:n]
+    kept: list[tuple[int, Item]] = []
+    for i, item in enumerate([*result.items, *result.spare]):
+        if i >= n and len(kept) == n:
+            break
+        kind = kinds.weigh(item.text, item.kind, bool(item.entities), vectors[i], embedder)
+        if kind is not None:
+            kept.append((i, replace(item, kind=kind)))
+    return replace(result, items=[it for _, it in kept], spare=[]), vectors[[i for i, _ in kept]]
 
 
 # --- the LLM reflector -----------------------------------------------------------------

@@ -19,6 +19,8 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+import numpy as np
+
 from memworker import errors, metrics, reflection, tracing
 from memworker.domain import episodic, memories
 from memworker.domain.policy import Policy
@@ -92,11 +94,13 @@ class _Claimed:
     subject: str | None = None
 
     def texts(self) -> list[str]:
-        """What is embedded for this episode: its reflected items, then its turns, a split
-        message by its first part only (turn_vectors)."""
+        """What is embedded for this episode: its reflected items, the reflector's spares (until
+        reflection.settle has taken what it needs of them), then its turns, a split message by its
+        first part only (turn_vectors)."""
         if self.result is None:
             return []
-        return [i.text for i in self.result.items] + [t.embedded for t in self.turns if t.part == 0]
+        items = [*self.result.items, *self.result.spare]
+        return [i.text for i in items] + [t.embedded for t in self.turns if t.part == 0]
 
     def turn_vectors(self, vectors: Any) -> list[Any]:
         """One vector per turn from the vectors of its first parts (texts() order): a split
@@ -249,7 +253,25 @@ def _prepare(
         for c in claimed:
             c.error = c.error or f"embedding failed: {type(exc).__name__}: {exc}"
         vectors = None
-    return _Batch(claimed, vectors)
+    return _Batch(claimed, vectors if vectors is None else _settle(claimed, vectors, embedder))
+
+
+def _settle(claimed: list[_Claimed], vectors: Any, embedder: Embedder) -> Any:
+    """Each offline reflection weighed against the kinds' examples (reflection.settle), with the
+    vectors of what it keeps: small talk leaves (its message stays a turn), an untyped fact may
+    take a kind. Done here, on the vectors the write computes anyway."""
+    rows: list[Any] = []
+    offset = 0
+    for c in claimed:
+        n = len(c.texts())
+        mine = vectors[offset : offset + n]
+        offset += n
+        if c.result is not None:
+            k = len(c.result.items) + len(c.result.spare)
+            c.result, kept = reflection.settle(c.result, mine[:k], embedder)
+            mine = np.concatenate([kept, mine[k:]])
+        rows.append(mine)
+    return np.concatenate(rows) if rows else vectors
 
 
 def _attach_known(

@@ -1,0 +1,103 @@
+"""The offline reflector's second opinion on what it wrote (memworker.reflection.settle), from
+hand-written example sentences of each kind (kinds.txt beside this file) in the embedder's space.
+
+The rules (memworker/reflection.py) type a sentence by its cues and call what has no cue a
+'fact'. Much small talk has no cue either ("Busy few weeks, but I'm pushing through."), and
+neither has a taste or a plan said in other words. So an item the rules left a plain 'fact' is
+weighed against the examples, using the vector the write computes for it anyway:
+
+- it is small talk, and no item, when it names nothing (no capitalised name, no number) and its
+  nearest small-talk examples are nearer than its nearest examples of the other kinds (the mean
+  cosine of the 5 nearest of each side);
+- otherwise it takes the kind whose 3 nearest examples are nearest, when that is not 'fact' and
+  leads 'fact' by KIND_MARGIN.
+
+An item dropped gives its place to the reflector's next-best sentence that holds (its spares).
+The message stays a turn whatever is decided here. An item with a cue, and every item an LLM
+wrote, is left as it is."""
+
+from __future__ import annotations
+
+import re
+import threading
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from memworker.models.embeddings import Embedder
+
+EXAMPLES = Path(__file__).with_name("kinds.txt")
+SMALL_TALK = "smalltalk"
+NEAREST_SMALL_TALK = 5  # examples per side averaged for the small-talk verdict
+NEAREST_KIND = 3  # examples per kind averaged for a kind
+# Measured on the dev half of bench/data/written/kinds.jsonl: kind accuracy was the same for every
+# margin from 0 to 0.1; the middle of that range.
+KIND_MARGIN = 0.05
+_NUMBER = re.compile(r"\d")
+
+
+@dataclass(frozen=True)
+class Examples:
+    kinds: np.ndarray  # one label per row
+    vectors: np.ndarray  # unit rows, in the embedder's space
+
+    def small_talk(self, sims: np.ndarray) -> bool:
+        mine = np.sort(sims[self.kinds == SMALL_TALK])[-NEAREST_SMALL_TALK:]
+        others = np.sort(sims[self.kinds != SMALL_TALK])[-NEAREST_SMALL_TALK:]
+        return bool(mine.mean() > others.mean())
+
+    def kind(self, sims: np.ndarray) -> str:
+        near = {
+            str(k): float(np.sort(sims[self.kinds == k])[-NEAREST_KIND:].mean())
+            for k in np.unique(self.kinds)
+            if k != SMALL_TALK
+        }
+        best = max(near, key=lambda k: near[k])
+        return best if near[best] - near["fact"] > KIND_MARGIN else "fact"
+
+
+def read_examples(path: Path = EXAMPLES) -> list[tuple[str, str]]:
+    """(kind, sentence) pairs from an examples file."""
+    out: list[tuple[str, str]] = []
+    kind = None
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            kind = line[1:-1]
+            continue
+        if kind is None:
+            raise ValueError(f"{path}: {line!r} comes before any [kind] line")
+        out.append((kind, line))
+    return out
+
+
+_lock = threading.Lock()
+_embedded: weakref.WeakKeyDictionary[Embedder, Examples] = weakref.WeakKeyDictionary()
+
+
+def examples_for(embedder: Embedder) -> Examples:
+    """The examples embedded by this embedder, once per embedder."""
+    with _lock:
+        found = _embedded.get(embedder)
+        if found is None:
+            pairs = read_examples()
+            found = Examples(np.array([k for k, _ in pairs]), embedder.embed([s for _, s in pairs]))
+            _embedded[embedder] = found
+        return found
+
+
+def weigh(text: str, kind: str, named: bool, vector: np.ndarray, embedder: Embedder) -> str | None:
+    """The kind of an item as the examples see it, None when it is small talk: only a plain
+    'fact' is weighed, and one that names something (`named`: a name, a number) is never small
+    talk."""
+    if kind != "fact":
+        return kind
+    examples = examples_for(embedder)
+    sims = examples.vectors @ vector
+    if not (named or _NUMBER.search(text)) and examples.small_talk(sims):
+        return None
+    return examples.kind(sims)
