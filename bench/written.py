@@ -508,7 +508,7 @@ def reflect_kind(text: str, embedder: Any) -> tuple[str, int]:
     from memworker.reflection import Episode, OfflineReflector, settle
 
     result = OfflineReflector().reflect(Episode(text, [{"role": "user", "content": text}]))
-    result, _ = settle(result, embedder.embed([i.text for i in [*result.items, *result.spare]]), embedder)
+    result, _ = settle(result, embedder.embed([i.text for i in result.items]), embedder)
     got = result.items
     return (got[0].kind if got else "smalltalk"), len(got)
 

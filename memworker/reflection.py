@@ -72,7 +72,7 @@ class Reflection:
     shown: tuple[UUID, ...] = ()  # the known memories the items' decisions were made against
     dropped: int = 0  # decisions that did not validate (their items went to the rules)
     # the offline reflector's next-best sentences, best first: the write takes them, in order, in
-    # place of items it drops (settle); never stored, saved or sent as such
+    # place of items it drops (settle); never embedded unless taken, never stored or saved as such
     spare: list[Item] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -343,6 +343,10 @@ _CODE = re.compile(
     r"|,\s*$|\"\w[^\"]*\"\s*:|^\s*(//|/\*)|\\[()\[\]]"
 )
 _MARKUP = re.compile(r"^\s*(#{1,6}\s+|[-*+]\s+|\d+[.)]\s+)|\*\*|__")
+# A sentence wholly in brackets is a note about the message, not something said: an attachment
+# ("[image: a photo of a bride holding a bouquet]"), a stage direction ("[laughs]"). The turn
+# keeps it, where a recall for what the picture showed still finds it.
+_ANNOTATION = re.compile(r"\[[^\[\]]*\]")
 
 
 # A reaction to what the other person said ("Congrats on getting your dream job.", "Glad
@@ -393,7 +397,7 @@ def _before_question(sentence: str) -> str:
 def _informative(sentence: str, names: frozenset[str] = frozenset()) -> float:
     """A score for how much a sentence says; 0 for small talk, code and markup."""
     s = _MARKUP.sub("", sentence).strip()
-    if len(s) < 12 or _CHITCHAT.match(s) or _CODE.search(s) or small_talk(s, names):
+    if len(s) < 12 or _CHITCHAT.match(s) or _ANNOTATION.fullmatch(s) or _CODE.search(s) or small_talk(s, names):
         return 0.0
     content = [t for t in tokens.tokenize(s, stem=False) if t not in _FILLER]
     if len(content) < 2:
@@ -473,20 +477,28 @@ def _items(candidates: list[tuple[float, int, str, tuple[int, ...]]], seen: set[
 
 def settle(result: Reflection, vectors: np.ndarray, embedder: Embedder) -> tuple[Reflection, np.ndarray]:
     """The offline reflection's items as the kinds' examples see them (models/kinds.py): small
-    talk leaves, giving its place to the next spare that holds; a plain fact may take a kind.
-    `vectors`: one row per item, then one per spare (the write computes them anyway). Returns the
-    reflection without spares, and the rows of the items it keeps. An LLM's items are left."""
+    talk leaves, and the spares, best first, fill its places (embedded only when needed); a plain
+    fact may take a kind. `vectors`: one row per item (the write computes them anyway). Returns
+    the reflection without spares, and one row per item it keeps. An LLM's items are left."""
     n = len(result.items)
     if not result.reflector.startswith(OfflineReflector.name) or not n:
         return replace(result, spare=[]), vectors[:n]
-    kept: list[tuple[int, Item]] = []
-    for i, item in enumerate([*result.items, *result.spare]):
-        if i >= n and len(kept) == n:
-            break
-        kind = kinds.weigh(item.text, item.kind, bool(item.entities), vectors[i], embedder)
-        if kind is not None:
-            kept.append((i, replace(item, kind=kind)))
-    return replace(result, items=[it for _, it in kept], spare=[]), vectors[[i for i, _ in kept]]
+    items: list[Item] = []
+    rows: list[np.ndarray] = []
+
+    def weigh(candidates: list[Item], candidate_rows: np.ndarray) -> None:
+        for item, row in zip(candidates, candidate_rows, strict=True):
+            kind = kinds.weigh(item.text, item.kind, bool(item.entities), row, embedder)
+            if kind is not None:
+                items.append(replace(item, kind=kind))
+                rows.append(row)
+
+    weigh(result.items, vectors[:n])
+    spare = result.spare
+    while len(items) < n and spare:
+        take, spare = spare[: n - len(items)], spare[n - len(items) :]
+        weigh(take, embedder.embed([i.text for i in take]))
+    return replace(result, items=items, spare=[]), np.stack(rows) if rows else vectors[:0]
 
 
 # --- the LLM reflector -----------------------------------------------------------------

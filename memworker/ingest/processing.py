@@ -94,13 +94,11 @@ class _Claimed:
     subject: str | None = None
 
     def texts(self) -> list[str]:
-        """What is embedded for this episode: its reflected items, the reflector's spares (until
-        reflection.settle has taken what it needs of them), then its turns, a split message by its
-        first part only (turn_vectors)."""
+        """What is embedded for this episode: its reflected items, then its turns, a split
+        message by its first part only (turn_vectors)."""
         if self.result is None:
             return []
-        items = [*self.result.items, *self.result.spare]
-        return [i.text for i in items] + [t.embedded for t in self.turns if t.part == 0]
+        return [i.text for i in self.result.items] + [t.embedded for t in self.turns if t.part == 0]
 
     def turn_vectors(self, vectors: Any) -> list[Any]:
         """One vector per turn from the vectors of its first parts (texts() order): a split
@@ -259,7 +257,8 @@ def _prepare(
 def _settle(claimed: list[_Claimed], vectors: Any, embedder: Embedder) -> Any:
     """Each offline reflection weighed against the kinds' examples (reflection.settle), with the
     vectors of what it keeps: small talk leaves (its message stays a turn), an untyped fact may
-    take a kind. Done here, on the vectors the write computes anyway."""
+    take a kind. Done here, on the vectors the write computes anyway; only a spare taken in a
+    dropped item's place is embedded on its own."""
     rows: list[Any] = []
     offset = 0
     for c in claimed:
@@ -267,7 +266,7 @@ def _settle(claimed: list[_Claimed], vectors: Any, embedder: Embedder) -> Any:
         mine = vectors[offset : offset + n]
         offset += n
         if c.result is not None:
-            k = len(c.result.items) + len(c.result.spare)
+            k = len(c.result.items)
             c.result, kept = reflection.settle(c.result, mine[:k], embedder)
             mine = np.concatenate([kept, mine[k:]])
         rows.append(mine)

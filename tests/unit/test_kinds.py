@@ -15,7 +15,7 @@ from memworker.models import kinds
 
 def _kept(text: str, embedder: Any) -> list[reflection.Item]:
     result = reflection.OfflineReflector().reflect(reflection.Episode(text, [{"role": "user", "content": text}]))
-    settled, _ = reflection.settle(result, embedder.embed([i.text for i in [*result.items, *result.spare]]), embedder)
+    settled, _ = reflection.settle(result, embedder.embed([i.text for i in result.items]), embedder)
     return settled.items
 
 
@@ -79,12 +79,11 @@ def test_a_dropped_item_gives_its_place_to_the_next_spare_that_holds(embedder: A
         reflection.Item("Our landlord is selling the building in spring.", "fact", 0.7),
         reflection.Item("We keep two kayaks in the garage.", "fact", 0.7),  # not needed
     ]
-    texts = [i.text for i in [chat, fact, *spares]]
-    vectors = embedder.embed(texts)
+    vectors = embedder.embed([chat.text, fact.text])
     settled, rows = reflection.settle(reflection.Reflection([chat, fact], "offline", spare=spares), vectors, embedder)
     assert [i.text for i in settled.items] == [fact.text, spares[1].text]
     assert settled.spare == []
-    assert np.array_equal(rows, vectors[[1, 3]])
+    assert np.allclose(rows, embedder.embed([fact.text, spares[1].text]), atol=1e-4)
 
 
 def test_a_longer_episode_keeps_more_items() -> None:

@@ -153,3 +153,13 @@ def test_a_lead_in_to_what_follows_is_no_item() -> None:
         "The backups run nightly at 02:00 from the replica.",
         "I moved the job to the replica last week, so this is the script now:",
     ]
+
+
+@pytest.mark.parametrize(
+    "text", ["[image: a photo of a turtle resting on a bed of smooth rocks]", "[laughs and waves goodbye]"]
+)
+def test_a_note_about_the_message_in_brackets_is_no_item(text: str) -> None:
+    assert _items(text) == []
+    assert [i.text for i in _items(f"We finally adopted a tortoise from the shelter! {text}")] == [
+        "We finally adopted a tortoise from the shelter!"
+    ]
