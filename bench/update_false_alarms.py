@@ -9,8 +9,8 @@ the same run.
     python bench/update_false_alarms.py [--beam 1-10] [--locomo 10] [--show 20]
 
 Pure (no server): each episode as bench/assistant_recall.py writes it (BEAM: one per exchange;
-LoCoMo: one per session) through the offline reflector; each new item of a kind the rules judge
-(rules.CHANGING_KINDS) against the earlier items governance would compare it with
+LoCoMo: one per session) through the offline reflector and reflection.settle (the kinds'
+examples); each new item of a kind the rules judge (rules.CHANGING_KINDS) against the earlier items governance would compare it with
 (lifecycle/governance.py: its 8 nearest at cosine >= 0.15, and those sharing one of its 2 rarest
 terms), with memworker.domain.rules.judge and the default policy. A conversation's true updates
 are few (BEAM's knowledge_update questions: 2 per conversation); the printed sample shows what
@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,12 +42,15 @@ NEAREST, MIN_COSINE, RARE_TERMS = 8, 0.15, 2  # governance's update candidates, 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 
-def items_of(conv: ar.Conv) -> list[rules.Fact]:
-    """The conversation's reflected items of the judged kinds, in the order they were said."""
+def items_of(conv: ar.Conv, embedder: Any) -> list[rules.Fact]:
+    """The conversation's reflected items of the judged kinds, in the order they were said, as
+    the write keeps them (reflection.settle)."""
     out: list[rules.Fact] = []
     for body in conv.bodies:
         messages = body["messages"]
-        for item in reflection.OfflineReflector().reflect(reflection.Episode("", messages)).items:
+        result = reflection.OfflineReflector().reflect(reflection.Episode("", messages))
+        result, _ = reflection.settle(result, embedder.embed([i.text for i in result.items]), embedder)
+        for item in result.items:
             if item.kind in rules.CHANGING_KINDS:
                 speaker = messages[item.messages[0]].get("name") if item.messages else None
                 when = T0 + timedelta(minutes=len(out))
@@ -93,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     counts: Counter[tuple[str, str, str]] = Counter()
     shown: list[tuple[str, rules.Verdict]] = []
     for conv in progress(convs, desc="conversations", unit="conv"):
-        facts = items_of(conv)
+        facts = items_of(conv, embedder)
         counts[(conv.corpus, "", "items")] += len(facts)
         if len(facts) < 2:
             continue

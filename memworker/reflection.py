@@ -488,7 +488,9 @@ def settle(result: Reflection, vectors: np.ndarray, embedder: Embedder) -> tuple
 
     def weigh(candidates: list[Item], candidate_rows: np.ndarray) -> None:
         for item, row in zip(candidates, candidate_rows, strict=True):
-            kind = kinds.weigh(item.text, item.kind, bool(item.entities), row, embedder)
+            # a name the sentence only addresses ("Way to go, Gina!") names nothing it tells
+            named = bool(entities_of(_VOCATIVE.sub(r"\1 ", item.text)))
+            kind = kinds.weigh(item.text, item.kind, named, row, embedder)
             if kind is not None:
                 items.append(replace(item, kind=kind))
                 rows.append(row)

@@ -31,8 +31,9 @@ DERIVED_KINDS = (memories.Kind.INSIGHT, memories.Kind.CONCLUSION)  # written by 
 # Kinds that state how things are (one current value): the only ones a newer memory can
 # contradict. Two events on different dates are both true; insights are derived.
 STATEFUL_KINDS = (memories.Kind.FACT, memories.Kind.PREFERENCE, memories.Kind.DECISION, memories.Kind.METHOD)
-# ... and an event that says one of them changed ("Sam moved to Porto", "the launch slipped to
-# May 2"): judged only by the everyday rule, and only when it says something changed.
+# ... and an event, which can change one of them: by the rule for two statements when the older
+# is stateful ("still in negotiation" / "we signed it yesterday"), else only by the everyday rule
+# when it says something changed ("Sam moved to Porto", "the launch slipped to May 2").
 CHANGING_KINDS = (*STATEFUL_KINDS, memories.Kind.EVENT)
 
 
@@ -257,7 +258,8 @@ def _judge(older: Fact, newer: Fact, policy: Policy) -> Verdict | None:
         # "I've never met Bryan" beside "Bryan gave me advice at the festival": what happened
         # does not change, so one of them is false, and only a person can say which
         return Verdict("review", older, newer, "denied: the newer says this never happened")
-    if older.kind in STATEFUL_KINDS and newer.kind in STATEFUL_KINDS:
+    if older.kind in STATEFUL_KINDS and newer.kind in CHANGING_KINDS:
+        # a state changed by what happened ("still in negotiation" / "we signed it yesterday")
         how = changed(older.text, newer.text)
     elif older.kind in CHANGING_KINDS and newer.kind in CHANGING_KINDS:
         how = updates.told_change(older.text, newer.text)

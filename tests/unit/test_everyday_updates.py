@@ -117,6 +117,15 @@ def test_a_change_told_as_an_event_supersedes_a_fact() -> None:
     assert verdict is not None and verdict.action == "supersede"
 
 
+def test_a_state_changed_by_what_happened_is_judged_like_a_fact() -> None:
+    # the newer is an event with no word of change: the rule for two statements decides
+    old = rules.Fact("a", "The lease renewal is still under review.", "fact", "L1", 0.7, datetime(2026, 1, 1))
+    new = rules.Fact("b", "We signed the lease renewal this morning.", "event", "L1", 0.7, datetime(2026, 2, 1))
+    verdict = rules.judge(old, new, Policy())
+    assert verdict is not None and verdict.action == "supersede"
+    assert rules.judge(new, old, Policy()) is None  # an event is changed only by the everyday rule
+
+
 def test_an_event_without_a_word_of_change_revises_nothing() -> None:
     old = rules.Fact("a", "Met Anna on Monday.", "event", "L1", 0.7, datetime(2026, 1, 1))
     new = rules.Fact("b", "Met Anna on Tuesday.", "event", "L1", 0.7, datetime(2026, 2, 1))
