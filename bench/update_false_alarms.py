@@ -48,8 +48,7 @@ def items_of(conv: ar.Conv, embedder: Any) -> list[rules.Fact]:
     out: list[rules.Fact] = []
     for body in conv.bodies:
         messages = body["messages"]
-        result = reflection.OfflineReflector().reflect(reflection.Episode("", messages))
-        result, _ = reflection.settle(result, embedder.embed([i.text for i in result.items]), embedder)
+        result = reflection.settled(reflection.OfflineReflector().reflect(reflection.Episode("", messages)), embedder)
         for item in result.items:
             if item.kind in rules.CHANGING_KINDS:
                 speaker = messages[item.messages[0]].get("name") if item.messages else None

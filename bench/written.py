@@ -505,11 +505,9 @@ def reflect_kind(text: str, embedder: Any) -> tuple[str, int]:
     """(the kind of the first item, items) of the offline reflector on a one-message episode, as
     the write keeps them (its items weighed against the kinds' examples by their vectors,
     memworker.reflection.settle); "smalltalk" when it keeps nothing."""
-    from memworker.reflection import Episode, OfflineReflector, settle
+    from memworker.reflection import Episode, OfflineReflector, settled
 
-    result = OfflineReflector().reflect(Episode(text, [{"role": "user", "content": text}]))
-    result, _ = settle(result, embedder.embed([i.text for i in result.items]), embedder)
-    got = result.items
+    got = settled(OfflineReflector().reflect(Episode(text, [{"role": "user", "content": text}])), embedder).items
     return (got[0].kind if got else "smalltalk"), len(got)
 
 

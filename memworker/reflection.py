@@ -25,7 +25,7 @@ from memworker.models.embeddings import Embedder
 
 MAX_ITEMS = 5  # the offline reflector's items from an exchange
 # A longer episode (a whole conversation's session) holds more than one exchange: the offline
-# reflector keeps one more item for every MESSAGES_PER_ITEM messages it reads past that.
+# reflector keeps one item per MESSAGES_PER_ITEM messages it reads, past the tenth.
 MESSAGES_PER_ITEM = 2
 
 
@@ -72,7 +72,8 @@ class Reflection:
     shown: tuple[UUID, ...] = ()  # the known memories the items' decisions were made against
     dropped: int = 0  # decisions that did not validate (their items went to the rules)
     # the offline reflector's next-best sentences, best first: the write takes them, in order, in
-    # place of items it drops (settle); never embedded unless taken, never stored or saved as such
+    # place of items it drops (settle); embedded only when taken, never stored as such (saved with
+    # the reflection, so a retry settles the same way)
     spare: list[Item] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -84,40 +85,49 @@ class Reflection:
             "llm_ms": self.llm_ms,
             "shown": [str(m) for m in self.shown],
             "dropped": self.dropped,
-            "items": [
-                {
-                    "text": i.text,
-                    "kind": i.kind,
-                    "confidence": i.confidence,
-                    "messages": list(i.messages),
-                    "entities": list(i.entities),
-                    "topics": list(i.topics),
-                    "relation": i.relation,
-                    "memory": None if i.memory is None else str(i.memory),
-                }
-                for i in self.items
-            ],
+            "items": [_item_json(i) for i in self.items],
+            "spare": [_item_json(i) for i in self.spare],
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Reflection:
         # a reflection saved before decisions existed has none: its items go to the rules
-        items = [
-            Item(
-                i["text"],
-                i["kind"],
-                i["confidence"],
-                tuple(i["messages"]),
-                tuple(i["entities"]),
-                tuple(i["topics"]),
-                i.get("relation"),
-                UUID(i["memory"]) if i.get("memory") else None,
-            )
-            for i in data["items"]
-        ]
+        items = [_item_of(i) for i in data["items"]]
         shown = tuple(UUID(m) for m in data.get("shown", ()))
         # The LLM cost was counted when the answer came in; a reuse costs nothing more.
-        return cls(items, data["reflector"], shown=shown, dropped=int(data.get("dropped", 0)))
+        return cls(
+            items,
+            data["reflector"],
+            shown=shown,
+            dropped=int(data.get("dropped", 0)),
+            spare=[_item_of(i) for i in data.get("spare", ())],
+        )
+
+
+def _item_json(i: Item) -> dict[str, Any]:
+    return {
+        "text": i.text,
+        "kind": i.kind,
+        "confidence": i.confidence,
+        "messages": list(i.messages),
+        "entities": list(i.entities),
+        "topics": list(i.topics),
+        "relation": i.relation,
+        "memory": None if i.memory is None else str(i.memory),
+    }
+
+
+def _item_of(i: dict[str, Any]) -> Item:
+    return Item(
+        i["text"],
+        i["kind"],
+        i["confidence"],
+        tuple(i["messages"]),
+        tuple(i["entities"]),
+        tuple(i["topics"]),
+        i.get("relation"),
+        UUID(i["memory"]) if i.get("memory") else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -343,9 +353,9 @@ _CODE = re.compile(
     r"|,\s*$|\"\w[^\"]*\"\s*:|^\s*(//|/\*)|\\[()\[\]]"
 )
 _MARKUP = re.compile(r"^\s*(#{1,6}\s+|[-*+]\s+|\d+[.)]\s+)|\*\*|__")
-# A sentence wholly in brackets is a note about the message, not something said: an attachment
-# ("[image: a photo of a bride holding a bouquet]"), a stage direction ("[laughs]"). The turn
-# keeps it, where a recall for what the picture showed still finds it.
+# What is in brackets is a note about the message, not something said: an attachment ("[image:
+# a photo of a red kayak on a lake]"), a stage direction ("[laughs]"). Items leave it out; the
+# turn keeps it, where a recall for what the picture showed still finds it.
 _ANNOTATION = re.compile(r"\[[^\[\]]*\]")
 
 
@@ -397,7 +407,7 @@ def _before_question(sentence: str) -> str:
 def _informative(sentence: str, names: frozenset[str] = frozenset()) -> float:
     """A score for how much a sentence says; 0 for small talk, code and markup."""
     s = _MARKUP.sub("", sentence).strip()
-    if len(s) < 12 or _CHITCHAT.match(s) or _ANNOTATION.fullmatch(s) or _CODE.search(s) or small_talk(s, names):
+    if len(s) < 12 or _CHITCHAT.match(s) or _CODE.search(s) or small_talk(s, names):
         return 0.0
     content = [t for t in tokens.tokenize(s, stem=False) if t not in _FILLER]
     if len(content) < 2:
@@ -443,7 +453,7 @@ class OfflineReflector:
             if role == "assistant" and told:
                 continue
             read += 1
-            for sentence in _SENTENCE.split(content):
+            for sentence in _SENTENCE.split(_ANNOTATION.sub(" ", content)):
                 sentence = _MARKUP.sub("", sentence).strip()
                 score = _informative(sentence, names)
                 if score <= 0:
@@ -479,28 +489,34 @@ def settle(result: Reflection, vectors: np.ndarray, embedder: Embedder) -> tuple
     """The offline reflection's items as the kinds' examples see them (models/kinds.py): small
     talk leaves, and the spares, best first, fill its places (embedded only when needed); a plain
     fact may take a kind. `vectors`: one row per item (the write computes them anyway). Returns
-    the reflection without spares, and one row per item it keeps. An LLM's items are left."""
+    the reflection without spares, its items in the order their messages were said (governance
+    takes a later item as the newer), and one row per item. An LLM's items are left."""
     n = len(result.items)
     if not result.reflector.startswith(OfflineReflector.name) or not n:
         return replace(result, spare=[]), vectors[:n]
-    items: list[Item] = []
-    rows: list[np.ndarray] = []
+    kept: list[tuple[Item, np.ndarray]] = []
 
-    def weigh(candidates: list[Item], candidate_rows: np.ndarray) -> None:
-        for item, row in zip(candidates, candidate_rows, strict=True):
+    def weigh(candidates: list[Item], rows: np.ndarray) -> None:
+        for item, row in zip(candidates, rows, strict=True):
             # a name the sentence only addresses ("Way to go, Gina!") names nothing it tells
             named = bool(entities_of(_VOCATIVE.sub(r"\1 ", item.text)))
             kind = kinds.weigh(item.text, item.kind, named, row, embedder)
             if kind is not None:
-                items.append(replace(item, kind=kind))
-                rows.append(row)
+                kept.append((replace(item, kind=kind), row))
 
     weigh(result.items, vectors[:n])
     spare = result.spare
-    while len(items) < n and spare:
-        take, spare = spare[: n - len(items)], spare[n - len(items) :]
+    while len(kept) < n and spare:
+        take, spare = spare[: n - len(kept)], spare[n - len(kept) :]
         weigh(take, embedder.embed([i.text for i in take]))
-    return replace(result, items=items, spare=[]), np.stack(rows) if rows else vectors[:0]
+    kept.sort(key=lambda k: min(k[0].messages, default=-1))  # stable: a message's own order stays
+    rows = np.stack([row for _, row in kept]) if kept else vectors[:0]
+    return replace(result, items=[item for item, _ in kept], spare=[]), rows
+
+
+def settled(result: Reflection, embedder: Embedder) -> Reflection:
+    """settle() for a reflection on its own: its items embedded here."""
+    return settle(result, embedder.embed([i.text for i in result.items]), embedder)[0]
 
 
 # --- the LLM reflector -----------------------------------------------------------------

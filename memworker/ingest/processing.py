@@ -256,9 +256,10 @@ def _prepare(
 
 def _settle(claimed: list[_Claimed], vectors: Any, embedder: Embedder) -> Any:
     """Each offline reflection weighed against the kinds' examples (reflection.settle), with the
-    vectors of what it keeps: small talk leaves (its message stays a turn), an untyped fact may
-    take a kind. Done here, on the vectors the write computes anyway; only a spare taken in a
-    dropped item's place is embedded on its own."""
+    vectors of what it keeps: small talk leaves (with the episodic layer on, its message stays a
+    turn), an untyped fact may take a kind. Done here, on the vectors the write computes anyway;
+    only a spare taken in a dropped item's place is embedded on its own. When that fails, the
+    episode keeps the rules' items as they were: it is never failed for it."""
     rows: list[Any] = []
     offset = 0
     for c in claimed:
@@ -267,8 +268,13 @@ def _settle(claimed: list[_Claimed], vectors: Any, embedder: Embedder) -> Any:
         offset += n
         if c.result is not None:
             k = len(c.result.items)
-            c.result, kept = reflection.settle(c.result, mine[:k], embedder)
-            mine = np.concatenate([kept, mine[k:]])
+            try:
+                c.result, kept = reflection.settle(c.result, mine[:k], embedder)
+                mine = np.concatenate([kept, mine[k:]])
+            except errors.Unavailable:
+                raise
+            except Exception:
+                logger.exception("weighing the items of episode %s failed; keeping the rules' items", c.id)
         rows.append(mine)
     return np.concatenate(rows) if rows else vectors
 

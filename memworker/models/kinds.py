@@ -6,14 +6,15 @@ The rules (memworker/reflection.py) type a sentence by its cues and call what ha
 neither has a taste or a plan said in other words. So an item the rules left a plain 'fact' is
 weighed against the examples, using the vector the write computes for it anyway:
 
-- it is small talk, and no item, when it names nothing (no capitalised name, no number), is
-  short (SMALL_TALK_WORDS), and its nearest small-talk examples are nearer than its nearest
-  examples of the other kinds (the mean cosine of the 5 nearest of each side);
+- it is small talk, and no item, when it names nothing (no number, and no capitalised name past
+  its first word but one it only addresses: the caller says), is short (SMALL_TALK_WORDS), and
+  its nearest small-talk examples are nearer than its nearest examples of the other kinds (the
+  mean cosine of the 5 nearest of each side);
 - otherwise it takes the kind whose 3 nearest examples are nearest, when that is not 'fact' and
   leads 'fact' by KIND_MARGIN.
 
 An item dropped gives its place to the reflector's next-best sentence that holds (its spares).
-The message stays a turn whatever is decided here. An item with a cue, and every item an LLM
+With the episodic layer on, the message stays a turn whatever is decided here. An item with a cue, and every item an LLM
 wrote, is left as it is."""
 
 from __future__ import annotations

@@ -15,8 +15,7 @@ from memworker.models import kinds
 
 def _kept(text: str, embedder: Any) -> list[reflection.Item]:
     result = reflection.OfflineReflector().reflect(reflection.Episode(text, [{"role": "user", "content": text}]))
-    settled, _ = reflection.settle(result, embedder.embed([i.text for i in result.items]), embedder)
-    return settled.items
+    return reflection.settled(result, embedder).items
 
 
 @pytest.mark.parametrize(
@@ -93,3 +92,18 @@ def test_a_longer_episode_keeps_more_items() -> None:
     episode = reflection.Episode("", [{"role": "user", "content": s} for s in said])
     result = reflection.OfflineReflector().reflect(episode)
     assert len(result.items) == 10 and len(result.spare) == 10
+
+
+def test_kept_items_stay_in_the_order_their_messages_were_said(embedder: Any) -> None:
+    # governance takes a later item as the newer: a spare said first must not come out last
+    said = [reflection.Item("Our launch date is May 2.", "fact", 0.7, (0,))]
+    chat = reflection.Item("Honestly, you made my whole week.", "fact", 0.7, (1,))
+    later = reflection.Item("The launch slipped to May 9 after the audit.", "event", 0.7, (5,))
+    settled = reflection.settled(reflection.Reflection([chat, later], "offline", spare=said), embedder)
+    assert [i.messages for i in settled.items] == [(0,), (5,)]
+
+
+def test_spares_are_saved_with_the_reflection() -> None:
+    spare = reflection.Item("We keep two kayaks in the garage.", "fact", 0.7, (2,))
+    saved = reflection.Reflection([], "offline (llm failed: timeout)", llm_calls=1, spare=[spare])
+    assert reflection.Reflection.from_json(saved.to_json()).spare == [spare]

@@ -156,7 +156,12 @@ def test_a_lead_in_to_what_follows_is_no_item() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["[image: a photo of a turtle resting on a bed of smooth rocks]", "[laughs and waves goodbye]"]
+    "text",
+    [
+        "[image: a photo of a turtle resting on a bed of smooth rocks]",
+        "[laughs and waves goodbye]",
+        "[image: a photo of a lake at dusk. Two kayaks are tied to the jetty]",
+    ],
 )
 def test_a_note_about_the_message_in_brackets_is_no_item(text: str) -> None:
     assert _items(text) == []
