@@ -125,3 +125,23 @@ def test_a_short_reply_is_found_by_the_question_it_answers(alice: Client, worker
     assert f"episode:{r['episode_id']}#m1" in sources, hits
     (turn,) = [t for t in _turns(alice, "reply-bot") if t["provenance"] == [f"episode:{r['episode_id']}#m1"]]
     assert turn["text"].endswith("): That's Boston, Cal! Took it last month from the harbour.")  # its own words only
+
+
+def test_small_talk_the_rules_miss_stays_a_turn_and_is_no_item(alice: Client, worker: Any) -> None:
+    # no social word to catch it, so the kinds' examples decide (reflection.settle), in the worker
+    chat = "Can't complain, all things considered."
+    fact = "My brother flies cargo planes out of Leipzig."
+    r = alice.add_episode(
+        "settle-bot",
+        messages=[
+            {"role": "user", "name": "Ines", "content": chat},
+            {"role": "user", "name": "Tom", "content": fact},
+            {"role": "user", "name": "Ines", "content": "[image: a photo of a red kayak on a lake]"},
+        ],
+    )
+    ep = alice.wait_for_episode("settle-bot", r["episode_id"])
+    assert ep["status"] == "stored"
+    items = [alice.get_memory("settle-bot", m)["text"] for m in ep["memory_ids"]]
+    assert items == [fact]
+    turns = " | ".join(t["text"] for t in _turns(alice, "settle-bot"))
+    assert chat in turns and "red kayak" in turns  # nothing said is lost
