@@ -498,9 +498,11 @@ def settle(result: Reflection, vectors: np.ndarray, embedder: Embedder) -> tuple
 
     def weigh(candidates: list[Item], rows: np.ndarray) -> None:
         for item, row in zip(candidates, rows, strict=True):
-            # a name the sentence only addresses ("Way to go, Gina!") names nothing it tells
-            named = bool(entities_of(_VOCATIVE.sub(r"\1 ", item.text)))
-            kind = kinds.weigh(item.text, item.kind, named, row, embedder)
+            kind: str | None = item.kind
+            if kind == "fact":  # only what no cue typed is weighed
+                # a name the sentence only addresses ("Way to go, Gina!") names nothing it tells
+                named = bool(entities_of(_VOCATIVE.sub(r"\1 ", item.text)))
+                kind = kinds.weigh(item.text, named, row, embedder)
             if kind is not None:
                 kept.append((replace(item, kind=kind), row))
 

@@ -45,20 +45,16 @@ _NUMBER = re.compile(r"\d")
 
 @dataclass(frozen=True)
 class Examples:
-    kinds: np.ndarray  # one label per row
+    rows: dict[str, np.ndarray]  # kind -> the indexes of its rows
     vectors: np.ndarray  # unit rows, in the embedder's space
 
     def small_talk(self, sims: np.ndarray) -> bool:
-        mine = np.sort(sims[self.kinds == SMALL_TALK])[-NEAREST_SMALL_TALK:]
-        others = np.sort(sims[self.kinds != SMALL_TALK])[-NEAREST_SMALL_TALK:]
+        mine = np.sort(sims[self.rows[SMALL_TALK]])[-NEAREST_SMALL_TALK:]
+        others = np.sort(np.delete(sims, self.rows[SMALL_TALK]))[-NEAREST_SMALL_TALK:]
         return bool(mine.mean() > others.mean())
 
     def kind(self, sims: np.ndarray) -> str:
-        near = {
-            str(k): float(np.sort(sims[self.kinds == k])[-NEAREST_KIND:].mean())
-            for k in np.unique(self.kinds)
-            if k != SMALL_TALK
-        }
+        near = {k: float(np.sort(sims[at])[-NEAREST_KIND:].mean()) for k, at in self.rows.items() if k != SMALL_TALK}
         best = max(near, key=lambda k: near[k])
         return best if near[best] - near["fact"] > KIND_MARGIN else "fact"
 
@@ -90,17 +86,16 @@ def examples_for(embedder: Embedder) -> Examples:
         found = _embedded.get(embedder)
         if found is None:
             pairs = read_examples()
-            found = Examples(np.array([k for k, _ in pairs]), embedder.embed([s for _, s in pairs]))
+            labels = np.array([k for k, _ in pairs])
+            rows = {str(k): np.flatnonzero(labels == k) for k in dict.fromkeys(k for k, _ in pairs)}
+            found = Examples(rows, embedder.embed([s for _, s in pairs]))
             _embedded[embedder] = found
         return found
 
 
-def weigh(text: str, kind: str, named: bool, vector: np.ndarray, embedder: Embedder) -> str | None:
-    """The kind of an item as the examples see it, None when it is small talk: only a plain
-    'fact' is weighed, and one that names something (`named`: a name, a number) is never small
-    talk."""
-    if kind != "fact":
-        return kind
+def weigh(text: str, named: bool, vector: np.ndarray, embedder: Embedder) -> str | None:
+    """The kind of a plain 'fact' item as the examples see it, None when it is small talk; one
+    that names something (`named`: a name, a number) is never small talk."""
     examples = examples_for(embedder)
     sims = examples.vectors @ vector
     if not (named or _NUMBER.search(text)) and len(text.split()) <= SMALL_TALK_WORDS and examples.small_talk(sims):
