@@ -93,7 +93,7 @@ from _common import (  # noqa: E402
 from episodes_recall import DATA, Conversation, Mapper, load, post_episodes, wait_stored  # noqa: E402
 
 from memworker import Client  # noqa: E402
-from memworker.domain import memories, tokens  # noqa: E402
+from memworker.domain import memories, tokens, voice  # noqa: E402
 
 LABELS = Path(__file__).resolve().parent / "data" / "written"
 REFLECTED = ("fact", "preference", "decision", "method", "event", "conclusion")
@@ -382,6 +382,19 @@ def item_key(text: str, dia: str) -> str:
     return f"{memories.normalise(text)}|{dia}"
 
 
+def item_labels(ctx: Context) -> dict[str, int]:
+    """The frozen item labels by item_key: each labelled sentence as its speaker said it, and as
+    the write tells it in their name (memworker.domain.voice), so a label holds for either."""
+    speakers = {(c.sample_id, t.dia_id): t.speaker for c in ctx.convs for t in c.turns}
+    out: dict[str, int] = {}
+    for r in load_jsonl("item_labels.jsonl"):
+        out[item_key(r["text"], r["dia_id"])] = int(r["label"])
+        name = voice.person(speakers.get((r["conv"], r["dia_id"])))
+        if name:
+            out[item_key(memories.clip(voice.told_by(r["text"], name)), r["dia_id"])] = int(r["label"])
+    return out
+
+
 def load_jsonl(name: str) -> list[dict[str, Any]]:
     path = LABELS / name
     if not path.exists():
@@ -549,7 +562,7 @@ def kinds_tables() -> list[str]:
 
 
 def write_tables(ctx: Context) -> list[str]:
-    labels = {item_key(r["text"], r["dia_id"]): int(r["label"]) for r in load_jsonl("item_labels.jsonl")}
+    labels = item_labels(ctx)
     cov, dist, prec, kinds = [], [], [], []
     for split, ids in splits_of(ctx.convs):
         obs, by_items, by_turns = coverage(ctx, ids)

@@ -142,6 +142,6 @@ def test_small_talk_the_rules_miss_stays_a_turn_and_is_no_item(alice: Client, wo
     ep = alice.wait_for_episode("settle-bot", r["episode_id"])
     assert ep["status"] == "stored"
     items = [alice.get_memory("settle-bot", m)["text"] for m in ep["memory_ids"]]
-    assert items == [fact]
+    assert items == ["Tom's brother flies cargo planes out of Leipzig."]  # told in its speaker's name
     turns = " | ".join(t["text"] for t in _turns(alice, "settle-bot"))
-    assert chat in turns and "red kayak" in turns  # nothing said is lost
+    assert chat in turns and "red kayak" in turns and fact in turns  # nothing said is lost, in its words

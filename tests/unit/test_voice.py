@@ -1,0 +1,90 @@
+"""An item told in its speaker's name (memworker/domain/voice.py, reflection.settle): "I" says
+who only beside its message; the memory says it in words."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memworker import reflection
+from memworker.domain import voice
+
+
+@pytest.mark.parametrize(
+    ("said", "told"),
+    [
+        ("I went to a support group yesterday.", "Caroline went to a support group yesterday."),
+        ("I'm starting a new job at the bakery.", "Caroline is starting a new job at the bakery."),
+        ("I really love painting with my kids.", "Caroline really loves painting with Caroline's kids."),
+        ("My friends gave me a gift.", "Caroline's friends gave Caroline a gift."),
+        ("I've been fixing cars since I was a kid.", "Caroline has been fixing cars since Caroline was a kid."),
+        ("I do 20 push-ups and I watch my diet.", "Caroline does 20 push-ups and Caroline watches Caroline's diet."),
+        ("I don't eat meat and I haven't for years.", "Caroline doesn't eat meat and Caroline hasn't for years."),
+        ("I think I'll try pottery next.", "Caroline thinks Caroline will try pottery next."),
+        ("I'd love to visit; I'd been there once.", "Caroline would love to visit; Caroline had been there once."),
+        (
+            "I try to stay positive, I wish I could go.",
+            "Caroline tries to stay positive, Caroline wishes Caroline could go.",
+        ),
+        ("i just finished my first marathon", "Caroline just finished Caroline's first marathon"),
+        ("We moved to Lyon, i.e. near our parents.", "We moved to Lyon, i.e. near our parents."),  # "we" says no one
+    ],
+)
+def test_the_first_person_is_told_in_the_speakers_name(said: str, told: str) -> None:
+    assert voice.told_by(said, "Caroline") == told
+
+
+@pytest.mark.parametrize(
+    ("name", "person"),
+    [
+        ("Caroline", "Caroline"),
+        ("Mary Ann", "Mary Ann"),
+        ("ops-bot", None),
+        ("user_42", None),
+        ("", None),
+        (None, None),
+        ("alice", None),
+    ],
+)
+def test_only_a_persons_name_is_told_in(name: str | None, person: str | None) -> None:
+    assert voice.person(name) == person
+
+
+def _items(messages: list[dict[str, str]], embedder: Any) -> list[reflection.Item]:
+    result = reflection.OfflineReflector().reflect(reflection.Episode("", messages))
+    return reflection.settled(result, embedder).items
+
+
+def test_an_item_is_told_in_the_name_its_message_gives(embedder: Any) -> None:
+    items = _items(
+        [
+            {"role": "user", "name": "Caroline", "content": "I prefer painting sunsets with watercolours."},
+            {"role": "user", "name": "ops-bot", "content": "I restarted the ingest worker on node 3 at noon."},
+            {"role": "user", "content": "I moved the standup to 9:30 on Tuesdays."},
+        ],
+        embedder,
+    )
+    by_message = {i.messages: i for i in items}
+    told = by_message[(0,)]
+    # told in the name; its kind read from the words as said ("I prefer": a preference)
+    assert told.text == "Caroline prefers painting sunsets with watercolours."
+    assert told.kind == "preference" and told.teller == "Caroline"
+    assert by_message[(1,)].text.startswith("I restarted")  # a handle is no person's name
+    assert by_message[(2,)].text.startswith("I moved") and by_message[(2,)].teller is None
+
+
+def test_a_told_item_is_embedded_as_told(embedder: Any) -> None:
+    result = reflection.OfflineReflector().reflect(
+        reflection.Episode("", [{"role": "user", "name": "Caroline", "content": "I adopted a rescue dog named Max."}])
+    )
+    settled, rows = reflection.settle(result, embedder.embed([i.text for i in result.items]), embedder)
+    (item,) = settled.items
+    assert item.text == "Caroline adopted a rescue dog named Max."
+    assert float(rows[0] @ embedder.embed([item.text])[0]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_told_item_survives_a_round_trip_through_json() -> None:
+    item = reflection.Item("Caroline adopted a dog.", "event", 0.7, (0,), ("Caroline",), ("dog",), teller="Caroline")
+    result = reflection.Reflection([item], "offline")
+    assert reflection.Reflection.from_json(result.to_json()).items == [item]
