@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 
-from memworker.domain import memories, statements, updates
+from memworker.domain import memories, statements, updates, voice
 from memworker.domain.policy import Policy
 
 TIER_RANK: dict[str, int] = {t: i for i, t in enumerate(memories.Tier)}
@@ -232,10 +232,13 @@ def ordered(a: Fact, b: Fact) -> tuple[Fact, Fact]:
 
 def _utterance(fact: Fact) -> Fact:
     """The fact as what its speaker said: a leading "Name: " label (statements.quoted) taken
-    off its text and kept as its speaker when none is known."""
+    off its text and kept as its speaker when none is known; a text told in its speaker's name
+    (voice.told_by) read in their words again, so the rules see "I", not a name in every
+    statement one person made."""
     speaker, said = statements.quoted(fact.text)
     if speaker is None:
-        return fact
+        name = voice.person(fact.speaker)
+        return replace(fact, text=voice.as_said(fact.text, name)) if name else fact
     return replace(fact, text=said, speaker=fact.speaker or speaker)
 
 

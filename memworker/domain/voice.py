@@ -60,6 +60,13 @@ def told_by(text: str, name: str) -> str:
     return _OBJECT.sub(lambda m: "themself" if m.group(0).lower() == "myself" else name, text)
 
 
+def as_said(text: str, name: str) -> str:
+    """told_by() undone closely enough to judge what was said: the teller's name back to "I" and
+    "my" (a verb keeps its -s, which the statement rules read past)."""
+    text = re.sub(rf"\b{re.escape(name)}'s\b", "my", text)
+    return re.sub(rf"\b{re.escape(name)}\b", "I", text)
+
+
 def _subject(m: re.Match[str], name: str) -> str:
     contraction, rest = m.group(2), m.group(3)
     if contraction == "d":

@@ -3,12 +3,14 @@ who only beside its message; the memory says it in words."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
 
 from memworker import reflection
-from memworker.domain import voice
+from memworker.domain import rules, voice
+from memworker.domain.policy import Policy
 
 
 @pytest.mark.parametrize(
@@ -88,3 +90,17 @@ def test_a_told_item_survives_a_round_trip_through_json() -> None:
     item = reflection.Item("Caroline adopted a dog.", "event", 0.7, (0,), ("Caroline",), ("dog",), teller="Caroline")
     result = reflection.Reflection([item], "offline")
     assert reflection.Reflection.from_json(result.to_json()).items == [item]
+
+
+def _told(fact_id: str, said: str, speaker: str, day: int) -> rules.Fact:
+    return rules.Fact(fact_id, voice.told_by(said, speaker), "fact", "L1", 0.8, datetime(2026, 1, day), 0, speaker)
+
+
+def test_the_rules_judge_a_told_item_as_said() -> None:
+    # one speaker's change is an update; two speakers' values are two facts, as when both said "I"
+    older = _told("a", "I live in Porto.", "Caroline", 1)
+    assert older.text == "Caroline lives in Porto."
+    moved = rules.judge(older, _told("b", "I live in Lyon now.", "Caroline", 2), Policy())
+    assert moved is not None and moved.action == "supersede"
+    assert rules.judge(older, _told("c", "I live in Lyon now.", "Melanie", 2), Policy()) is None
+    assert voice.as_said("Caroline thinks Caroline's dog is shy.", "Caroline") == "I thinks my dog is shy."
