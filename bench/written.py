@@ -56,7 +56,9 @@ summaries  after the sleep pass: the share of a session's observations that the 
 stems      user-facing texts (items, summaries, insights, conclusions, the profile's strings)
            holding a token that is a stem, not a word: a lower-case alphabetic token of 4+
            letters that is not a whole word of any message of the conversation but is a
-           prefix or the Porter stem (memworker.domain.tokens) of one ("decemb", "approv", "happi").
+           prefix or the Porter stem (memworker.domain.tokens) of one ("decemb", "approv", "happi"),
+           and not one of its words with -s, -es or -ies added (an item told in its speaker's
+           name: "Calvin works" where he said "I work").
 
 --dump PATH keeps what the run read (items, derived memories, profile) as JSON; --from-dump
 PATH measures it again without a server (the matcher and labels are the same). Writes
@@ -480,9 +482,30 @@ def vocabulary(ctx: Context, sid: str) -> tuple[set[str], set[str]]:
 
 def stems_in(text: str, words: set[str], near: set[str]) -> list[str]:
     """Month and weekday names are left out: the product writes dates no message said ("6 March
-    2023: ..."), and "march" is a word even where it is also the stem of "marched"."""
+    2023: ..."), and "march" is a word even where it is also the stem of "marched". So is the
+    third person of a word of the conversation: an item told in its speaker's name says "Calvin
+    works" where he said "I work" ("works" is also a prefix of "workshop")."""
     found = re.findall(r"[a-z]+", text.lower())
-    return [t for t in found if len(t) >= 4 and t not in words and t in near and t not in _MONTHS and t not in _DAYS]
+    return [
+        t
+        for t in found
+        if len(t) >= 4
+        and t not in words
+        and t in near
+        and t not in _MONTHS
+        and t not in _DAYS
+        and not _inflected(t, words)
+    ]
+
+
+def _inflected(token: str, words: set[str]) -> bool:
+    """token is a word of the conversation with -s, -es or -ies (for -y) added."""
+    return (
+        token[:-1] in words
+        or token.endswith("es")
+        and token[:-2] in words
+        or (token.endswith("ies") and token[:-3] + "y" in words)
+    )
 
 
 def user_texts(ctx: Context, sid: str) -> dict[str, list[str]]:
