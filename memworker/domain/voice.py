@@ -43,6 +43,9 @@ _FIRST = re.compile(
     r"\b(I|i)(?:['\u2019](m|ve|d|ll)\b|\b(?![.-]\w))"
     rf"((?:\s+(?:{'|'.join(sorted(_ADVERBS))})\b)*(?:\s+(?![Ii]\b|[Ii]['\u2019])[A-Za-z'\u2019]+)?)"
 )
+# What comes right before "I" when it is one of two subjects: "Max and I", "my wife and I" (not
+# "I love it and I adore": there "and" begins a clause).
+_COMPOUND = re.compile(r"(?:\b[A-Z][a-z]+|\b[Mm]y \w+)\s+(?:and|&)\s+$")
 _OBJECT = re.compile(r"\b(?:me|Me|myself|Myself)\b")
 _POSSESSIVE = re.compile(r"\b(?:my|My|mine|Mine)\b")
 
@@ -55,7 +58,7 @@ def person(name: str | None) -> str | None:
 
 def told_by(text: str, name: str) -> str:
     """text, said by `name` (a person(): the caller checks), told in their name."""
-    text = _FIRST.sub(lambda m: _subject(m, name), text)
+    text = _FIRST.sub(lambda m: _subject(m, name, _COMPOUND.search(text, 0, m.start()) is not None), text)
     text = _POSSESSIVE.sub(f"{name}'s", text)
     return _OBJECT.sub(lambda m: "themself" if m.group(0).lower() == "myself" else name, text)
 
@@ -67,13 +70,17 @@ def as_said(text: str, name: str) -> str:
     return re.sub(rf"\b{re.escape(name)}\b", "I", text)
 
 
-def _subject(m: re.Match[str], name: str) -> str:
+def _subject(m: re.Match[str], name: str, compound: bool) -> str:
+    """The subject "I" (m: _FIRST) as `name`, its verb in the third person unless "I" is one of
+    several subjects ("Max and I love": the verb stays)."""
     contraction, rest = m.group(2), m.group(3)
     if contraction == "d":
         following = rest.split()
         return f"{name} {'had' if following and following[0].lower() in _PARTICIPLES else 'would'}{rest}"
     if contraction:
         return f"{name} {_CONTRACTED[contraction]}{rest}"
+    if compound:
+        return name + rest
     words = re.split(r"(\s+)", rest)  # ["", " ", "really", " ", "love", ...]
     for i in range(2, len(words), 2):
         word = words[i]

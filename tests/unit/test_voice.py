@@ -30,6 +30,9 @@ from memworker.domain.policy import Policy
             "Caroline tries to stay positive, Caroline wishes Caroline could go.",
         ),
         ("i just finished my first marathon", "Caroline just finished Caroline's first marathon"),
+        ("Max and I love long walks.", "Max and Caroline love long walks."),  # one of two subjects
+        ("My wife and I love Lyon.", "Caroline's wife and Caroline love Lyon."),
+        ("I love it and I adore my cat.", "Caroline loves it and Caroline adores Caroline's cat."),
         ("We moved to Lyon, i.e. near our parents.", "We moved to Lyon, i.e. near our parents."),  # "we" says no one
     ],
 )
