@@ -12,6 +12,7 @@ pass wrote (ids that were not there before), and the profile (GET profile).
 
     python bench/written.py [--conversations 1,3-5] [--split dev|test|all] [--no-sleep]
         [--dump PATH] [--from-dump PATH] [--api-url URL --api-key KEY --data-dir DIR]
+    python bench/written.py --sentence-ceiling   # no server, about 3 min
 
 Measures (each for dev and test):
 
@@ -60,6 +61,10 @@ stems      user-facing texts (items, summaries, insights, conclusions, the profi
            and not one of its words with -s, -es or -ies added (an item told in its speaker's
            name: "Calvin works" where he said "I work").
 
+--sentence-ceiling prints coverage, in process, by the items the write keeps (the offline
+reflector and reflection.settled) beside every sentence the reflector reads as informative
+with no cap on items and beside every message kept whole: how far picking sentences can go.
+
 --dump PATH keeps what the run read (items, derived memories, profile) as JSON; --from-dump
 PATH measures it again without a server (the matcher and labels are the same). Writes
 bench/results/written.md (or $MEMWORKER_BENCH_RESULTS/written.md)."""
@@ -92,7 +97,7 @@ from _common import (  # noqa: E402
     stack_from_args,
     write_report,
 )
-from episodes_recall import DATA, Conversation, Mapper, load, post_episodes, wait_stored  # noqa: E402
+from episodes_recall import DATA, Conversation, Mapper, episode_bodies, load, post_episodes, wait_stored  # noqa: E402
 
 from memworker import Client  # noqa: E402
 from memworker.domain import memories, tokens, voice  # noqa: E402
@@ -581,6 +586,55 @@ def kinds_tables() -> list[str]:
     return out
 
 
+# --- the ceiling of picking sentences (no server) -----------------------------------------------
+
+
+def reflected(convs: Sequence[Conversation], cap: Any) -> dict[str, Any]:
+    """A dump of the items the offline reflector keeps (reflection.settled, as the write keeps
+    them) from each session, with `cap` in place of reflection.item_cap; in process."""
+    from memworker import reflection
+    from memworker.settings import Settings
+
+    kept_cap, reflection.item_cap = reflection.item_cap, cap
+    embedder = Embedder().model
+    dump: dict[str, Any] = {"agents": {}}
+    try:
+        for conv in progress(convs, desc="reflecting", unit="conv"):
+            rows = []
+            for body, dias in zip(*episode_bodies(conv, "written", Settings().max_content_bytes), strict=True):
+                result = reflection.OfflineReflector().reflect(reflection.Episode("", body["messages"]))
+                for item in reflection.settled(result, embedder).items:
+                    rows.append(
+                        {"text": item.text, "kind": item.kind, "dia_ids": sorted({dias[m] for m in item.messages})}
+                    )
+            dump["agents"][conv.sample_id] = {"before": rows}
+    finally:
+        reflection.item_cap = kept_cap
+    return dump
+
+
+def sentence_ceiling(convs: Sequence[Conversation], notes: dict[str, Notes]) -> str:
+    """Coverage by the items the write keeps beside every sentence the offline reflector reads as
+    informative, with no cap on items (the most a write that picks sentences can state), and
+    beside every message kept whole."""
+    from memworker import reflection
+
+    runs = (("the items the write keeps", reflection.item_cap), ("every informative sentence", lambda n: 1 << 30))
+    rows = []
+    for label, cap in runs:
+        ctx = Context.build(list(convs), notes, reflected(convs, cap))
+        for split, ids in splits_of(ctx.convs):
+            _, by_items, by_turns = coverage(ctx, ids)
+            rows.append([split, label, sum(len(ctx.items(sid)) for sid in ids), stated(by_items)])
+            if label == runs[0][0]:
+                rows.append([split, "every message whole", "-", stated(by_turns)])
+    return md_table(["split", "items", "how many", "observations stated"], sorted(rows, key=lambda r: r[0]))
+
+
+def stated(verdicts: list[Verdict]) -> str:
+    return pct(sum(v.stated for v in verdicts), len(verdicts))
+
+
 # --- the report ---------------------------------------------------------------------------------
 
 
@@ -781,11 +835,19 @@ def main() -> None:
     parser.add_argument("--from-dump", type=Path, help="measure a dump again, no server (its run note kept)")
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--label-sheets", type=Path, help="also write unjudged label sheets to this folder")
+    parser.add_argument(
+        "--sentence-ceiling",
+        action="store_true",
+        help="no server: coverage by every sentence the offline reflector reads as informative (no cap on items)",
+    )
     add_stack_args(parser)
     args = parser.parse_args()
     args.load_before = loadavg()
     chosen = pick(args.conversations, args.split)
     convs = [c for c in load(args.data, None) if c.index in chosen]
+    if args.sentence_ceiling:
+        print(sentence_ceiling(convs, load_notes(args.data, [c.sample_id for c in convs])), flush=True)
+        return
     if args.from_dump:
         dump = json.loads(args.from_dump.read_text())
         convs = [c for c in convs if c.sample_id in dump["agents"]]
