@@ -429,8 +429,9 @@ def _informative(sentence: str, names: frozenset[str] = frozenset()) -> float:
         # a lead-in ("Here's my code:", "I set it up like this:") announces what follows (the
         # turn keeps both); kept when its other clauses say something of the speaker's
         return 0.0
-    score = float(len(set(content)) + 2 * len(entities_of(s)))
-    return score if _OWN.search(s) or entities_of(s) else score * GENERAL_WEIGHT
+    named = entities_of(s)
+    score = float(len(set(content)) + 2 * len(named))
+    return score if named or _OWN.search(s) else score * GENERAL_WEIGHT
 
 
 class OfflineReflector:
