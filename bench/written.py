@@ -219,8 +219,11 @@ def collect(args: argparse.Namespace, convs: list[Conversation]) -> dict[str, An
                 mappers[conv.sample_id] = Mapper(eps)
                 n += len(eps)
             wait = wait_stored(client, list(agents.values()), n, args.timeout, "episodes stored")
-            dump["timings"]["ingest_s"] = time.perf_counter() - started
+            dump["timings"]["ingest_s"] = took = time.perf_counter() - started
             dump["episodes"] = wait["statuses"]
+            messages = sum(len(s.turns) for c in convs for s in c.sessions)
+            # a figure line bench/ab.py collects: an A/B of the write on named conversations
+            print(f"ingest: {n} episodes, {messages} messages stored in {took:.1f} s, {messages / took:.1f} messages/s")
             for conv in convs:
                 rows = all_memories(client, agents[conv.sample_id])
                 dump["agents"][conv.sample_id] = {
