@@ -100,7 +100,7 @@ from _common import (  # noqa: E402
 from episodes_recall import DATA, Conversation, Mapper, episode_bodies, load, post_episodes, wait_stored  # noqa: E402
 
 from memworker import Client  # noqa: E402
-from memworker.domain import memories, tokens, voice  # noqa: E402
+from memworker.domain import memories, tokens  # noqa: E402
 
 LABELS = Path(__file__).resolve().parent / "data" / "written"
 REFLECTED = ("fact", "preference", "decision", "method", "event", "conclusion")
@@ -395,9 +395,14 @@ def item_key(text: str, dia: str) -> str:
 def item_labels(ctx: Context) -> dict[str, int]:
     """The frozen item labels by item_key: each labelled sentence as its speaker said it, and as
     the write tells it in their name (memworker.domain.voice), so a label holds for either."""
+    labels = load_jsonl("item_labels.jsonl")
+    try:
+        from memworker.domain import voice
+    except ImportError:  # code from before items were told (bench/ab.py --bench-from-head)
+        return {item_key(r["text"], r["dia_id"]): int(r["label"]) for r in labels}
     speakers = {(c.sample_id, t.dia_id): t.speaker for c in ctx.convs for t in c.turns}
     out: dict[str, int] = {}
-    for r in load_jsonl("item_labels.jsonl"):
+    for r in labels:
         out[item_key(r["text"], r["dia_id"])] = int(r["label"])
         name = voice.person(speakers.get((r["conv"], r["dia_id"])))
         if name:
