@@ -431,8 +431,10 @@ class Context:
     speakers: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, convs: list[Conversation], notes: dict[str, Notes], dump: dict[str, Any]) -> Context:
-        ctx = cls(convs, notes, dump, Embedder())
+    def build(
+        cls, convs: list[Conversation], notes: dict[str, Notes], dump: dict[str, Any], emb: Embedder | None = None
+    ) -> Context:
+        ctx = cls(convs, notes, dump, emb or Embedder())
         for c in convs:
             ctx.messages[c.sample_id] = {t.dia_id: t.content for t in c.turns}
             ctx.speakers[c.sample_id] = frozenset(t.speaker.lower() for t in c.turns)
@@ -597,14 +599,13 @@ def kinds_tables() -> list[str]:
 # --- the ceiling of picking sentences (no server) -----------------------------------------------
 
 
-def reflected(convs: Sequence[Conversation], cap: Any) -> dict[str, Any]:
+def reflected(convs: Sequence[Conversation], cap: Any, embedder: Any) -> dict[str, Any]:
     """A dump of the items the offline reflector keeps (reflection.settled, as the write keeps
     them) from each session, with `cap` in place of reflection.item_cap; in process."""
     from memworker import reflection
     from memworker.settings import Settings
 
     kept_cap, reflection.item_cap = reflection.item_cap, cap
-    embedder = Embedder().model
     dump: dict[str, Any] = {"agents": {}}
     try:
         for conv in progress(convs, desc="reflecting", unit="conv"):
@@ -628,9 +629,10 @@ def sentence_ceiling(convs: Sequence[Conversation], notes: dict[str, Notes]) -> 
     from memworker import reflection
 
     runs = (("the items the write keeps", reflection.item_cap), ("every informative sentence", lambda n: 1 << 30))
+    emb = Embedder()  # one model and one cache of vectors for both runs
     rows = []
     for label, cap in runs:
-        ctx = Context.build(list(convs), notes, reflected(convs, cap))
+        ctx = Context.build(list(convs), notes, reflected(convs, cap, emb.model), emb)
         for split, ids in splits_of(ctx.convs):
             _, by_items, by_turns = coverage(ctx, ids)
             rows.append([split, label, sum(len(ctx.items(sid)) for sid in ids), stated(by_items)])
@@ -656,8 +658,8 @@ def write_tables(ctx: Context) -> list[str]:
             [
                 split,
                 len(obs),
-                pct(sum(v.stated for v in by_items), len(obs)),
-                pct(sum(v.stated for v in by_turns), len(obs)),
+                stated(by_items),
+                stated(by_turns),
             ]
         )
         cp = [copied(ctx, sid, m) for sid, m in items]
@@ -698,8 +700,8 @@ def sleep_tables(ctx: Context) -> list[str]:
                 split,
                 len(ours),
                 n,
-                pct(sum(v.stated for v in ours), len(ours)),
-                pct(sum(v.stated for v in theirs), len(theirs)),
+                stated(ours),
+                stated(theirs),
             ]
         )
         per: dict[str, list[int]] = defaultdict(lambda: [0, 0])

@@ -488,7 +488,8 @@ def _items(
 ) -> list[Item]:
     """Typed items of the candidates (score, order, sentence, messages), in the order given, a
     sentence already in `seen` (normalised) left out; each with the name of the person who said
-    it when its message gives one (`tellers`: message index -> name), for settle() to tell it in."""
+    it when its message gives one (`tellers`: message index -> name), told in it now or, a plain
+    fact, by settle()."""
     items = []
     for _, _, sentence, msgs in candidates:
         text = memories.clip(sentence)
@@ -496,10 +497,11 @@ def _items(
         if key in seen:
             continue
         seen.add(key)
-        teller = tellers.get(msgs[0]) if msgs else None
-        items.append(
-            Item(text, _kind(text), _confidence(text), msgs, entities_of(text), topics_of(text), teller=teller)
-        )
+        teller, kind = tellers.get(msgs[0]) if msgs else None, _kind(text)
+        # what the examples will not weigh (a kind its cue gave) is told now, so the write embeds
+        # it once; a plain fact is told by settle(), after the examples weighed its words as said
+        told = memories.clip(voice.told_by(text, teller)) if teller and kind != "fact" else text
+        items.append(Item(told, kind, _confidence(text), msgs, entities_of(text), topics_of(text), teller=teller))
     return items
 
 
@@ -535,7 +537,9 @@ def settle(result: Reflection, vectors: np.ndarray, embedder: Embedder) -> tuple
     kept.sort(key=lambda k: min(k[0].messages, default=-1))  # stable: a message's own order stays
     items = [replace(i, text=memories.clip(voice.told_by(i.text, i.teller))) if i.teller else i for i, _ in kept]
     rows = np.stack([row for _, row in kept]) if kept else vectors[:0]
-    told = [k for k, i in enumerate(items) if i.teller]
+    # embedded again: what the telling changed here (one told in reflect, or with no "I" or
+    # "my" in it, is already embedded as it reads)
+    told = [k for k, (i, _) in enumerate(kept) if items[k].text != i.text]
     if told:
         rows[told] = embedder.embed([items[k].text for k in told])
     return replace(result, items=items, spare=[]), rows

@@ -99,8 +99,6 @@ def _third(verb: str) -> str:
         return "doesn't"
     if low in ("haven't", "havent"):
         return "hasn't"
-    if low == "am":
-        return "is"
     if low in _IRREGULAR:
         return _IRREGULAR[low]
     if not verb.isalpha() or not verb.islower() or low in _SAME or low.endswith("ed") or "'" in low:
